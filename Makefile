@@ -1,0 +1,38 @@
+# Set-up is part of every target: a fresh clone needs only Python 3.11+ (and root or sudo for Chromium).
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTHON ?= python3
+
+.PHONY: dashboard test lint unit browser-deps bench clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+## the dashboard on the bundled demo study (built on first use)
+dashboard: $(BIN)/.installed
+	$(BIN)/mcqaudit dashboard
+
+## Debian's Chromium for the end-to-end browser test (never `playwright install`)
+browser-deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+unit: $(BIN)/.installed
+	$(BIN)/pytest
+
+## everything CI runs: install, lint, type-check, all tests
+test: $(BIN)/.installed browser-deps lint unit
+
+bench: $(BIN)/.installed
+	$(BIN)/python benchmarks/bench_ingest.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache sample_runs/*.duckdb

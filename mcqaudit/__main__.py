@@ -1,0 +1,3 @@
+from mcqaudit.cli import main
+
+main()

@@ -1,0 +1,640 @@
+"""The `mcqaudit` command line: thin commands over the Python API (orient, ingest, info, grade, report, ...).
+
+Exit status: 0 success; 1 bad input or a failure; 2 usage errors (bad flags, no judge configured);
+3 grading left rows in `error` (see `grade --help`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from mcqaudit import __version__
+
+app = typer.Typer(
+    name="mcqaudit",
+    help=(
+        "Grade and audit multiple-choice LLM evaluations whose answer letter must be read out of free text.\n\n"
+        "A regex like [A-D] on prose fabricates results ('At the garden...' parses as A). mcqaudit uses a "
+        "strict regex only as a pre-filter, sends everything else to an LLM judge that answers CORRECT / "
+        "INCORRECT / OTHER (never coerced), asks every item in several option orders (orientations) to expose "
+        "position bias, and keeps every row for a person to confirm or override.\n\n"
+        "Typical flow:\n\n"
+        "  mcqaudit orient items.jsonl --out prompts.jsonl     # option orders + prompts\n\n"
+        "  (run your model on prompts.jsonl -> generations.jsonl)\n\n"
+        "  mcqaudit ingest generations.jsonl --db study.duckdb\n\n"
+        "  mcqaudit grade --db study.duckdb --judge-model M --judge-base-url URL\n\n"
+        "  mcqaudit report --db study.duckdb --format html --out report.html\n\n"
+        "  mcqaudit dashboard study.duckdb"
+    ),
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+console = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True, highlight=False)
+
+DbOption = Annotated[
+    Path,
+    typer.Option("--db", help="The study file (DuckDB). Created by `ingest` if missing.", show_default=False),
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"mcqaudit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    pass
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    err.print(message, markup=False, highlight=False)
+    return typer.Exit(code)
+
+
+def _open_study(db: Path, create: bool = False):
+    from mcqaudit.store import Study, StudyError
+
+    try:
+        return Study(db, create=create)
+    except StudyError as exc:
+        raise _fail(f"error: {exc}") from None
+
+
+# --------------------------------------------------------------------------------------------- orient
+@app.command()
+def orient(
+    items: Annotated[
+        Path,
+        typer.Argument(
+            help="Items JSONL: item_id, question, options (canonical order), gold (letter or 0-based index), optional metadata.",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Where to write the prompt rows (JSONL).", show_default=False)
+    ],
+    scheme: Annotated[
+        str,
+        typer.Option(
+            help="cyclic (n rotations: each option once at each position), swap (A/B swap; first/last swap for n>2), all (all n! orders, at most 6 options), or random:K (K distinct orders, reproducible with --seed)."
+        ),
+    ] = "cyclic",
+    seed: Annotated[int, typer.Option(help="Seed for random:K.")] = 0,
+    template: Annotated[
+        Path | None,
+        typer.Option(
+            help="Prompt template file using {question} and {options}; default: a built-in template asking for one letter.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Turn an items file into one prompt row per item and orientation.
+
+    Each output row has item_id, question, options (displayed order), gold (displayed letter),
+    orientation (canonical letters in displayed order, e.g. BCDA) and prompt: everything a generations
+    file needs except arm and generation.
+    """
+    from mcqaudit.ingest.errors import InputError
+    from mcqaudit.ingest.items import read_items
+    from mcqaudit.orient import DEFAULT_TEMPLATE, OrientationError, orient_item, scheme_labels
+
+    try:
+        all_items = read_items(items)
+    except InputError as exc:
+        raise _fail(f"error: bad items file:\n{exc}") from None
+    tmpl = DEFAULT_TEMPLATE
+    if template is not None:
+        try:
+            tmpl = template.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise _fail(f"error: {template}: cannot read the template: {exc}") from None
+        missing = [k for k in ("{question}", "{options}") if k not in tmpl]
+        if missing:
+            raise _fail(f"error: {template}: the template lacks {' and '.join(missing)}", 2)
+    rows = []
+    try:
+        for it in all_items:
+            rows.extend(orient_item(it, scheme_labels(len(it.options), scheme, seed), tmpl))
+    except OrientationError as exc:
+        raise _fail(f"error: {exc}", 2) from None
+    tmp = out.with_name(out.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for r in rows:
+            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+    tmp.replace(out)
+    console.print(f"{len(all_items)} items -> {len(rows)} prompt rows ({scheme}) in {out}")
+
+
+# --------------------------------------------------------------------------------------------- ingest
+@app.command()
+def ingest(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Generation files: .jsonl, .csv or .parquet (fields: DESIGN §3 / README 'Input rows').",
+            show_default=False,
+        ),
+    ],
+    db: DbOption,
+    arm: Annotated[
+        str | None,
+        typer.Option(help="Arm for rows that have no `arm` field (a row whose arm differs is an error)."),
+    ] = None,
+    items: Annotated[
+        Path | None, typer.Option(help="Items JSONL fixing each item's canonical option order and gold.")
+    ] = None,
+    skip_bad: Annotated[
+        bool,
+        typer.Option(
+            "--skip-bad", help="Load the good rows and keep each bad one, with its reason, in rejected_rows."
+        ),
+    ] = False,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="Overwrite rows whose (arm, item, orientation, sample) exists with a different generation; their judge verdicts are dropped and reviews retracted.",
+        ),
+    ] = False,
+    control: Annotated[
+        str | None, typer.Option(help="Mark this arm as the control arm of the study.")
+    ] = None,
+    fmt: Annotated[
+        str | None, typer.Option("--format", help="jsonl, csv or parquet (default: from the extension).")
+    ] = None,
+    framework_parsers: Annotated[
+        bool,
+        typer.Option(
+            "--framework-parsers/--no-framework-parsers",
+            help="Also run the known framework patterns (simple_evals, lm_eval_flexible, opencompass_first_option, "
+            "mmlu_pro_chain), so you can see what your framework would have reported. The slowest step on "
+            "very large files.",
+        ),
+    ] = True,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Load generation rows into a study file; run the strict, naive, user and framework parsers.
+
+    Idempotent: a row's id comes from (arm, item_id, orientation, sample), so loading the same file twice
+    changes nothing. Every problem is reported as FILE:LINE: field: reason, and a file with problems
+    writes nothing (unless --skip-bad). Exits 1 when anything was rejected without --skip-bad.
+    """
+    from mcqaudit.ingest import ingest_file
+    from mcqaudit.ingest.errors import InputError
+
+    study = _open_study(db, create=True)
+    failed = False
+    for f in files:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            disable=quiet,
+            transient=True,
+        ) as prog:
+            task = prog.add_task(f"ingest {f.name}", total=None)
+
+            def progress(stage: str, done: int, total: int | None, _t=task, _p=prog, _f=f) -> None:
+                _p.update(_t, description=f"{stage} {_f.name}", completed=done, total=total)
+
+            try:
+                res = ingest_file(
+                    study,
+                    f,
+                    arm=arm,
+                    items_path=items,
+                    skip_bad=skip_bad,
+                    replace=replace,
+                    control=control,
+                    fmt=fmt,
+                    progress=progress,
+                    framework_parsers=framework_parsers,
+                )
+            except InputError as exc:
+                prog.stop()
+                err.print(f"error: {f}: {exc.total} problem(s)", markup=False, highlight=False)
+                err.print(str(exc), markup=False, highlight=False)
+                failed = True
+                continue
+        parts = [f"{res.loaded} rows loaded"]
+        if res.unchanged:
+            parts.append(f"{res.unchanged} unchanged")
+        if res.replaced:
+            parts.append(f"{res.replaced} replaced")
+        if res.duplicates_in_file:
+            parts.append(f"{res.duplicates_in_file} identical duplicates ignored")
+        if res.blank_lines:
+            parts.append(f"{res.blank_lines} blank lines ignored")
+        if res.new_arms:
+            parts.append("new arms: " + ", ".join(res.new_arms))
+        console.print(f"{f}: " + "; ".join(parts), markup=False, highlight=False)
+        if res.rejected:
+            err.print(
+                f"{f}: {res.rejected} rows rejected (kept in rejected_rows; see `mcqaudit info`):",
+                markup=False,
+                highlight=False,
+            )
+            for p in res.problems[:20]:
+                err.print(f"  {p}", markup=False, highlight=False)
+            if res.problem_count > 20:
+                err.print(f"  ... and {res.problem_count - 20} more", markup=False, highlight=False)
+    if failed:
+        raise typer.Exit(1)
+
+
+# --------------------------------------------------------------------------------------------- info
+def _table(title: str, df, index: bool = False) -> Table:
+    t = Table(title=title, title_justify="left", show_lines=False)
+    cols = ([df.index.name or ""] if index else []) + [str(c) for c in df.columns]
+    for c in cols:
+        t.add_column(c)
+    for idx, row in df.iterrows():
+        vals = ([str(idx)] if index else []) + ["" if v is None else str(v) for v in row.tolist()]
+        t.add_row(*vals)
+    return t
+
+
+@app.command()
+def info(db: DbOption) -> None:
+    """Summarise a study: arms, items, orientations, rows per arm x orientation, parser coverage,
+    verdicts by source, judge fingerprints, diagnostics, rejected rows."""
+    from mcqaudit.store.summary import summarise
+
+    if not db.exists():
+        raise _fail(f"error: {db}: no such study file")
+    study = _open_study(db)
+    s = summarise(study)
+    console.print(f"[bold]study[/] {s.path}  (created {s.created})")
+    console.print(
+        f"{s.rows} rows, {s.items} items, arms: {', '.join(s.arms) or '-'}"
+        f"  (control: {s.control_arm or 'not set'})"
+    )
+    if s.unaudited:
+        console.print("[yellow]unaudited: graded with --no-judge (strict pre-filter only)[/]")
+    console.print(f"orientations: {', '.join(s.orientations) or '-'}")
+    if s.rows:
+        console.print(_table("rows per arm x orientation", s.rows_by_arm_orientation, index=True))
+        console.print(_table("parser coverage (rows where the parser reads a letter)", s.parser_coverage))
+        console.print(_table("verdicts by source", s.verdicts))
+    for extra in _INFO_SECTIONS:
+        extra(study)
+    if s.rejected_total:
+        console.print(_table(f"rejected rows ({s.rejected_total}; latest ingest first)", s.rejected))
+    else:
+        console.print("rejected rows: none")
+
+
+# Later commands (grade, report) add their own sections to `info` here.
+_INFO_SECTIONS: list = []
+
+
+# --------------------------------------------------------------------------------------------- report
+@app.command()
+def report(
+    db: DbOption,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="json (the shape in docs/report-schema.md), md (Markdown tables), or html (one self-contained "
+            "page with the plots; works offline).",
+        ),
+    ] = "json",
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Write the report here instead of standard output.", show_default=False
+        ),
+    ] = None,
+    control: Annotated[
+        str | None,
+        typer.Option(
+            help="The control arm. Default: the study's stored choice, else an arm named control or base, "
+            "else the first arm ingested.",
+            show_default=False,
+        ),
+    ] = None,
+    verdicts: Annotated[
+        str,
+        typer.Option(
+            help="final: latest review, else judge, else pre-filter, else rule. judge: the automated verdict "
+            "alone (judge, else pre-filter, else rule; reviews ignored). Rows without a verdict in the chosen "
+            "view are ungraded and left out of every denominator."
+        ),
+    ] = "final",
+    bootstrap: Annotated[
+        int,
+        typer.Option(
+            "--bootstrap", help="Bootstrap resamples of items for the 95 % CIs (0: point estimates only)."
+        ),
+    ] = 2000,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap; reported in the output.")] = 0,
+) -> None:
+    """Metrics, differences against the control arm and diagnostic flags, flags first.
+
+    Confidence intervals resample items (paired across arms), never rows: an item shown in four
+    orientations is one unit. Every difference carries its minimum detectable effect. The HTML and
+    Markdown say when verdicts come from the heuristic stand-in judge or an unaudited (--no-judge) study.
+    """
+    from mcqaudit.report import FORMATS, build_report, render
+
+    if fmt not in FORMATS:
+        raise _fail(f"error: --format must be one of {', '.join(FORMATS)}, not {fmt!r}", 2)
+    if verdicts not in ("final", "judge"):
+        raise _fail(f"error: --verdicts must be final or judge, not {verdicts!r}", 2)
+    if bootstrap < 0:
+        raise _fail("error: --bootstrap must be 0 or more", 2)
+    if not db.exists():
+        raise _fail(f"error: {db}: no such study file")
+    study = _open_study(db)
+    try:
+        rep = build_report(study, control=control, verdicts=verdicts, n_boot=bootstrap, seed=seed)
+    except ValueError as exc:
+        raise _fail(f"error: {exc}", 2) from None
+    text = render(rep, fmt)
+    if out is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(out)
+        n = len(rep["flags"])
+        err.print(f"wrote {out} ({fmt}; {n} flag{'s' if n != 1 else ''})", markup=False, highlight=False)
+
+
+def _info_flags(study) -> None:
+    from mcqaudit.report import flags_for
+
+    flags = flags_for(study)
+    if not flags:
+        console.print("diagnostics: no flag fired")
+        return
+    t = Table(title=f"diagnostics ({len(flags)} flags; details: `mcqaudit report`)", title_justify="left")
+    for c in ("flag", "arm", "evidence"):
+        t.add_column(c)
+    for f in flags:
+        t.add_row(f["name"], f.get("arm") or "", f["evidence"])
+    console.print(t)
+
+
+_INFO_SECTIONS.append(_info_flags)
+
+
+# --------------------------------------------------------------------------------------------- grade
+@app.command()
+def grade(
+    db: DbOption,
+    judge_model: Annotated[
+        str | None,
+        typer.Option(
+            "--judge-model",
+            envvar="MCQAUDIT_JUDGE_MODEL",
+            help="The judge model. Required: the judge is part of the metric, so mcqaudit never picks one.",
+            show_default=False,
+        ),
+    ] = None,
+    judge_base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--judge-base-url",
+            envvar="MCQAUDIT_JUDGE_BASE_URL",
+            help="OpenAI-compatible endpoint, e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1. "
+            "Recorded beside the fingerprint, not in it.",
+            show_default=False,
+        ),
+    ] = None,
+    judge_api_key_env: Annotated[
+        str,
+        typer.Option(
+            "--judge-api-key-env",
+            help="NAME of the environment variable holding the API key (read at run time; the key is never "
+            "stored, logged or printed). A local server (127.0.0.1) needs none.",
+        ),
+    ] = "OPENAI_API_KEY",
+    shape: Annotated[
+        str,
+        typer.Option(
+            help="extract: the judge names the picked letter or OTHER and code compares it with gold. "
+            "gold: the judge is told the gold letter and answers CORRECT / INCORRECT / OTHER."
+        ),
+    ] = "extract",
+    concurrency: Annotated[int, typer.Option(help="Requests in flight.")] = 16,
+    temperature: Annotated[float, typer.Option(help="Judge temperature; above 0.2 is refused.")] = 0.0,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Judge max tokens per reply.")] = 16,
+    seed: Annotated[int, typer.Option(help="Seed sent with every judge request (part of the fingerprint).")] = 0,
+    max_retries: Annotated[
+        int, typer.Option("--max-retries", help="Retries per request on 429, 5xx, timeouts (backoff; retry-after honoured).")
+    ] = 5,
+    timeout: Annotated[float, typer.Option(help="Per-request timeout in seconds.")] = 60.0,
+    arm: Annotated[
+        list[str] | None, typer.Option("--arm", help="Grade only this arm (repeatable).", show_default=False)
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option(help="Grade at most N of the rows that need the judge.", show_default=False)
+    ] = None,
+    exemplars: Annotated[
+        Path | None,
+        typer.Option(
+            help="Few-shot exemplars, JSONL: question, options, generation, answer (letter/OTHER, or a verdict "
+            "with gold for --shape gold). Part of the prompt and the fingerprint.",
+            show_default=False,
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print one rendered prompt and the fingerprint; send nothing.")
+    ] = False,
+    no_judge: Annotated[
+        bool,
+        typer.Option(
+            "--no-judge",
+            help="Grade with the strict pre-filter alone; every other row stays ungraded and the study is "
+            "marked unaudited (a later judge run clears the mark).",
+        ),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON on stdout.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Grade rows: strict pre-filter, then the LLM judge for every row it did not resolve.
+
+    Blank generations are OTHER by rule and rows the pre-filter resolved are never sent. Every other
+    row gets one judge verdict per judge fingerprint (model, shape, template, exemplars, temperature, max
+    tokens, seed). Re-running skips rows already graded under the same fingerprint, retries rows in error,
+    and never re-sends a prompt that already got a legal reply. Replies are saved as they arrive, so an
+    interrupted run loses at most the replies in flight.
+
+    Exit status: 0 every targeted row has a verdict; 3 some rows ended in error (a re-run retries them);
+    2 usage errors (no judge configured, temperature above 0.2, bad flags); 1 anything else.
+    """
+    import os
+
+    from mcqaudit import grade as grading
+    from mcqaudit.judge.prompts import JudgeConfig
+    from mcqaudit.store import StudyError
+
+    arms = tuple(arm or ())
+    if no_judge and dry_run:
+        raise _fail("error: --no-judge and --dry-run do not go together", 2)
+    if not no_judge and not judge_model:
+        raise _fail(f"error: {grading.NO_JUDGE_MESSAGE}", 2)
+    if not db.exists():
+        raise _fail(f"error: {db}: no such study file (create one with `mcqaudit ingest`)")
+    study = _open_study(db)
+    if no_judge:
+        try:
+            counts = grading.grade_without_judge(study, arms)
+        except grading.GradeUsageError as exc:
+            raise _fail(f"error: {exc}", 2) from None
+        console.print(
+            f"graded with the strict pre-filter alone: {counts.get('prefilter', 0)} rows by the pre-filter, "
+            f"{counts.get('rule', 0)} blank rows OTHER by rule; {counts.get('needs_judge', 0)} rows need a judge "
+            "and stay ungraded (pending).",
+            markup=False, highlight=False,
+        )
+        console.print("the study is marked unaudited (no judge); run `mcqaudit grade` with a judge to audit it.",
+                      markup=False, highlight=False)
+        return
+    assert judge_model is not None
+    try:
+        ex = grading.load_exemplars(exemplars, shape) if exemplars is not None else ()
+        config = JudgeConfig(model=judge_model, shape=shape, temperature=temperature, max_tokens=max_tokens,
+                             seed=seed, exemplars=ex, base_url=judge_base_url)
+        options = grading.GradeOptions(config, base_url=judge_base_url, api_key_env=judge_api_key_env,
+                                       concurrency=concurrency, timeout_s=timeout, max_retries=max_retries,
+                                       arms=arms, limit=limit)
+        options.validate()
+    except (ValueError, grading.GradeUsageError) as exc:
+        raise _fail(f"error: {exc}", 2) from None
+    if dry_run:
+        try:
+            plan = grading.dry_run(study, options)
+        except grading.GradeUsageError as exc:
+            raise _fail(f"error: {exc}", 2) from None
+        _print_dry_run(plan, config)
+        return
+    secret = os.environ.get(judge_api_key_env, "") if grading.valid_env_name(judge_api_key_env) else ""
+    try:
+        summary = grading.grade(study, options, reporter=None if quiet or as_json else grading.RichReporter(err))
+    except grading.GradeUsageError as exc:
+        raise _fail(f"error: {_scrub(str(exc), secret)}", 2) from None
+    except StudyError as exc:
+        raise _fail(f"error: {_scrub(str(exc), secret)}") from None
+    except Exception as exc:  # anything else: exit 1 with a one-line reason, never a traceback with locals
+        raise _fail(f"error: grading failed: {type(exc).__name__}: {_scrub(str(exc), secret)}") from None
+    if as_json:
+        sys.stdout.write(json.dumps(grading.summary_json(summary), indent=2) + "\n")
+    else:
+        for line in summary.lines():
+            console.print(line, markup=False, highlight=False)
+    raise typer.Exit(summary.exit_code)
+
+
+def _scrub(text: str, secret: str) -> str:
+    return text.replace(secret, "[redacted]") if secret and len(secret) >= 4 else text
+
+
+def _print_dry_run(plan, config) -> None:
+    console.print(f"judge fingerprint: {plan.fingerprint}", markup=False, highlight=False)
+    console.print(
+        f"  model {config.model}, {config.shape} shape, temperature {config.temperature:g}, max tokens "
+        f"{config.max_tokens}, seed {config.seed}, template {plan.fingerprint_payload['template_version']}, "
+        f"{len(config.exemplars)} exemplars",
+        markup=False, highlight=False,
+    )
+    console.print(
+        f"rows needing the judge: {plan.in_scope}; already graded under this fingerprint: {plan.already_ok}; "
+        f"a run would target {plan.targeted} rows, {plan.cached} answered from earlier replies, "
+        f"sending {plan.would_send} requests (dry run: nothing sent)",
+        markup=False, highlight=False,
+    )
+    if plan.user is None:
+        console.print("no row needs the judge: nothing to show", markup=False, highlight=False)
+        return
+    console.print(f"--- system message ---\n{plan.system}", markup=False, highlight=False)
+    console.print(f"--- user message (row {plan.row_id}) ---\n{plan.user}", markup=False, highlight=False)
+
+
+def _info_fingerprints(study) -> None:
+    from mcqaudit.store.judging import fingerprint_summary
+
+    fps = fingerprint_summary(study)
+    if not fps:
+        console.print("judge fingerprints: none (no judge run yet)")
+        return
+    t = Table(title="judge fingerprints", title_justify="left")
+    for c in ("fingerprint", "model", "shape", "temperature", "base URLs", "arms", "rows ok", "rows error"):
+        t.add_column(c)
+    for f in fps:
+        model = f["model"] + (" (stand-in heuristic, not an LLM)" if f["standin"] else "")
+        t.add_row(f["fingerprint"], model, f["shape"], f"{f['temperature']:g}", ", ".join(f["base_urls"]) or "-",
+                  ", ".join(f["arms"]) or "-", str(f["rows_ok"]), str(f["rows_error"]))
+    console.print(t)
+
+
+_INFO_SECTIONS.append(_info_fingerprints)
+
+
+# --------------------------------------------------------------------------------------------- standin-judge
+@app.command("standin-judge")
+def standin_judge(
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port; the URL is printed).")] = 8765,
+    latency_ms: Annotated[float, typer.Option("--latency-ms", help="Sleep before every answer (ms).")] = 0.0,
+    fail_rate: Annotated[float, typer.Option("--fail-rate", help="Share of requests answered HTTP 500.")] = 0.0,
+    rate_limit_rate: Annotated[
+        float, typer.Option("--rate-limit-rate", help="Share of requests answered HTTP 429 with retry-after.")
+    ] = 0.0,
+    garbage_rate: Annotated[
+        float, typer.Option("--garbage-rate", help="Share of requests answered with an illegal reply.")
+    ] = 0.0,
+    hang_rate: Annotated[float, typer.Option("--hang-rate", help="Share of requests never answered.")] = 0.0,
+    seed: Annotated[int, typer.Option(help="Seed of the fault-injection draws.")] = 0,
+) -> None:
+    """Serve the stand-in judge: an OpenAI-compatible API on 127.0.0.1 answering with a documented
+    heuristic (option-text and answer-phrase matching), model name `standin-heuristic`. NOT an LLM.
+
+    For demos, tests and dry runs; used only when configured:
+    `mcqaudit grade --judge-model standin-heuristic --judge-base-url http://127.0.0.1:PORT/v1`.
+    Every view of its verdicts says they come from a heuristic. Stops on Ctrl-C.
+    """
+    from mcqaudit.judge.standin import StandinOptions, serve
+
+    try:
+        opts = StandinOptions(latency_ms=latency_ms, fail_rate=fail_rate, rate_limit_rate=rate_limit_rate,
+                              garbage_rate=garbage_rate, hang_rate=hang_rate, seed=seed)
+    except ValueError as exc:
+        raise _fail(f"error: {exc}", 2) from None
+    try:
+        serve(port, opts)
+    except OSError as exc:
+        raise _fail(f"error: cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}") from None
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The LLM judge: prompt templates and reply parsing (pure), the async client, and the stand-in server."""

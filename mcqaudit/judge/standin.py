@@ -1,0 +1,465 @@
+"""The stand-in judge: an OpenAI-compatible HTTP server on 127.0.0.1 that answers mcqaudit judge prompts
+with a documented heuristic (:mod:`mcqaudit.judge.heuristic`). It is NOT an LLM.
+
+It exists for demos, tests, benchmarks and dry runs (DESIGN.md §5): an endpoint like any other, used only
+when configured (``--judge-model standin-heuristic --judge-base-url http://127.0.0.1:PORT/v1``), and every
+verdict it gives is a heuristic's. ``docs/standin.md`` describes the heuristic and its measured agreement.
+
+Endpoints (``Authorization: Bearer <anything>`` required on ``/v1/*``, else 401, as a real API does):
+
+- ``POST /v1/chat/completions``: reads the last user message, which must be a prompt made by
+  :func:`mcqaudit.judge.prompts.render` (else 400); model must be ``standin-heuristic`` (else 404
+  ``model_not_found``); answers a ``chat.completion`` whose content is one legal value (a letter or OTHER
+  in the extract shape, CORRECT/INCORRECT/OTHER in the gold shape), with ``usage`` estimated as
+  characters / 4 and ``system_fingerprint: "standin-heuristic"``. Streaming is refused (400).
+- ``GET /v1/models``, ``GET /v1/models/{id}``.
+- ``GET /stats``: ``{"requests", "in_flight", "by_outcome", "by_model", "tokens"}``; outcomes are ``ok``,
+  ``fail_500``, ``rate_limited_429``, ``garbage``, ``hang`` (fault injection) and ``bad_request_400``,
+  ``unauthorized_401``, ``model_not_found_404`` (rejected requests). ``POST /stats/reset`` zeroes the
+  counters *and* restarts the fault-injection random stream from ``seed``.
+
+Fault injection (:class:`StandinOptions`): every request that passes validation draws one number from a
+``random.Random(seed)`` stream, in arrival order, and is failed (500), rate limited (429 with
+``retry-after-ms`` and an integer ``retry-after``), answered with an illegal reply (``garbage``), or left
+hanging (``hang``: an hour, ended early only by shutdown) with the given probabilities; the rest are
+answered. ``latency_ms`` is slept before every answer and fault except a hang. The same seed and the same
+number of requests give the same counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import math
+import random
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+from mcqaudit.judge.heuristic import judge_reply
+from mcqaudit.judge.prompts import parse_rendered
+
+MODEL_NAME = "standin-heuristic"
+SYSTEM_FINGERPRINT = "standin-heuristic"
+BANNER = "stand-in judge (heuristic, not an LLM) on http://{host}:{port}/v1"
+HANG_SECONDS = 3600.0
+
+FAULT_OUTCOMES = ("fail_500", "rate_limited_429", "garbage", "hang")
+OUTCOMES = ("ok", *FAULT_OUTCOMES, "bad_request_400", "unauthorized_401", "model_not_found_404")
+
+# Replies that no judge reply parser may accept, in either shape: prose, two values, empty.
+GARBAGE_REPLIES = (
+    "Hmm, maybe B or C",
+    "I think the response is probably correct.",
+    "A and B",
+    "",
+    "CORRECT or INCORRECT",
+    "The response picks option",
+)
+
+
+@dataclass
+class StandinOptions:
+    """Latency and fault injection. Rates are probabilities per request; their sum must be at most 1."""
+
+    latency_ms: float = 0
+    fail_rate: float = 0
+    rate_limit_rate: float = 0
+    garbage_rate: float = 0
+    hang_rate: float = 0
+    seed: int = 0
+    retry_after_s: float = 0.05
+
+    def __post_init__(self) -> None:
+        rates = {
+            "fail_rate": self.fail_rate,
+            "rate_limit_rate": self.rate_limit_rate,
+            "garbage_rate": self.garbage_rate,
+            "hang_rate": self.hang_rate,
+        }
+        for name, value in rates.items():
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1, not {value}")
+        if sum(rates.values()) > 1.0 + 1e-9:
+            raise ValueError(f"the fault rates add up to {sum(rates.values()):.3g}; at most 1 is possible")
+        if self.latency_ms < 0:
+            raise ValueError(f"latency_ms must be >= 0, not {self.latency_ms}")
+        if self.retry_after_s < 0:
+            raise ValueError(f"retry_after_s must be >= 0, not {self.retry_after_s}")
+
+
+class _State:
+    """Counters and the seeded fault stream; shared with the thread that owns a :class:`StandinServer`."""
+
+    def __init__(self, opts: StandinOptions) -> None:
+        self.opts = opts
+        self._lock = threading.Lock()
+        self.shutdown = asyncio.Event()
+        cum = 0.0
+        self._thresholds: list[tuple[float, str]] = []
+        for outcome, rate in zip(
+            FAULT_OUTCOMES,
+            (opts.fail_rate, opts.rate_limit_rate, opts.garbage_rate, opts.hang_rate),
+            strict=True,
+        ):
+            cum += rate
+            self._thresholds.append((cum, outcome))
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._rng = random.Random(self.opts.seed)
+            self._garbage_rng = random.Random(self.opts.seed + 1)
+            self._requests = 0
+            self._in_flight = 0
+            self._by_outcome: Counter[str] = Counter({o: 0 for o in OUTCOMES})
+            self._by_model: Counter[str] = Counter()
+            self._tokens: Counter[str] = Counter({"prompt": 0, "completion": 0})
+
+    def arrive(self) -> None:
+        with self._lock:
+            self._requests += 1
+            self._in_flight += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+    def count(
+        self, outcome: str, model: str | None = None, prompt_tokens: int = 0, completion_tokens: int = 0
+    ) -> None:
+        with self._lock:
+            self._by_outcome[outcome] += 1
+            if model is not None:
+                self._by_model[model] += 1
+            self._tokens["prompt"] += prompt_tokens
+            self._tokens["completion"] += completion_tokens
+
+    def draw(self) -> tuple[str, str]:
+        """This request's outcome, and the garbage text should it need one."""
+        with self._lock:
+            u = self._rng.random()
+            outcome = next((o for cum, o in self._thresholds if u < cum), "ok")
+            garbage = self._garbage_rng.choice(GARBAGE_REPLIES) if outcome == "garbage" else ""
+        return outcome, garbage
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "model": MODEL_NAME,
+                "requests": self._requests,
+                "in_flight": self._in_flight,
+                "by_outcome": dict(self._by_outcome),
+                "by_model": dict(self._by_model),
+                "tokens": dict(self._tokens),
+            }
+
+
+_STATE = web.AppKey("standin_state", _State)
+_IDS = itertools.count(1)
+
+
+def _error(
+    status: int, message: str, type_: str, code: str | None, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    body = {"error": {"message": message, "type": type_, "param": None, "code": code}}
+    return web.json_response(body, status=status, headers=headers)
+
+
+def _tokens(chars: int) -> int:
+    return math.ceil(chars / 4)
+
+
+def _text_of(content: Any) -> str | None:
+    """A message's text: a string, or the text parts of a list of content parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        return "".join(p for p in parts if isinstance(p, str))
+    return None
+
+
+def _authorised(request: web.Request) -> bool:
+    auth = request.headers.get("Authorization", "")
+    scheme, _, token = auth.partition(" ")
+    return scheme.lower() == "bearer" and bool(token.strip())
+
+
+_UNAUTHORISED = (
+    "You didn't provide an API key. Send it in an Authorization header using Bearer auth "
+    "(Authorization: Bearer YOUR_KEY). The stand-in judge accepts any key."
+)
+
+
+async def _chat_completions(request: web.Request) -> web.StreamResponse:
+    state = request.app[_STATE]
+    state.arrive()
+    try:
+        return await _answer(request, state)
+    finally:
+        state.leave()
+
+
+async def _answer(request: web.Request, state: _State) -> web.StreamResponse:
+    if not _authorised(request):
+        state.count("unauthorized_401")
+        return _error(401, _UNAUTHORISED, "invalid_request_error", "invalid_api_key")
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        state.count("bad_request_400")
+        return _error(400, "The request body is not valid JSON.", "invalid_request_error", None)
+    if not isinstance(body, dict):
+        state.count("bad_request_400")
+        return _error(400, "The request body must be a JSON object.", "invalid_request_error", None)
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        state.count("bad_request_400")
+        return _error(400, "You must provide a model parameter.", "invalid_request_error", None)
+    if model != MODEL_NAME:
+        state.count("model_not_found_404", model)
+        return _error(
+            404,
+            f"The model `{model}` does not exist or you do not have access to it. "
+            f"This stand-in judge serves only `{MODEL_NAME}` (a heuristic, not an LLM).",
+            "invalid_request_error",
+            "model_not_found",
+        )
+    if body.get("stream"):
+        state.count("bad_request_400", model)
+        return _error(400, "Streaming is not supported by the stand-in judge.", "invalid_request_error", None)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        state.count("bad_request_400", model)
+        return _error(400, "messages must be a non-empty list.", "invalid_request_error", None)
+    user_texts = [
+        _text_of(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user"
+    ]
+    prompt = user_texts[-1] if user_texts else None
+    if prompt is None:
+        state.count("bad_request_400", model)
+        return _error(400, "There is no user message to answer.", "invalid_request_error", None)
+    try:
+        parsed = parse_rendered(prompt)
+    except ValueError as exc:
+        state.count("bad_request_400", model)
+        return _error(
+            400,
+            f"{exc}: the stand-in judge only answers prompts made by mcqaudit.judge.prompts.render "
+            "(QUESTION / OPTIONS / [GOLD] / fenced RESPONSE).",
+            "invalid_request_error",
+            "not_a_judge_prompt",
+        )
+
+    outcome, garbage = state.draw()
+    if outcome == "hang":
+        state.count("hang", model)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(state.shutdown.wait(), HANG_SECONDS)
+        return _error(503, "The stand-in judge is shutting down.", "server_error", None)
+    opts = state.opts
+    if opts.latency_ms:
+        await asyncio.sleep(opts.latency_ms / 1000)
+    if outcome == "fail_500":
+        state.count("fail_500", model)
+        return _error(500, "The stand-in judge had an injected server error.", "server_error", None)
+    if outcome == "rate_limited_429":
+        state.count("rate_limited_429", model)
+        headers = {
+            "retry-after-ms": str(round(opts.retry_after_s * 1000)),
+            "retry-after": str(math.ceil(opts.retry_after_s)),
+        }
+        return _error(
+            429,
+            f"Rate limit reached for {MODEL_NAME} (injected). Please try again in "
+            f"{round(opts.retry_after_s * 1000)}ms.",
+            "requests",
+            "rate_limit_exceeded",
+            headers,
+        )
+
+    reply = garbage if outcome == "garbage" else judge_reply(parsed)
+    prompt_chars = sum(len(_text_of(m.get("content")) or "") for m in messages if isinstance(m, dict))
+    usage = {"prompt_tokens": _tokens(prompt_chars), "completion_tokens": _tokens(len(reply))}
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    state.count(outcome, model, usage["prompt_tokens"], usage["completion_tokens"])
+    return web.json_response(
+        {
+            "id": f"chatcmpl-standin-{next(_IDS)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": MODEL_NAME,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": reply, "refusal": None},
+                    "logprobs": None,
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": usage,
+        }
+    )
+
+
+_MODEL_OBJECT = {
+    "id": MODEL_NAME,
+    "object": "model",
+    "created": 0,
+    "owned_by": "mcqaudit (heuristic, not an LLM)",
+}
+
+
+async def _models(request: web.Request) -> web.Response:
+    if not _authorised(request):
+        return _error(401, _UNAUTHORISED, "invalid_request_error", "invalid_api_key")
+    return web.json_response({"object": "list", "data": [_MODEL_OBJECT]})
+
+
+async def _model(request: web.Request) -> web.Response:
+    if not _authorised(request):
+        return _error(401, _UNAUTHORISED, "invalid_request_error", "invalid_api_key")
+    name = request.match_info["model"]
+    if name != MODEL_NAME:
+        return _error(404, f"The model `{name}` does not exist.", "invalid_request_error", "model_not_found")
+    return web.json_response(_MODEL_OBJECT)
+
+
+async def _stats(request: web.Request) -> web.Response:
+    return web.json_response(request.app[_STATE].snapshot())
+
+
+async def _reset_stats(request: web.Request) -> web.Response:
+    state = request.app[_STATE]
+    state.reset()
+    return web.json_response(state.snapshot())
+
+
+async def _on_shutdown(app: web.Application) -> None:
+    app[_STATE].shutdown.set()  # hanging requests return, so shutdown does not wait an hour
+
+
+def make_app(opts: StandinOptions) -> web.Application:
+    """The stand-in judge as an aiohttp application (see the module docstring for its endpoints)."""
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app[_STATE] = _State(opts)
+    app.router.add_post("/v1/chat/completions", _chat_completions)
+    app.router.add_get("/v1/models", _models)
+    app.router.add_get("/v1/models/{model}", _model)
+    app.router.add_get("/stats", _stats)
+    app.router.add_post("/stats/reset", _reset_stats)
+    app.on_shutdown.append(_on_shutdown)
+    return app
+
+
+async def _start(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound = runner.addresses[0][1] if runner.addresses else port
+    return runner, int(bound)
+
+
+def serve(port: int, opts: StandinOptions, host: str = "127.0.0.1") -> None:
+    """Serve until SIGINT/SIGTERM (blocking). Prints one line naming the URL and that this is not an LLM."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            # not available off the main thread or on Windows: then only KeyboardInterrupt stops it
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+        runner, bound = await _start(make_app(opts), host, port)
+        print(BANNER.format(host=host, port=bound), flush=True)
+        try:
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())
+
+
+class StandinServer:
+    """The stand-in judge on 127.0.0.1, in a background thread with its own event loop.
+
+    For tests, benchmarks and the demo builder::
+
+        with StandinServer(StandinOptions(latency_ms=5)) as judge:
+            client = openai.OpenAI(base_url=judge.base_url, api_key="x")
+    """
+
+    def __init__(self, opts: StandinOptions | None = None, port: int = 0) -> None:
+        self.opts = opts or StandinOptions()
+        self.port = port
+        self.base_url = ""
+        self._app = make_app(self.opts)
+        self._state = self._app[_STATE]
+        self._ready = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._failure: BaseException | None = None
+
+    @property
+    def root_url(self) -> str:
+        """The server root (``/stats`` lives here; ``base_url`` is ``root_url + "/v1"``)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> StandinServer:
+        self._thread = threading.Thread(target=self._run, name="standin-judge", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout=30):
+            raise RuntimeError("the stand-in judge did not start within 30 s")
+        if self._failure is not None:
+            raise RuntimeError(f"the stand-in judge could not start: {self._failure}") from self._failure
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._loop is not None and self._stop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join(timeout=15)
+        self._loop = None
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:  # surfaced by __enter__
+            self._failure = exc
+            self._ready.set()
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        runner, self.port = await _start(self._app, "127.0.0.1", self.port)
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._ready.set()
+        try:
+            await self._stop.wait()
+        finally:
+            await runner.cleanup()
+
+    def stats(self) -> dict[str, Any]:
+        """The same counts as ``GET /stats``."""
+        return self._state.snapshot()
+
+    def reset_stats(self) -> None:
+        """Zero the counters and restart the fault-injection stream from the seed (as ``POST /stats/reset``)."""
+        self._state.reset()

@@ -1,0 +1,153 @@
+"""The study file: connections with bounded retry on DuckDB's file lock, and migrations.
+
+DuckDB lets one read-write process hold a file, and while it does no other process can open it at all.
+So every connection here is short-lived: opened for one batch or one query and closed, with a bounded
+backoff when another process holds the lock. That is what lets a dashboard and a `grade` run share a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+
+from mcqaudit.store.schema import MIGRATIONS
+
+LOCK_MARKERS = ("Could not set lock", "Conflicting lock", "database is locked")
+DEFAULT_LOCK_TIMEOUT_S = 60.0
+
+
+class StudyError(Exception):
+    """A study file that cannot be used (missing, not a study, locked for too long)."""
+
+
+class StudyLocked(StudyError):
+    pass
+
+
+def _is_lock_error(exc: BaseException) -> bool:
+    return isinstance(exc, duckdb.Error) and any(m in str(exc) for m in LOCK_MARKERS)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Study:
+    """One DuckDB study file. The only owner of connections; everything else asks it for one."""
+
+    def __init__(
+        self, path: str | Path, *, create: bool = False, lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S
+    ):
+        self.path = Path(path)
+        self.lock_timeout_s = lock_timeout_s
+        # One process-wide gate per file: DuckDB shares one database instance per file in a process, and
+        # opening/closing it from several threads at once is where wrong results came from.
+        self._gate = _gate_for(self.path)
+        if not self.path.exists():
+            if not create:
+                raise StudyError(f"{self.path}: no such study file (create one with `mcqaudit ingest`)")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.write() as con:
+            _migrate(con, self.path)
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        deadline = time.monotonic() + self.lock_timeout_s
+        delay = 0.02
+        while True:
+            try:
+                con = duckdb.connect(str(self.path))
+                con.execute("SET TimeZone = 'UTC'")
+                return con
+            except duckdb.Error as exc:
+                if not _is_lock_error(exc):
+                    raise StudyError(f"{self.path}: cannot open the study file: {exc}") from None
+                if time.monotonic() >= deadline:
+                    raise StudyLocked(
+                        f"{self.path}: another process has held the study file for over "
+                        f"{self.lock_timeout_s:.0f} s (DuckDB allows one writer process); try again when it is done"
+                    ) from None
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 0.5)
+
+    @contextlib.contextmanager
+    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A short-lived connection without a transaction (reads, or statements that manage their own)."""
+        with self._gate:
+            con = self._open()
+            try:
+                yield con
+            finally:
+                con.close()
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A short-lived connection inside one transaction: all of it is written, or none of it."""
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                yield con
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+
+    read = connect
+
+    def query_df(self, sql: str, params: list | tuple | None = None):  # -> pandas.DataFrame
+        with self.connect() as con:
+            return con.execute(sql, params or []).df()
+
+    def query(self, sql: str, params: list | tuple | None = None) -> list[tuple]:
+        with self.connect() as con:
+            return con.execute(sql, params or []).fetchall()
+
+    # --- study-level settings -------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        rows = self.query("SELECT value FROM study_meta WHERE key = ?", [key])
+        return rows[0][0] if rows else None
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        with self.write() as con:
+            set_meta(con, key, value)
+
+
+def set_meta(con: duckdb.DuckDBPyConnection, key: str, value: str | None) -> None:
+    con.execute("DELETE FROM study_meta WHERE key = ?", [key])
+    if value is not None:
+        con.execute("INSERT INTO study_meta VALUES (?, ?)", [key, value])
+
+
+_gates: dict[str, threading.RLock] = {}
+_gates_lock = threading.Lock()
+
+
+def _gate_for(path: Path) -> threading.RLock:
+    key = str(path.resolve())
+    with _gates_lock:
+        return _gates.setdefault(key, threading.RLock())
+
+
+def _migrate(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ)"
+    )
+    done = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
+    if done and max(done) > len(MIGRATIONS):
+        raise StudyError(
+            f"{path}: the study was written by a newer mcqaudit (schema {max(done)}, this one knows "
+            f"{len(MIGRATIONS)}); upgrade mcqaudit"
+        )
+    for version, sql in enumerate(MIGRATIONS, start=1):
+        if version in done:
+            continue
+        con.execute(sql)
+        con.execute("INSERT INTO schema_migrations VALUES (?, ?)", [version, utcnow()])
+        if version == 1:
+            set_meta(con, "created", utcnow().isoformat())

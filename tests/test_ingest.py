@@ -1,0 +1,342 @@
+"""Ingest: formats, idempotence, canonical order, bad input reported with file:line:field, one transaction."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mcqaudit.ingest import ingest_file
+from mcqaudit.ingest.errors import InputError
+from mcqaudit.store import Study
+from tests.conftest import run_cli, write_jsonl
+
+Q4 = ["Paris", "Rome", "Berlin", "Madrid"]
+
+
+def row(**kw) -> dict:
+    base = {
+        "item_id": "cap-fr",
+        "arm": "base",
+        "question": "Capital of France?",
+        "options": Q4,
+        "gold": "A",
+        "generation": "A",
+    }
+    base.update(kw)
+    return base
+
+
+def graded(study: Study) -> pd.DataFrame:
+    return study.query_df("SELECT * FROM graded_rows ORDER BY arm, item_id, orientation, sample")
+
+
+def count(study: Study, table: str) -> int:
+    return study.query(f"SELECT count(*) FROM {table}")[0][0]
+
+
+def test_orientation_derived_and_gold_follows_option(study: Study, tmp_path: Path) -> None:
+    rows = [
+        row(),
+        row(options=["Rome", "Berlin", "Madrid", "Paris"], gold="D", generation="D"),
+        row(options=["Berlin", "Madrid", "Paris", "Rome"], gold=2, generation="I think Paris."),
+    ]
+    res = ingest_file(study, write_jsonl(tmp_path / "g.jsonl", rows))
+    assert res.loaded == 3
+    df = graded(study)
+    assert list(df.orientation) == ["ABCD", "BCDA", "CDAB"]
+    assert list(df.gold_letter) == ["A", "D", "C"]
+    assert set(df.gold_option) == {"Paris"}
+    assert list(df.options.iloc[1]) == ["Rome", "Berlin", "Madrid", "Paris"]
+
+
+def test_prefilter_rule_and_pending(study: Study, tmp_path: Path) -> None:
+    rows = [
+        row(generation="A"),  # strict: bare letter, correct
+        row(arm="steered", generation="B. Rome"),  # strict: letter + its own option text, incorrect
+        row(sample=1, generation="  \n\t "),  # blank: OTHER by rule
+        row(sample=2, generation="At the garden of the Louvre, I'd say Paris."),  # needs the judge
+    ]
+    ingest_file(study, write_jsonl(tmp_path / "g.jsonl", rows))
+    df = graded(study).set_index(["arm", "sample"])
+    assert df.loc[
+        ("base", 0), ["final_verdict", "verdict_source", "judge_status", "picked_letter"]
+    ].tolist() == ["CORRECT", "prefilter", "skipped", "A"]
+    assert df.loc[
+        ("steered", 0), ["final_verdict", "verdict_source", "picked_option", "picked_position"]
+    ].tolist() == ["INCORRECT", "prefilter", "Rome", 1]
+    assert df.loc[("base", 1), ["final_verdict", "verdict_source", "judge_status"]].tolist() == [
+        "OTHER",
+        "rule",
+        "skipped",
+    ]
+    pending = df.loc[("base", 2)]
+    assert pending.judge_status == "pending"
+    assert pd.isna(pending.final_verdict) and pd.isna(pending.verdict_source)
+    assert pending.naive_letter == "A"  # the classic fabrication, stored to be shown
+    assert pd.isna(pending.strict_letter)
+
+
+def test_idempotent_and_conflicts(study: Study, tmp_path: Path) -> None:
+    f = write_jsonl(tmp_path / "g.jsonl", [row(), row(arm="steered")])
+    ingest_file(study, f)
+    before = graded(study)
+    again = ingest_file(study, f)
+    assert again.loaded == 0 and again.unchanged == 2
+    pd.testing.assert_frame_equal(before, graded(study))
+    conflict = write_jsonl(tmp_path / "c.jsonl", [row(generation="B")])
+    with pytest.raises(InputError) as exc:
+        ingest_file(study, conflict)
+    assert "c.jsonl:1: generation: conflicts with the row already in the study" in str(exc.value)
+    assert graded(study).generation.tolist() == ["A", "A"]
+    res = ingest_file(study, conflict, replace=True)
+    assert res.replaced == 1
+    assert sorted(graded(study).generation.tolist()) == ["A", "B"]
+    assert count(study, "gen_rows") == 2
+
+
+def test_duplicate_in_file(study: Study, tmp_path: Path) -> None:
+    f = write_jsonl(tmp_path / "g.jsonl", [row(), row(), row(generation="C")])
+    with pytest.raises(InputError) as exc:
+        ingest_file(study, f)
+    assert "g.jsonl:3: generation: duplicate of line 1" in str(exc.value)
+    assert count(study, "gen_rows") == 0
+
+
+BAD_LINES: list[tuple[str, str, str]] = [
+    ("{not json", "line", "not valid JSON"),
+    ("[1, 2]", "line", "not a JSON object"),
+    (
+        json.dumps({k: v for k, v in row().items() if k != "generation"}),
+        "generation",
+        "missing required field",
+    ),
+    (json.dumps({k: v for k, v in row().items() if k != "item_id"}), "item_id", "missing required field"),
+    (json.dumps(row(question=7)), "question", "must be a string, got an integer"),
+    (json.dumps(row(options="Paris")), "options", "must be a list of option texts, got a string"),
+    (json.dumps(row(options=["Paris"])), "options", "needs at least 2 options, got 1"),
+    (json.dumps(row(options=["Paris", "Paris", "Rome"])), "options", "duplicate option texts: Paris"),
+    (json.dumps(row(gold="E")), "gold", "'E' is not a letter in A..D"),
+    (json.dumps(row(gold=4)), "gold", "index 4 is out of range for 4 options"),
+    (json.dumps(row(gold=True)), "gold", "must be a letter or a 0-based index, got a boolean"),
+    (
+        json.dumps(row(orientation="ABDC")),
+        "orientation",
+        "'ABDC' contradicts the option order, which is 'ABCD'",
+    ),
+    (json.dumps(row(orientation="ABCE")), "orientation", "is not an orientation label"),
+    (json.dumps(row(sample="one")), "sample", "must be a non-negative integer"),
+    (json.dumps(row(parsed_letter="F")), "parsed_letter", "'F' is not a letter in A..D"),
+    (json.dumps(row(option_logprobs={"A": "high"})), "option_logprobs", "values must be numbers"),
+    (json.dumps(row(metadata=[1])), "metadata", "must be an object"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "reason"), BAD_LINES, ids=[f"{b[1]}-{i}" for i, b in enumerate(BAD_LINES)]
+)
+def test_each_bad_line_is_reported_and_nothing_written(
+    study: Study, tmp_path: Path, text: str, field: str, reason: str
+) -> None:
+    f = write_jsonl(tmp_path / "g.jsonl", [row(item_id="ok-item"), text])
+    with pytest.raises(InputError) as exc:
+        ingest_file(study, f)
+    msg = str(exc.value)
+    assert f"g.jsonl:2: {field}: " in msg and reason in msg, msg
+    assert "g.jsonl:1:" not in msg
+    assert count(study, "gen_rows") == 0 and count(study, "items") == 0 and count(study, "arms") == 0
+
+
+def test_all_problems_reported_not_just_first(study: Study, tmp_path: Path) -> None:
+    f = write_jsonl(tmp_path / "g.jsonl", [t for t, _, _ in BAD_LINES])
+    with pytest.raises(InputError) as exc:
+        ingest_file(study, f)
+    lines = {p.line for p in exc.value.problems}
+    assert lines == set(range(1, len(BAD_LINES) + 1))
+
+
+def test_option_set_differs_between_rows(study: Study, tmp_path: Path) -> None:
+    f = write_jsonl(tmp_path / "g.jsonl", [row(), row(arm="x", options=["Paris", "Rome", "Berlin", "Oslo"])])
+    with pytest.raises(InputError) as exc:
+        ingest_file(study, f)
+    assert "g.jsonl:2: options: the option set differs from item cap-fr's (first seen at line 1)" in str(
+        exc.value
+    )
+
+
+def test_gold_option_must_agree_across_rows(study: Study, tmp_path: Path) -> None:
+    f = write_jsonl(tmp_path / "g.jsonl", [row(), row(arm="x", gold="B")])
+    with pytest.raises(InputError) as exc:
+        ingest_file(study, f)
+    assert 'g.jsonl:2: gold: gold option "Rome" differs from item cap-fr\'s gold option "Paris"' in str(
+        exc.value
+    )
+
+
+def test_non_utf8_and_empty(study: Study, tmp_path: Path) -> None:
+    f = tmp_path / "g.jsonl"
+    f.write_bytes(json.dumps(row()).encode() + b"\n" + b'{"item_id": "caf\xe9"}\n')
+    with pytest.raises(InputError) as exc:
+        ingest_file(study, f)
+    assert "g.jsonl:2: line: not valid UTF-8 (byte 0xe9" in str(exc.value)
+    empty = tmp_path / "e.jsonl"
+    empty.write_text("")
+    with pytest.raises(InputError, match="the file is empty"):
+        ingest_file(study, empty)
+    blank = tmp_path / "b.jsonl"
+    blank.write_text("\n \n")
+    with pytest.raises(InputError, match="no rows"):
+        ingest_file(study, blank)
+
+
+def test_skip_bad_keeps_rejects(study: Study, tmp_path: Path) -> None:
+    f = write_jsonl(tmp_path / "g.jsonl", [row(), "{oops", row(arm="s", gold=9)])
+    res = ingest_file(study, f, skip_bad=True)
+    assert (res.loaded, res.rejected) == (1, 2)
+    rej = study.query_df("SELECT line, field, reason, raw FROM rejected_rows ORDER BY line")
+    assert rej.line.tolist() == [2, 3]
+    assert rej.raw.iloc[0] == "{oops"
+    assert rej.field.tolist() == ["line", "gold"]
+
+
+def test_items_file_fixes_canonical_order(study: Study, tmp_path: Path) -> None:
+    items = write_jsonl(
+        tmp_path / "items.jsonl",
+        [
+            {
+                "item_id": "cap-fr",
+                "question": "Capital of France?",
+                "options": ["Rome", "Paris", "Berlin", "Madrid"],
+                "gold": 1,
+            }
+        ],
+    )
+    ingest_file(study, write_jsonl(tmp_path / "g.jsonl", [row()]), items_path=items)
+    assert graded(study).orientation.tolist() == ["BACD"]
+    # a later file cannot move the canonical order
+    ingest_file(
+        study,
+        write_jsonl(
+            tmp_path / "h.jsonl", [row(arm="s", options=["Rome", "Paris", "Berlin", "Madrid"], gold="B")]
+        ),
+    )
+    assert sorted(graded(study).orientation.tolist()) == ["ABCD", "BACD"]
+
+
+def test_arm_option(study: Study, tmp_path: Path) -> None:
+    r = row()
+    del r["arm"]
+    ingest_file(study, write_jsonl(tmp_path / "g.jsonl", [r]), arm="steered")
+    assert graded(study).arm.tolist() == ["steered"]
+    with pytest.raises(InputError, match="arm base contradicts --arm steered"):
+        ingest_file(study, write_jsonl(tmp_path / "h.jsonl", [row(item_id="x")]), arm="steered")
+    with pytest.raises(InputError, match="arm: missing required field"):
+        ingest_file(study, write_jsonl(tmp_path / "i.jsonl", [r]))
+
+
+def test_csv_and_parquet(study: Study, tmp_path: Path) -> None:
+    df = pd.DataFrame(
+        [
+            {
+                "item_id": "q1",
+                "arm": "base",
+                "question": "Q?",
+                "options": json.dumps(["x", "y"]),
+                "gold": "1",
+                "generation": "B",
+                "parsed_letter": "B",
+                "sample": "0",
+            },
+            {
+                "item_id": "q1",
+                "arm": "base",
+                "question": "Q?",
+                "options": json.dumps(["y", "x"]),
+                "gold": "A",
+                "generation": "",
+                "parsed_letter": "",
+                "sample": "0",
+            },
+        ]
+    )
+    df.to_csv(tmp_path / "g.csv", index=False)
+    ingest_file(study, tmp_path / "g.csv")
+    out = graded(study)
+    assert out.orientation.tolist() == ["AB", "BA"]
+    assert out.final_verdict.tolist() == ["CORRECT", "OTHER"]
+    assert out.user_letter.iloc[0] == "B" and pd.isna(out.user_letter.iloc[1])
+    pq = pd.DataFrame(
+        [
+            {
+                "item_id": "q2",
+                "arm": "base",
+                "question": "Q2?",
+                "options": ["a", "b", "c"],
+                "gold": 2,
+                "generation": "C",
+                "sample": 3,
+            }
+        ]
+    )
+    pq.to_parquet(tmp_path / "g.parquet")
+    ingest_file(study, tmp_path / "g.parquet")
+    q2 = graded(study).query("item_id == 'q2'")
+    assert q2[["orientation", "sample", "final_verdict"]].values.tolist() == [["ABC", 3, "CORRECT"]]
+    bad = pd.DataFrame(
+        [
+            {
+                "item_id": "q3",
+                "arm": "base",
+                "question": "Q",
+                "options": "not json",
+                "gold": "A",
+                "generation": "A",
+            }
+        ]
+    )
+    bad.to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(InputError, match=r"bad.csv:row 1: options: must be a list of option texts"):
+        ingest_file(study, tmp_path / "bad.csv")
+
+
+def test_user_letters_logprobs_metadata_kept(study: Study, tmp_path: Path) -> None:
+    ingest_file(
+        study,
+        write_jsonl(
+            tmp_path / "g.jsonl",
+            [
+                row(
+                    parsed_letter="b",
+                    option_logprobs={"A": -0.1, "B": -2.5},
+                    metadata={"k": 1},
+                    model="m1",
+                    prompt="P",
+                )
+            ],
+        ),
+    )
+    r = study.query(
+        "SELECT user_letter, option_logprobs::VARCHAR, metadata::VARCHAR, model, prompt FROM gen_rows"
+    )[0]
+    assert r[0] == "B" and json.loads(r[1]) == {"A": -0.1, "B": -2.5} and json.loads(r[2]) == {"k": 1}
+    assert r[3:] == ("m1", "P")
+
+
+def test_cli_ingest_exit_codes_and_info(tmp_path: Path) -> None:
+    db = tmp_path / "s.duckdb"
+    good = write_jsonl(tmp_path / "g.jsonl", [row(), row(arm="steered", generation="At the garden")])
+    p = run_cli("ingest", str(good), "--db", str(db), "--quiet", "--control", "base")
+    assert p.returncode == 0, p.stderr
+    assert "2 rows loaded" in p.stdout
+    bad = write_jsonl(tmp_path / "b.jsonl", [row(item_id="z", gold="Q")])
+    p = run_cli("ingest", str(bad), "--db", str(db), "--quiet")
+    assert p.returncode == 1
+    assert "b.jsonl:1: gold: 'Q' is not a letter in A..D" in p.stderr
+    p = run_cli("ingest", str(bad), "--db", str(db), "--quiet", "--skip-bad")
+    assert p.returncode == 0 and "1 rows rejected" in p.stderr
+    p = run_cli("info", "--db", str(db))
+    assert p.returncode == 0, p.stderr
+    for text in ("2 rows, 1 items", "base, steered", "control: base", "ABCD", "naive", "rejected rows (1"):
+        assert text in p.stdout, p.stdout
