@@ -536,6 +536,11 @@ def grade(
         summary = grading.grade(study, options, reporter=None if quiet or as_json else grading.RichReporter(err))
     except grading.GradeUsageError as exc:
         raise _fail(f"error: {_scrub(str(exc), secret)}", 2) from None
+    except (KeyboardInterrupt, grading.GradeInterrupted) as exc:
+        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        err.print(f"{why}: the replies received so far are saved; re-run `mcqaudit grade` to continue",
+                  markup=False, highlight=False)
+        raise typer.Exit(130 if isinstance(exc, KeyboardInterrupt) else 143) from None
     except StudyError as exc:
         raise _fail(f"error: {_scrub(str(exc), secret)}") from None
     except Exception as exc:  # anything else: exit 1 with a one-line reason, never a traceback with locals
@@ -578,16 +583,18 @@ def _info_fingerprints(study) -> None:
 
     fps = fingerprint_summary(study)
     if not fps:
-        console.print("judge fingerprints: none (no judge run yet)")
+        console.print("judge fingerprints: none (no judge run yet)", markup=False, highlight=False)
         return
-    t = Table(title="judge fingerprints", title_justify="left")
-    for c in ("fingerprint", "model", "shape", "temperature", "base URLs", "arms", "rows ok", "rows error"):
-        t.add_column(c)
+    console.print(f"judge fingerprints ({len(fps)}; metrics refuse to mix them across arms):",
+                  markup=False, highlight=False)
     for f in fps:
-        model = f["model"] + (" (stand-in heuristic, not an LLM)" if f["standin"] else "")
-        t.add_row(f["fingerprint"], model, f["shape"], f"{f['temperature']:g}", ", ".join(f["base_urls"]) or "-",
-                  ", ".join(f["arms"]) or "-", str(f["rows_ok"]), str(f["rows_error"]))
-    console.print(t)
+        model = f["model"] + (" (stand-in judge: a heuristic, not an LLM)" if f["standin"] else "")
+        console.print(
+            f"  {f['fingerprint']}  {model}, {f['shape']} shape, temperature {f['temperature']:g}, "
+            f"max tokens {f['max_tokens']}, seed {f['seed']}; arms: {', '.join(f['arms']) or '-'}; "
+            f"rows ok {f['rows_ok']}, error {f['rows_error']}; base URL: {', '.join(f['base_urls']) or '-'}",
+            markup=False, highlight=False,
+        )
 
 
 _INFO_SECTIONS.append(_info_fingerprints)
@@ -626,6 +633,123 @@ def standin_judge(
         serve(port, opts)
     except OSError as exc:
         raise _fail(f"error: cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}") from None
+
+
+# --------------------------------------------------------------------------------------------- dashboard
+def _dashboard_script() -> Path:
+    """dashboard.py of a source checkout, else the copy inside the package (an installed wheel)."""
+    root = Path(__file__).resolve().parents[1] / "dashboard.py"
+    return root if root.exists() else Path(__file__).resolve().parent / "ui" / "entry.py"
+
+
+@app.command()
+def dashboard(
+    db: Annotated[
+        Path | None,
+        typer.Argument(
+            help="The study file. Default: the demo study in sample_runs/ (built on first use).", show_default=False
+        ),
+    ] = None,
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8501,
+) -> None:
+    """Open the audit dashboard (Streamlit) on 127.0.0.1: Overview (flags first), Orientations, OTHER by arm,
+    Parsers vs judge, Bias, Review (confirm / override / retract, spot-check queues, blind mode), Export.
+
+    Reviews are written to the study file as they are made; a `grade` run may write to the same file while
+    the dashboard is open. Stops on Ctrl-C.
+    """
+    import os
+    import subprocess
+
+    if db is None:
+        from mcqaudit.demo import DEMO_DB, DemoError, build_demo
+
+        if not DEMO_DB.exists():
+            err.print("building the demo study (ingest + grade with the stand-in judge)...", markup=False)
+        try:
+            db = build_demo()
+        except DemoError as exc:
+            raise _fail(f"error: {exc}") from None
+    elif not db.exists():
+        raise _fail(f"error: {db}: no such study file (create one with `mcqaudit ingest`)")
+    path = str(db.resolve())
+    _open_study(db)  # fail early, with a clear message, on a file that is not a study
+    cmd = [
+        sys.executable, "-m", "streamlit", "run", str(_dashboard_script()),
+        "--server.address", "127.0.0.1", "--server.port", str(port),
+        "--browser.gatherUsageStats", "false", "--server.headless", "true",
+        "--", "--db", path,
+    ]  # fmt: skip
+    err.print(f"mcqaudit dashboard on http://127.0.0.1:{port}  (study: {path}; Ctrl-C to stop)", markup=False)
+    try:
+        code = subprocess.call(cmd, env={**os.environ, "MCQAUDIT_DB": path})
+    except KeyboardInterrupt:
+        code = 0
+    raise typer.Exit(code)
+
+
+# --------------------------------------------------------------------------------------------- reviews
+reviews_app = typer.Typer(
+    help="Review logs: export a study's reviews (CSV), import a collaborator's.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(reviews_app, name="reviews")
+
+
+@reviews_app.command("export")
+def reviews_export(
+    db: DbOption,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Write the CSV here instead of standard output.", show_default=False),
+    ] = None,
+) -> None:
+    """Every review of the study, retractions included, oldest first, as CSV: row_id (and arm, item_id,
+    orientation, sample), action, verdict, picked_letter, note, reviewer, created_at (UTC), prior_verdict,
+    prior_source, fingerprint, retracts, queue_id, origin."""
+    from mcqaudit.store.reviews import review_log_csv
+
+    if not db.exists():
+        raise _fail(f"error: {db}: no such study file")
+    text = review_log_csv(_open_study(db))
+    if out is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out)
+    n = text.count("\n") - 1
+    err.print(f"wrote {out} ({n} review{'s' if n != 1 else ''})", markup=False, highlight=False)
+
+
+@reviews_app.command("import")
+def reviews_import(
+    file: Annotated[
+        Path, typer.Argument(help="A review log (CSV from `reviews export` or the dashboard; or JSONL).", show_default=False)
+    ],
+    db: DbOption,
+) -> None:
+    """Bring a review log into the study (e.g. a collaborator's).
+
+    Idempotent: a review is known by (row_id, action, reviewer, created_at), so importing the same log twice
+    adds nothing. A log that names a row the study does not have, or holds an illegal value, is refused
+    whole: each problem is printed as FILE:LINE: field: reason and nothing is written (exit 1).
+    """
+    from mcqaudit.store.reviews import ReviewImportError, import_review_log
+
+    if not db.exists():
+        raise _fail(f"error: {db}: no such study file")
+    study = _open_study(db)
+    try:
+        res = import_review_log(study, file)
+    except ReviewImportError as exc:
+        err.print(f"error: {file}: {len(exc.problems)} problem(s); nothing imported", markup=False, highlight=False)
+        raise _fail(str(exc)) from None
+    console.print(
+        f"{file}: {res.added} reviews imported; {res.already_present} already in the study", markup=False, highlight=False
+    )
 
 
 def main() -> None:

@@ -334,13 +334,18 @@ def strict(generation: str, options: Sequence[str]) -> str | None:
         return None
     lower = raw_letter.islower()
     norms = [_norm(o) for o in options]
+    others = {norms[j] for j in range(n) if j != idx}
+    # the whole answer is also another option's text ("A. Lincoln" when option B reads "A. Lincoln"):
+    # letter and text, or a copied option text?
+    if others & {_norm(s), _norm(body)}:
+        return None
 
     if _TRAIL_ONLY.match(rest):
         # "The answer is a" may be a truncated "The answer is a bit…": a lower-case letter needs a closer
         if lower and lead and not rest.strip():
             return None
         # the letter is also another option's text ("B" when option A reads "B"): which one is meant?
-        if any(norms[j] == raw_letter.casefold() for j in range(n) if j != idx):
+        if raw_letter.casefold() in others:
             return None
         return LETTERS[idx]
 
@@ -352,8 +357,6 @@ def strict(generation: str, options: Sequence[str]) -> str | None:
     if bare_space and (lower or _single_letter(_norm(sep.group("text")))):
         return None
     text = _norm(sep.group("text"))
-    if text != norms[idx]:
-        return None
-    if any(norms[j] == text for j in range(n) if j != idx):
-        return None  # two options read the same; the letter alone cannot be checked against its text
+    if text != norms[idx] or text in others:
+        return None  # another option's text, or two options that read the same
     return LETTERS[idx]

@@ -340,3 +340,10 @@ def test_cli_ingest_exit_codes_and_info(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     for text in ("2 rows, 1 items", "base, steered", "control: base", "ABCD", "naive", "rejected rows (1"):
         assert text in p.stdout, p.stdout
+
+
+def test_strict_preselection_trims_like_python(study: Study, tmp_path: Path) -> None:
+    # a bare answer padded with more non-space whitespace than the strict bound must still be pre-filtered
+    gen = "B" + "\n\u00a0\u3000" * 40
+    ingest_file(study, write_jsonl(tmp_path / "g.jsonl", [row(generation=gen)]))
+    assert graded(study)[["strict_letter", "verdict_source"]].values.tolist() == [["B", "prefilter"]]

@@ -358,6 +358,9 @@ def bare_answer(draw: st.DrawFn, other_text: bool = False) -> tuple[str, list[st
         text = options[idx]
     body = f"{open_}{shown}{close}{sep}{text if with_text else ''}{trailing}"
     generation = draw(st.sampled_from(PADDING)) + lead + word + body + draw(st.sampled_from(PADDING))
+    # not also another option's whole text (options "xy" and "A. xy"): strict rightly defers on those
+    whole = {parsers._norm(generation), parsers._norm(word + body)}
+    assume(not any(parsers._norm(o) in whole for k, o in enumerate(options) if k != idx))
     return generation, options, letter
 
 
@@ -400,3 +403,27 @@ def test_naive_pattern_shape() -> None:
     for bad in (0, MAX_OPTIONS + 1):
         with pytest.raises(ValueError):
             naive_pattern(bad)
+
+
+# option texts that look like answers themselves: letters, "A. text", "(B)", lead-ins
+_tricky_option = st.one_of(
+    _option_text,
+    st.sampled_from(list(LETTERS[:8]) + [c.lower() for c in LETTERS[:8]]),
+    st.tuples(
+        st.sampled_from(["", "(", "**"]),
+        st.sampled_from(LETTERS[:6]),
+        st.sampled_from([". ", ") ", " "]),
+        _option_text,
+    ).map("".join),
+    st.sampled_from(["Answer: A", "The answer is B", "Option C", "I choose D", "a", "None of the above"]),
+)
+
+
+@HYP
+@given(st.lists(_tricky_option, min_size=2, max_size=8, unique=True), st.data())
+def test_strict_on_a_copied_option_text_never_names_another_option(
+    options: list[str], data: st.DataObject
+) -> None:
+    j = data.draw(st.integers(0, len(options) - 1))
+    wrapped = data.draw(st.sampled_from(["{}", "{}.", "**{}**", "Answer: {}", "The answer is {}."]))
+    assert strict(wrapped.format(options[j]), options) in (None, LETTERS[j])

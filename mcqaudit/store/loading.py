@@ -154,6 +154,9 @@ def staged_count(con: duckdb.DuckDBPyConnection) -> int:
     return _count(con, "SELECT count(*) FROM staged")
 
 
+# what Python's str.strip() removes (DuckDB's one-argument trim() removes only spaces)
+_UNICODE_SPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
+
 _TYPE_OF_FIELD = re.compile(r"json_type\(f\[(\d+)\]\)")
 
 
@@ -611,9 +614,9 @@ def _run_parsers(
     cand = con.execute(
         """
         SELECT row_id, generation, options FROM final
-        WHERE length(trim(generation)) <= list_max(list_transform(options, lambda o: length(o))) + ?
+        WHERE length(trim(generation, ?)) <= list_max(list_transform(options, lambda o: length(o))) + ?
         """,
-        [strict_max_extra],
+        [_UNICODE_SPACE, strict_max_extra],
     ).fetchall()
     hits_id: list[str] = []
     hits_letter: list[str] = []

@@ -228,4 +228,16 @@ MIGRATIONS: list[str] = [
     );
     """
     + GRADED_ROWS_VIEW,
+    # 2: the effective review of a row is the latest by review time (then review_id), not by review_id
+    # alone: an imported review log (a collaborator's reviews) gets new review_ids but keeps its times,
+    # so without this an older imported review would override a newer local one.
+    """
+    CREATE OR REPLACE VIEW effective_reviews AS
+    SELECT * EXCLUDE (rn) FROM (
+        SELECT r.*, row_number() OVER (PARTITION BY row_id ORDER BY created_at DESC, review_id DESC) AS rn
+        FROM reviews r
+        WHERE r.action <> 'retract'
+          AND r.review_id NOT IN (SELECT retracts FROM reviews WHERE action = 'retract' AND retracts IS NOT NULL)
+    ) WHERE rn = 1;
+    """,
 ]

@@ -1,0 +1,257 @@
+"""Judge throughput: `grade` vs a bare `openai.AsyncOpenAI` loop against the same server, same concurrency.
+
+A judge server runs in its own process on 127.0.0.1 with a fixed per-request latency (default 100 ms):
+the stand-in (`mcqaudit standin-judge`) when it is installed, else the scripted heuristic server of the
+tests. A study gets N rows that all need the judge (distinct generations, so no prompt is shared). Then,
+alternating for a few rounds so that load on the machine hits both alike:
+
+- baseline: a bare loop — the same rendered prompts through ``openai.AsyncOpenAI`` at the same
+  concurrency (an ``asyncio.Semaphore``), nothing stored;
+- mcqaudit: ``grade()`` into a fresh copy of the study (selection, rendering, dedupe, cache lookup,
+  reply parsing, batched writes, all timed).
+
+Prints both rates (best round of each), the ratio (target ≥ 0.9), the CPU time per row of each (the
+client is CPU-bound at this concurrency, so on a busy machine this is the steadier comparison), and a fully
+cached re-run's request count as the server counted it (must be 0) and rows/s.
+
+    .venv/bin/python benchmarks/bench_grade.py [--rows 2000] [--latency-ms 100] [--concurrency 64] [--rounds 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import openai
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from mcqaudit.grade import GradeOptions, grade  # noqa: E402
+from mcqaudit.judge.prompts import SYSTEM_PROMPT, JudgeConfig, render  # noqa: E402
+from mcqaudit.store import Study  # noqa: E402
+from tests.judge_servers import add_rows  # noqa: E402
+
+OPTIONS = ["a red fruit", "a yellow fruit", "a green vegetable", "a root vegetable"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """The judge server in a child process; ``requests()`` asks it how many requests it has served."""
+
+    def __init__(self, latency_ms: float):
+        self.latency_ms = latency_ms
+        self.kind = "scripted"
+        self.proc: subprocess.Popen[str] | None = None
+        self.base_url = ""
+
+    def __enter__(self) -> Server:
+        try:
+            import mcqaudit.judge.standin  # noqa: F401
+
+            self.kind = "standin"
+        except ImportError:
+            self.kind = "scripted"
+        if self.kind == "standin":
+            port = free_port()
+            cmd = [
+                sys.executable,
+                "-m",
+                "mcqaudit",
+                "standin-judge",
+                "--port",
+                str(port),
+                "--latency-ms",
+                str(self.latency_ms),
+            ]
+            self.proc = subprocess.Popen(
+                cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True
+            )
+            self.base_url = f"http://127.0.0.1:{port}/v1"
+            self._wait_ready()
+        else:
+            cmd = [sys.executable, "-m", "tests.judge_servers", "--latency-ms", str(self.latency_ms)]
+            self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
+            assert self.proc.stdout is not None
+            self.base_url = self.proc.stdout.readline().strip()
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(
+                    ("127.0.0.1", int(self.base_url.rsplit(":", 1)[1].split("/")[0])), 0.2
+                ):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("the judge server did not start")
+
+    def requests(self) -> int | None:
+        root = self.base_url.rsplit("/v1", 1)[0]
+        for path in ("/stats", "/v1/stats", "/standin/stats"):
+            try:
+                with urllib.request.urlopen(root + path, timeout=2) as resp:
+                    data = json.loads(resp.read())
+                return int(data.get("requests", data.get("total", 0)))
+            except (OSError, ValueError):
+                continue
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def make_rows(n: int) -> list[dict]:
+    rows = []
+    for i in range(n):
+        pick = OPTIONS[i % 4]
+        rows.append(
+            {
+                "row_id": f"row{i:06d}",
+                "item_id": f"item{i // 4}",
+                "orientation": "ABCD",
+                "sample": i % 4,
+                "question": f"Question {i // 4}: which of these is {pick.split()[1]}?",
+                "options": OPTIONS,
+                "gold_letter": "ABCD"[(i // 4) % 4],
+                "generation": f"Thinking it over (run {i}), I would say it is {pick}, final answer.",
+            }
+        )
+    return rows
+
+
+async def bare_loop(base_url: str, config: JudgeConfig, prompts: list[str], concurrency: int) -> float:
+    client = openai.AsyncOpenAI(api_key="bench", base_url=base_url, max_retries=0, timeout=60)
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(user: str) -> None:
+        async with sem:
+            await client.chat.completions.create(
+                model=config.model,
+                messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}],
+                temperature=config.temperature,
+                max_tokens=config.max_tokens,
+                seed=config.seed,
+            )
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one(p) for p in prompts))
+    elapsed = time.perf_counter() - start
+    await client.close()
+    return len(prompts) / elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=2000)
+    ap.add_argument("--latency-ms", type=float, default=100.0)
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=4)
+    args = ap.parse_args()
+
+    config = JudgeConfig(model="standin-heuristic")
+    rows = make_rows(args.rows)
+    prompts = [render("extract", r["question"], r["options"], r["generation"]) for r in rows]
+    with tempfile.TemporaryDirectory() as tmp, Server(args.latency_ms) as server:
+        template = Path(tmp) / "template.duckdb"
+        add_rows(Study(template, create=True), rows)
+        print(
+            f"server: {server.kind} at {server.base_url}, latency {args.latency_ms:g} ms; {args.rows} rows; "
+            f"concurrency {args.concurrency}"
+        )
+        bare_rates, mcq_rates = [], []
+        bare_cpu, mcq_cpu = [], []
+        last_db = template
+        for k in range(args.rounds):
+
+            def run_bare() -> float:
+                cpu = time.process_time()
+                rate = asyncio.run(bare_loop(server.base_url, config, prompts, args.concurrency))
+                bare_cpu.append((time.process_time() - cpu) / args.rows * 1000)
+                return rate
+
+            def run_mcq(k: int = k) -> tuple[float, Path]:
+                db = Path(tmp) / f"round{k}.duckdb"
+                shutil.copy(template, db)
+                study = Study(db)
+                opts = GradeOptions(config, base_url=server.base_url, concurrency=args.concurrency)
+                start, cpu = time.perf_counter(), time.process_time()
+                summary = grade(study, opts)
+                rate = args.rows / (time.perf_counter() - start)
+                mcq_cpu.append((time.process_time() - cpu) / args.rows * 1000)
+                assert summary.graded == args.rows and summary.errors == 0, summary.lines()
+                return rate, db
+
+            # alternate which goes first, so that a drift in machine load hits both alike
+            if k % 2 == 0:
+                bare = run_bare()
+                rate, last_db = run_mcq()
+            else:
+                rate, last_db = run_mcq()
+                bare = run_bare()
+            bare_rates.append(bare)
+            mcq_rates.append(rate)
+            print(
+                f"round {k + 1}: bare {bare:.1f} rows/s ({bare_cpu[-1]:.2f} ms CPU/row), mcqaudit {rate:.1f} "
+                f"rows/s ({mcq_cpu[-1]:.2f} ms CPU/row), ratio {rate / bare:.3f}"
+            )
+
+        before = server.requests()
+        study = Study(last_db)
+        start = time.perf_counter()
+        summary = grade(study, GradeOptions(config, base_url=server.base_url, concurrency=args.concurrency))
+        cached_elapsed = time.perf_counter() - start
+        after = server.requests()
+        served = (after - before) if before is not None and after is not None else None
+
+        # A re-run where every row's verdict is missing but every prompt is in the reply cache.
+        with study.write() as con:
+            con.execute("DELETE FROM judge_verdicts")
+        before = server.requests()
+        start = time.perf_counter()
+        recache = grade(study, GradeOptions(config, base_url=server.base_url, concurrency=args.concurrency))
+        recache_elapsed = time.perf_counter() - start
+        after = server.requests()
+        served2 = (after - before) if before is not None and after is not None else None
+
+    best_bare, best_mcq = max(bare_rates), max(mcq_rates)
+    print(f"bare openai loop : {best_bare:8.1f} rows/s (best of {args.rounds})")
+    print(f"mcqaudit grade   : {best_mcq:8.1f} rows/s (best of {args.rounds})")
+    ratios = sorted(m / b for m, b in zip(mcq_rates, bare_rates, strict=True))
+    print(f"ratio            : {best_mcq / best_bare:8.3f}   (best vs best; target >= 0.9)")
+    print(f"ratio per round  : median {ratios[len(ratios) // 2]:.3f}, range {ratios[0]:.3f}–{ratios[-1]:.3f}")
+    print(
+        f"client CPU per row (this process, all threads; median): bare {sorted(bare_cpu)[len(bare_cpu) // 2]:.2f} "
+        f"ms, mcqaudit {sorted(mcq_cpu)[len(mcq_cpu) // 2]:.2f} ms"
+    )
+    print(
+        f"re-run, all rows ok      : {summary.requests} requests sent, server counted "
+        f"{served if served is not None else 'n/a'}; {cached_elapsed:.2f} s ({args.rows / cached_elapsed:.0f} rows/s)"
+    )
+    print(
+        f"re-run, verdicts dropped : {recache.requests} requests sent, server counted "
+        f"{served2 if served2 is not None else 'n/a'}; {recache.graded} rows from the reply cache in "
+        f"{recache_elapsed:.2f} s ({args.rows / recache_elapsed:.0f} rows/s)"
+    )
+
+
+if __name__ == "__main__":
+    main()

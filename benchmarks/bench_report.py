@@ -1,0 +1,204 @@
+"""Benchmark: the JSON report of a 1,000,000-row study (50,000 items × 4 orientations × 5 arms).
+
+The study is written straight into the tables with DuckDB SQL (no ingest, no judge): 30 % of rows resolved
+by the strict pre-filter, the rest judged (1 % judge errors), four framework parsers' letters for every
+row, log-probs on 10 % of rows, 2,000 reviews and a 1,000-row uniform spot check. Then, each in a fresh
+process so that peak memory is the report's own:
+
+- the report: ``build_report(..., n_boot=1000)`` rendered to JSON — wall time and peak RSS
+  (``resource.getrusage``, DuckDB included) and Python-heap peak (``tracemalloc``, a second run);
+- the baseline: a bare ``SELECT arm, orientation, count(*), … FROM graded_rows GROUP BY ALL``.
+
+Targets: report under 10 s and under 2 GiB peak on a 2-core machine. Run:
+``.venv/bin/python benchmarks/bench_report.py [--items 50000] [--arms 5] [--boot 1000] [--db PATH]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+BUILD_SQL = [
+    """INSERT INTO judge_configs VALUES ('fp-bench', 'bench-judge', 'extract', 0.0, 16, 0, 'bench', '{}', false,
+       TIMESTAMPTZ '2026-01-01 00:00:00+00')""",
+    """INSERT INTO items
+       SELECT printf('item%06d', i), 'Question ' || i || '?',
+              [printf('opt%d_a', i), printf('opt%d_b', i), printf('opt%d_c', i), printf('opt%d_d', i)],
+              (hash(i) % 4)::INTEGER, NULL, 'items'
+       FROM range(?) t(i)""",
+    """INSERT INTO arms SELECT CASE WHEN a = 0 THEN 'base' ELSE 'arm' || a END, a, 1 FROM range(?) t(a)""",
+    # one row per (item, arm, orientation); the respondent: accuracy falls with the arm index, arm k has a
+    # first-position preference of k %, and an OTHER rate that rises with k
+    """CREATE TEMP TABLE sim AS
+       WITH o(orientation, oi) AS (VALUES ('ABCD', 0), ('BCDA', 1), ('CDAB', 2), ('DABC', 3)),
+       base AS (
+           SELECT it.item_id, it.options AS canon, it.gold_index, a.arm, a.ordinal AS k, o.orientation,
+                  it.item_id || '|' || a.arm || '|' || o.orientation AS row_id
+           FROM items it CROSS JOIN arms a CROSS JOIN o
+       ), r AS (
+           SELECT *, chr((64 + instr(orientation, chr(65 + gold_index)))::INTEGER) AS gold_letter,
+                  (hash(row_id || 'u') % 10000) / 10000.0 AS u,
+                  (hash(row_id || 'w') % 3)::INTEGER AS w,
+                  (hash(row_id || 's') % 10)::INTEGER AS s
+           FROM base
+       )
+       SELECT *,
+           CASE WHEN u < 0.70 - 0.03 * k THEN gold_letter
+                WHEN u < 0.70 - 0.03 * k + 0.01 * k THEN 'A'
+                WHEN u < 0.75 THEN NULL
+                ELSE chr((65 + ((ascii(gold_letter) - 65 + 1 + w) % 4))::INTEGER) END AS pick
+       FROM r""",
+    """INSERT INTO gen_rows
+       SELECT row_id, arm, item_id, orientation, 0, 'Question?',
+              [canon[ascii(orientation[1]) - 64], canon[ascii(orientation[2]) - 64],
+               canon[ascii(orientation[3]) - 64], canon[ascii(orientation[4]) - 64]],
+              gold_letter,
+              CASE WHEN pick IS NULL THEN 'I am not sure.' WHEN s < 3 THEN pick
+                   ELSE 'Thinking it over, the answer is ' || pick || '.' END,
+              false, NULL, NULL, NULL,
+              CASE WHEN s = 9 THEN json_object('A', -1.0 - (w = 0)::INT, 'B', -1.5, 'C', -2.0, 'D', -2.5) END,
+              CASE WHEN pick IS NULL THEN 'A' ELSE pick END,
+              CASE WHEN pick IS NULL THEN 'A' ELSE pick END,
+              CASE WHEN s < 3 THEN pick END, 1, NULL
+       FROM sim""",
+    """INSERT INTO judge_verdicts
+       SELECT row_id, 'fp-bench', CASE WHEN w = 0 AND s = 5 THEN 'error' ELSE 'ok' END,
+              CASE WHEN w = 0 AND s = 5 THEN NULL ELSE pick END,
+              CASE WHEN w = 0 AND s = 5 THEN NULL WHEN pick IS NULL THEN 'OTHER'
+                   WHEN pick = gold_letter THEN 'CORRECT' ELSE 'INCORRECT' END,
+              coalesce(pick, 'OTHER'), NULL, NULL, 'h', 'http://127.0.0.1', 1, TIMESTAMPTZ '2026-01-01 00:00:00+00'
+       FROM sim WHERE pick IS NULL OR s >= 3""",
+    """INSERT INTO parser_letters
+       SELECT row_id, p.parser, CASE WHEN pick IS NOT NULL AND (p.parser <> 'simple_evals' OR s < 8) THEN pick END
+       FROM sim CROSS JOIN (VALUES ('simple_evals'), ('lm_eval_flexible'), ('opencompass_first_option'),
+                                   ('mmlu_pro_chain')) p(parser)""",
+    """INSERT INTO reviews (review_id, row_id, action, verdict, picked_letter, reviewer, created_at)
+       SELECT row_number() OVER (), row_id, 'confirm',
+              CASE WHEN pick IS NULL THEN 'OTHER' WHEN pick = gold_letter THEN 'CORRECT' ELSE 'INCORRECT' END,
+              pick, 'bench', TIMESTAMPTZ '2026-01-01 00:00:00+00'
+       FROM sim WHERE hash(row_id || 'r') % 500 = 0 LIMIT 2000""",
+    """INSERT INTO spot_checks VALUES (1, 'uniform', 'uniform', 0, 1000, NULL, 'bench',
+       TIMESTAMPTZ '2026-01-01 00:00:00+00')""",
+    """INSERT INTO spot_check_rows SELECT 1, row_number() OVER () - 1, row_id FROM (
+           SELECT row_id FROM sim ORDER BY hash(row_id || 'q') LIMIT 1000)""",
+]
+
+BARE_SQL = """
+SELECT arm, orientation, count(*) AS n, count(final_verdict) AS graded,
+       count(*) FILTER (final_verdict = 'CORRECT') AS correct
+FROM graded_rows GROUP BY arm, orientation
+"""
+
+
+def build(path: Path, n_items: int, n_arms: int) -> float:
+    from mcqaudit.store.db import Study
+
+    t0 = time.perf_counter()
+    study = Study(path, create=True)
+    with study.write() as con:
+        for sql in BUILD_SQL:
+            params = [n_items] if "range(?) t(i)" in sql else [n_arms] if "range(?) t(a)" in sql else []
+            con.execute(sql, params)
+        con.execute("DROP TABLE sim")
+    with study.connect() as con:
+        con.execute("CHECKPOINT")
+    return time.perf_counter() - t0
+
+
+def child(mode: str, db: str, n_boot: int) -> None:
+    """One measurement in this (fresh) process; prints a JSON line."""
+    import tracemalloc
+
+    if mode == "bare":
+        from mcqaudit.store.db import Study
+
+        study = Study(db)
+        t0 = time.perf_counter()
+        with study.connect() as con:
+            con.execute(BARE_SQL).fetchall()
+        dt = time.perf_counter() - t0
+        print(json.dumps({"seconds": dt}))
+        return
+    from mcqaudit.report import build_report, render
+
+    if mode == "trace":
+        tracemalloc.start()
+    t0 = time.perf_counter()
+    rep = build_report(db, n_boot=n_boot, seed=0)
+    text = render(rep, "json")
+    dt = time.perf_counter() - t0
+    out = {
+        "seconds": dt,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "json_bytes": len(text),
+        "flags": [f["name"] for f in rep["flags"]],
+    }
+    if mode == "trace":
+        out["tracemalloc_peak_mib"] = tracemalloc.get_traced_memory()[1] / 2**20
+    print(json.dumps(out))
+
+
+def _run_child(mode: str, db: Path, n_boot: int) -> dict:
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", mode, "--db", str(db), "--boot", str(n_boot)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--items", type=int, default=50_000)
+    ap.add_argument("--arms", type=int, default=5)
+    ap.add_argument("--boot", type=int, default=1000)
+    ap.add_argument("--db", type=Path, default=None, help="reuse (or create) this study file")
+    ap.add_argument("--child", choices=("report", "trace", "bare"), default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child, str(args.db), args.boot)
+        return
+    tmp = None
+    db = args.db
+    if db is None:
+        tmp = tempfile.TemporaryDirectory()
+        db = Path(tmp.name) / "bench.duckdb"
+    if not db.exists():
+        secs = build(db, args.items, args.arms)
+        print(f"built {args.items * args.arms * 4:,} rows in {secs:.1f} s -> {db}")
+    bare = min(_run_child("bare", db, 0)["seconds"] for _ in range(3))
+    rep = _run_child("report", db, args.boot)
+    trace = _run_child("trace", db, args.boot)
+    rows = args.items * args.arms * 4
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(
+        f"rows: {rows:,}   bootstrap resamples: {args.boot}   cores: {os.cpu_count()}   load average: {load}"
+    )
+    print(f"report (json):         {rep['seconds']:6.2f} s   peak RSS {rep['peak_rss_mib']:7.0f} MiB   "
+          f"(target < 10 s, < 2048 MiB)")  # fmt: skip
+    print(
+        f"  python heap peak:    {trace['tracemalloc_peak_mib']:7.0f} MiB (tracemalloc run: {trace['seconds']:.2f} s)"
+    )
+    print(f"bare GROUP BY arm, orientation over graded_rows: {bare:6.2f} s")
+    print(f"ratio report / bare GROUP BY: {rep['seconds'] / bare:5.1f}x")
+    print(f"flags: {', '.join(rep['flags']) or 'none'}")
+    ok = rep["seconds"] < 10 and rep["peak_rss_mib"] < 2048
+    print("PASS" if ok else "OVER TARGET")
+    if tmp is not None:
+        tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""The demo study: ``sample_runs/demo.duckdb`` built from the committed demo inputs, on first use.
+
+The build is the real path a user takes — ingest ``sample_runs/generations.jsonl`` with
+``--items sample_runs/items.jsonl``, then ``grade`` against the stand-in judge (started in-process on
+127.0.0.1), control arm ``base`` — so the demo shows exactly what the tool computes. The stand-in is a
+heuristic, not an LLM, and the study says so everywhere its verdicts are shown.
+
+Idempotent and safe to call from two processes at once: the study is built into a temporary file under an
+exclusive file lock and renamed into place, and a finished study records the hash of the inputs it was
+built from, so it is rebuilt only when they change (or with ``force``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "sample_runs"
+DEMO_DB = SAMPLE_DIR / "demo.duckdb"
+GENERATIONS = SAMPLE_DIR / "generations.jsonl"
+ITEMS = SAMPLE_DIR / "items.jsonl"
+CONTROL_ARM = "base"
+
+# study_meta keys the demo sets (the dashboard reads DEMO_KEY for its provenance banner)
+DEMO_KEY = "demo"
+DEMO_INPUTS_KEY = "demo_inputs"
+
+
+class DemoError(Exception):
+    """The demo study cannot be built (inputs missing, grading failed)."""
+
+
+def inputs_hash(generations: Path = GENERATIONS, items: Path = ITEMS) -> str:
+    h = hashlib.sha256()
+    for p in (generations, items):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def is_demo(study_meta: Mapping[str, str | None]) -> bool:
+    return (study_meta.get(DEMO_KEY) or "").lower() == "true"
+
+
+def _current(path: Path, digest: str) -> bool:
+    if not path.exists():
+        return False
+    from mcqaudit.store import Study, StudyError
+
+    try:
+        study = Study(path)
+        return study.get_meta(DEMO_INPUTS_KEY) == digest and study.get_meta(DEMO_KEY) == "true"
+    except StudyError:
+        return False
+
+
+@contextlib.contextmanager
+def _build_lock(path: Path) -> Iterator[None]:
+    lock = path.with_name(path.name + ".lock")
+    with lock.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def build_demo(
+    path: str | Path = DEMO_DB,
+    *,
+    generations: str | Path = GENERATIONS,
+    items: str | Path = ITEMS,
+    force: bool = False,
+    progress: bool = False,
+) -> Path:
+    """Build the demo study at ``path`` unless an up-to-date one is there; return its path."""
+    path = Path(path)
+    gens, its = Path(generations), Path(items)
+    for p in (gens, its):
+        if not p.exists():
+            raise DemoError(f"{p}: demo input missing (regenerate with `python sample_runs/simulate.py`)")
+    digest = inputs_hash(gens, its)
+    if not force and _current(path, digest):
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _build_lock(path):
+        if not force and _current(path, digest):  # another process built it while we waited
+            return path
+        tmp = path.with_name(f".{path.stem}.building-{os.getpid()}.duckdb")
+        for p in (tmp, tmp.with_name(tmp.name + ".wal")):
+            p.unlink(missing_ok=True)
+        try:
+            _build(tmp, gens, its, digest, progress)
+            os.replace(tmp, path)
+            path.with_name(path.name + ".wal").unlink(missing_ok=True)
+        finally:
+            for p in (tmp, tmp.with_name(tmp.name + ".wal")):
+                p.unlink(missing_ok=True)
+    return path
+
+
+def _build(path: Path, gens: Path, items: Path, digest: str, progress: bool) -> None:
+    from mcqaudit.grade import GradeOptions, RichReporter, grade
+    from mcqaudit.ingest import ingest_file
+    from mcqaudit.judge.client import STANDIN_MODEL
+    from mcqaudit.judge.prompts import JudgeConfig
+    from mcqaudit.judge.standin import StandinOptions, StandinServer
+    from mcqaudit.store import Study
+
+    study = Study(path, create=True)
+    ingest_file(study, gens, items_path=items, control=CONTROL_ARM)
+    with StandinServer(StandinOptions()) as judge:
+        options = GradeOptions(
+            config=JudgeConfig(model=STANDIN_MODEL, base_url=judge.base_url), base_url=judge.base_url
+        )
+        summary = grade(study, options, reporter=RichReporter() if progress else None)
+    if summary.exit_code != 0:
+        raise DemoError("grading the demo study failed:\n" + "\n".join(summary.lines()))
+    with study.write() as con:
+        from mcqaudit.store.db import set_meta
+
+        set_meta(con, "control_arm", CONTROL_ARM)
+        set_meta(con, DEMO_KEY, "true")
+        set_meta(con, DEMO_INPUTS_KEY, digest)
+    with study.connect() as con:
+        con.execute("CHECKPOINT")

@@ -1,0 +1,294 @@
+"""Plotly figures of a report dict (the JSON shape of :func:`mcqaudit.report.build_report`). Pure.
+
+Each ``fig_*(report)`` returns a ``plotly.graph_objects.Figure``; the HTML report and the dashboard draw
+the same figures. A figure whose data the report lacks (no reviews, no Δ) is still returned, empty but
+titled with the reason, so a caller can always place it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from mcqaudit.vocab import VERDICTS
+
+Report = Mapping[str, Any]
+_LAYOUT: dict[str, Any] = {
+    "template": "plotly_white",
+    "margin": {"l": 60, "r": 20, "t": 60, "b": 50},
+    "height": 380,
+}
+
+
+def _txt(s: object) -> str:
+    # plotly.js interprets a few HTML tags in labels; user-supplied names are shown as text
+    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _err(ms: Sequence[Mapping[str, Any] | None], scale: float = 1.0) -> dict[str, Any]:
+    plus: list[float | None] = []
+    minus: list[float | None] = []
+    for m in ms:
+        if m is None or m.get("ci_low") is None or m.get("ci_high") is None or m.get("value") is None:
+            plus.append(None)
+            minus.append(None)
+        else:
+            plus.append((m["ci_high"] - m["value"]) * scale)
+            minus.append((m["value"] - m["ci_low"]) * scale)
+    return {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus}
+
+
+def _val(m: Mapping[str, Any] | None, scale: float = 1.0) -> float | None:
+    return None if m is None or m.get("value") is None else m["value"] * scale
+
+
+def _empty(title: str, reason: str) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(**_LAYOUT, title=f"{title} — {reason}")
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def _ci_hover(m: Mapping[str, Any] | None, scale: float = 100.0, unit: str = "%") -> str:
+    if m is None or m.get("value") is None:
+        return "n/a"
+    s = f"{m['value'] * scale:.1f}{unit}"
+    if m.get("ci_low") is not None:
+        s += f" [{m['ci_low'] * scale:.1f}, {m['ci_high'] * scale:.1f}]"
+    return s + f" n={m.get('n')}"
+
+
+def fig_orientation_accuracy(report: Report) -> go.Figure:
+    """Accuracy per orientation with 95 % CIs, one bar group per arm."""
+    orients = report["study"].get("orientations", [])
+    fig = go.Figure()
+    for arm in report["arms"]:
+        by = report["metrics"][arm]["accuracy_by_orientation"]
+        ms = [by.get(o) for o in orients]
+        fig.add_bar(
+            name=_txt(arm),
+            x=[_txt(o) for o in orients],
+            y=[_val(m, 100) for m in ms],
+            error_y=_err(ms, 100),
+            hovertext=[_ci_hover(m) for m in ms],
+        )
+    fig.update_layout(**_LAYOUT, title="Accuracy by orientation (95 % CI, items resampled)", barmode="group")
+    fig.update_yaxes(title="accuracy (%)", range=[0, 105])
+    fig.update_xaxes(title="orientation")
+    return fig
+
+
+def fig_other_rate(report: Report) -> go.Figure:
+    """OTHER rate and ungraded rate per arm with CIs."""
+    arms = report["arms"]
+    fig = go.Figure()
+    for key, label in (("other_rate", "OTHER rate"), ("ungraded_rate", "ungraded rate")):
+        ms = [report["metrics"][a][key] for a in arms]
+        fig.add_bar(
+            name=label,
+            x=[_txt(a) for a in arms],
+            y=[_val(m, 100) for m in ms],
+            error_y=_err(ms, 100),
+            hovertext=[_ci_hover(m) for m in ms],
+        )
+    fig.update_layout(**_LAYOUT, title="OTHER rate by arm (ungraded rows are counted apart)", barmode="group")
+    fig.update_yaxes(title="% of rows", rangemode="tozero")
+    return fig
+
+
+def fig_delta_by_orientation(report: Report) -> go.Figure:
+    """Δaccuracy (treated − control) per orientation and overall, with CIs; the MDE as a band."""
+    orients = report["study"].get("orientations", [])
+    deltas = {a: d for a, d in report["delta_accuracy"].items() if d is not None}
+    if not deltas:
+        return _empty("Δaccuracy by orientation", "no arm compared with the control")
+    x = ["overall", *orients]
+    fig = go.Figure()
+    for arm, d in deltas.items():
+        ms = [d["overall"], *[d["by_orientation"].get(o) for o in orients]]
+        fig.add_scatter(
+            name=f"{_txt(arm)} − {_txt(report['control_arm'])}",
+            x=[_txt(v) for v in x],
+            y=[_val(m, 100) for m in ms],
+            error_y=_err(ms, 100),
+            mode="markers",
+            marker={"size": 10},
+            hovertext=[
+                _ci_hover(m, unit=" pp") + (f" MDE {m['mde'] * 100:.1f} pp" if m and m.get("mde") else "")
+                for m in ms
+            ],
+        )
+    fig.add_hline(y=0, line_dash="dot", line_color="grey")
+    fig.update_layout(
+        **_LAYOUT,
+        title="Δaccuracy vs control by orientation (95 % CI, paired item bootstrap)",
+        scattermode="group",
+    )
+    fig.update_yaxes(title="Δ accuracy (pp)")
+    return fig
+
+
+def fig_delta_by_parser(report: Report) -> go.Figure:
+    """The Δ each parser's letters would have reported, beside the verdicts' Δ."""
+    dp = report.get("delta_accuracy_by_parser") or {}
+    if not dp:
+        return _empty("Δaccuracy by parser", "no arm compared with the control")
+    fig = go.Figure()
+    for arm, by in dp.items():
+        names = ["verdicts", *by]
+        ms = [(report["delta_accuracy"].get(arm) or {}).get("overall"), *by.values()]
+        fig.add_scatter(
+            name=_txt(arm),
+            x=names,
+            y=[_val(m, 100) for m in ms],
+            error_y=_err(ms, 100),
+            mode="markers",
+            marker={"size": 10},
+            hovertext=[_ci_hover(m, unit=" pp") for m in ms],
+        )
+    fig.add_hline(y=0, line_dash="dot", line_color="grey")
+    fig.update_layout(
+        **_LAYOUT, title="Δaccuracy vs control as each parser would report it", scattermode="group"
+    )
+    fig.update_yaxes(title="Δ accuracy (pp)")
+    return fig
+
+
+def fig_parser_confusion(report: Report, parser: str, arm: str | None = None) -> go.Figure:
+    """Verdicts (rows) × the parser's verdicts (columns); one panel per arm, or the one ``arm``."""
+    arms = [arm] if arm is not None else list(report["arms"])
+    arms = [a for a in arms if parser in (report["metrics"][a].get("parser_disagreement") or {})]
+    if not arms:
+        return _empty(f"{parser} vs verdicts", "the parser has no rows")
+    fig = make_subplots(
+        rows=1, cols=len(arms), subplot_titles=[_txt(a) for a in arms], horizontal_spacing=0.08
+    )
+    for k, a in enumerate(arms, start=1):
+        conf = report["metrics"][a]["parser_disagreement"][parser]["confusion"]
+        z = [[conf[r][c] for c in VERDICTS] for r in VERDICTS]
+        fig.add_heatmap(
+            z=z,
+            x=[f"{parser}: {c}" for c in VERDICTS],
+            y=[f"verdict: {r}" for r in VERDICTS],
+            text=z,
+            texttemplate="%{text}",
+            colorscale="Blues",
+            showscale=False,
+            row=1,
+            col=k,
+        )
+        fig.update_yaxes(autorange="reversed", row=1, col=k, showticklabels=k == 1)
+    fig.update_layout(**{**_LAYOUT, "height": 340}, title=f"{_txt(parser)} parser vs verdicts (row counts)")
+    return fig
+
+
+def fig_parser_disagreement(report: Report) -> go.Figure:
+    """Disagreement rate of each parser with the verdicts, per arm, with CIs."""
+    fig = go.Figure()
+    for arm in report["arms"]:
+        pd_ = report["metrics"][arm].get("parser_disagreement") or {}
+        names = list(pd_)
+        ms = [pd_[p]["rate"] for p in names]
+        fig.add_bar(
+            name=_txt(arm),
+            x=names,
+            y=[_val(m, 100) for m in ms],
+            error_y=_err(ms, 100),
+            hovertext=[_ci_hover(m) for m in ms],
+        )
+    fig.add_hline(y=5, line_dash="dot", line_color="firebrick", annotation_text="5 % flag threshold")
+    fig.update_layout(**_LAYOUT, title="Parser disagreement with the verdicts", barmode="group")
+    fig.update_yaxes(title="% of rows", rangemode="tozero")
+    return fig
+
+
+def fig_position_picks(report: Report) -> go.Figure:
+    """Share of picks at each displayed position per arm, against chance (or the gold-letter share)."""
+    fig = go.Figure()
+    baseline = None
+    for arm in report["arms"]:
+        m = report["metrics"][arm]
+        ppr = m.get("position_pick_rate")
+        if not ppr:
+            continue
+        letters = list(ppr)
+        ms = [ppr[x] for x in letters]
+        fig.add_bar(
+            name=_txt(arm),
+            x=letters,
+            y=[_val(v, 100) for v in ms],
+            error_y=_err(ms, 100),
+            hovertext=[_ci_hover(v) for v in ms],
+        )
+        if baseline is None:
+            baseline = (
+                letters,
+                [None if v is None or v.get("chance") is None else v["chance"] * 100 for v in ms],
+            )
+            kind = m.get("position_baseline", "uniform")
+    if baseline is None:
+        return _empty("Position picks", "no row has a picked letter")
+    fig.add_scatter(
+        name="chance (1/n)" if kind == "uniform" else "gold-letter share",
+        x=baseline[0],
+        y=baseline[1],
+        mode="markers",
+        marker={"symbol": "line-ew-open", "size": 30, "line": {"width": 3}, "color": "black"},
+    )
+    fig.update_layout(**_LAYOUT, title="Picks by displayed position vs chance", barmode="group")
+    fig.update_yaxes(title="% of picks", rangemode="tozero")
+    fig.update_xaxes(title="displayed position")
+    return fig
+
+
+def fig_judge_agreement(report: Report) -> go.Figure:
+    """Judge-vs-human agreement and Cohen's κ per arm (and pooled), on reviewed rows."""
+    groups: list[tuple[str, Mapping[str, Any]]] = []
+    if report.get("judge_agreement"):
+        groups.append(("all arms", report["judge_agreement"]))
+    for arm in report["arms"]:
+        ag = report["metrics"][arm].get("judge_agreement")
+        if ag:
+            groups.append((_txt(arm), ag))
+    if not groups:
+        return _empty("Judge vs human", "no reviewed rows yet")
+    fig = go.Figure()
+    for key, label in (("agreement", "agreement"), ("kappa", "Cohen's κ")):
+        ms = [g[key] for _, g in groups]
+        fig.add_bar(
+            name=label,
+            x=[n for n, _ in groups],
+            y=[_val(m) for m in ms],
+            error_y=_err(ms),
+            hovertext=[_ci_hover(m, 1.0, "") for m in ms],
+        )
+    fig.update_layout(**_LAYOUT, title="Judge vs human on reviewed rows", barmode="group")
+    fig.update_yaxes(range=[min(0.0, *[(_val(g["kappa"]) or 0.0) for _, g in groups]), 1.05])
+    return fig
+
+
+def report_figures(report: Report) -> list[tuple[str, go.Figure]]:
+    """The figures of the HTML report, titled, in order."""
+    figs = [
+        ("Accuracy by orientation", fig_orientation_accuracy(report)),
+        ("OTHER rate by arm", fig_other_rate(report)),
+        ("Δaccuracy by orientation", fig_delta_by_orientation(report)),
+        ("Δaccuracy by parser", fig_delta_by_parser(report)),
+        ("Parser disagreement", fig_parser_disagreement(report)),
+    ]
+    parsers: list[str] = []
+    for arm in report["arms"]:
+        for p in report["metrics"][arm].get("parser_disagreement") or {}:
+            if p not in parsers:
+                parsers.append(p)
+    figs += [(f"{p} vs verdicts", fig_parser_confusion(report, p)) for p in parsers]
+    figs.append(("Position picks", fig_position_picks(report)))
+    if report.get("judge_agreement") or any(
+        report["metrics"][a].get("judge_agreement") for a in report["arms"]
+    ):
+        figs.append(("Judge vs human", fig_judge_agreement(report)))
+    return figs

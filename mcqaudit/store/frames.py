@@ -1,0 +1,233 @@
+"""The SQL that loads the compact frames :mod:`mcqaudit.metrics` works on, out of a study file.
+
+DuckDB does the joins and resolves every row's verdict (the same precedence as the ``graded_rows`` view,
+written against the base tables so that no text column is read). What comes back is one narrow row of
+small integer codes per generation — no strings: arms, items and orientations are dense codes (``ai``,
+``ii``, ``oi``) indexing the lists in :class:`~mcqaudit.metrics.StudyInfo`; verdicts are 0 = CORRECT,
+1 = INCORRECT, 2 = OTHER, -1 = none (ungraded); letters are 0-based displayed positions, -1 = none.
+The metrics module aggregates these with vectorised numpy (bincount), which on a 1,000,000-row study is
+several times faster than a GROUP BY per statistic here.
+
+Two verdict views (DESIGN §7): ``final`` is ``graded_rows.final_verdict``/``picked_letter``; ``judge`` is the
+automated verdict alone — judge, else pre-filter, else rule — i.e. the final verdict with human reviews
+taken out. A row without a verdict in the chosen view is ungraded.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from mcqaudit.metrics import StudyFrames, StudyInfo
+from mcqaudit.store.db import Study
+
+VerdictView = Literal["final", "judge"]
+VERDICT_VIEWS: tuple[str, str] = ("final", "judge")
+BASE_PARSERS = ("strict", "naive", "user")
+
+_ARMS_SQL = """
+SELECT arm FROM (
+    SELECT arm, min(ord) AS ord FROM (
+        SELECT arm, ordinal AS ord FROM arms
+        UNION ALL SELECT DISTINCT arm, 2147483647 FROM gen_rows
+    ) GROUP BY arm
+) ORDER BY ord, arm
+"""
+_ORIENTATIONS_SQL = "SELECT DISTINCT orientation FROM gen_rows ORDER BY length(orientation), orientation"
+
+
+def _code(v: str) -> str:
+    return f"coalesce(CASE {v} WHEN 'CORRECT' THEN 0 WHEN 'INCORRECT' THEN 1 WHEN 'OTHER' THEN 2 END, -1)::TINYINT"
+
+
+def _pos(letter: str) -> str:
+    return f"coalesce(ascii({letter}) - 65, -1)::TINYINT"
+
+
+# One row per generation. The judge source is judge_verdicts itself when it holds a single fingerprint
+# (its primary key then makes it one row per row_id), else the current_judge view (latest per row).
+_ROWS_SQL = """
+WITH ax AS (
+    SELECT arm, (list_position(?::VARCHAR[], arm) - 1)::SMALLINT AS ai FROM (SELECT DISTINCT arm FROM gen_rows)
+), ox AS (
+    SELECT orientation, (list_position(?::VARCHAR[], orientation) - 1)::SMALLINT AS oi
+    FROM (SELECT DISTINCT orientation FROM gen_rows)
+), ix AS (
+    SELECT item_id, (row_number() OVER (ORDER BY item_id) - 1)::INTEGER AS ii
+    FROM (SELECT DISTINCT item_id FROM gen_rows)
+), j AS (
+    SELECT row_id, status, letter, verdict, fingerprint FROM {judge}
+), r AS (
+    SELECT row_id, verdict, picked_letter FROM effective_reviews
+), g AS (
+    SELECT g.rowid AS rn, ax.ai, ox.oi, ix.ii, g.sample, g.orientation, g.gold_letter, g.is_blank,
+        g.strict_letter, g.naive_letter, g.user_letter,
+        CASE WHEN j.status = 'ok' THEN j.verdict END AS judge_verdict, j.letter AS judge_letter,
+        CASE WHEN j.status = 'ok' THEN j.fingerprint END AS judge_fp,
+        r.verdict AS review_verdict, r.picked_letter AS review_letter
+    FROM gen_rows g
+    JOIN ax USING (arm) JOIN ox USING (orientation) JOIN ix USING (item_id)
+    LEFT JOIN j USING (row_id)
+    LEFT JOIN r USING (row_id)
+), a AS (
+    SELECT *,
+        coalesce(
+            judge_verdict,
+            CASE WHEN strict_letter IS NOT NULL THEN
+                CASE WHEN strict_letter = gold_letter THEN 'CORRECT' ELSE 'INCORRECT' END END,
+            CASE WHEN is_blank THEN 'OTHER' END
+        ) AS auto_verdict,
+        CASE WHEN judge_verdict IS NOT NULL THEN judge_letter
+             WHEN strict_letter IS NOT NULL THEN strict_letter END AS auto_letter
+    FROM g
+), f AS (
+    SELECT *,
+        coalesce(review_verdict, auto_verdict) AS final_verdict,
+        CASE WHEN review_verdict IS NOT NULL THEN review_letter ELSE auto_letter END AS final_letter
+    FROM a
+)
+SELECT rn, ai, oi, ii, sample::INTEGER AS sample,
+    (ascii(gold_letter) - 65)::TINYINT AS gold_pos,
+    length(orientation)::TINYINT AS n_opt,
+    {verdict} AS verdict,
+    {pick} AS pick_pos,
+    {auto} AS auto_verdict,
+    {human} AS human,
+    {strict} AS strict_pos,
+    {naive} AS naive_pos,
+    {user} AS user_pos,
+    (coalesce(list_position(?::VARCHAR[], judge_fp), 0) - 1)::SMALLINT AS fp
+FROM f
+"""
+
+_FRAMEWORK_SQL = """
+SELECT g.rowid AS rn, (list_position(?::VARCHAR[], p.parser) - 1)::TINYINT AS parser,
+    coalesce(ascii(p.letter) - 65, -1)::TINYINT AS pos
+FROM parser_letters p JOIN gen_rows g USING (row_id)
+WHERE p.parser NOT IN ('strict', 'naive', 'user')
+"""
+
+_UNIFORM_SQL = """
+SELECT DISTINCT g.rowid AS rn FROM spot_check_rows s
+JOIN spot_checks q USING (queue_id) JOIN gen_rows g USING (row_id)
+WHERE q.strategy = 'uniform'
+"""
+
+_LOGPROB_SQL = """
+SELECT rn, coalesce(CASE WHEN length(lp) = 1 THEN ascii(upper(lp)) - 65 END, -1)::TINYINT AS lp_pos FROM (
+    SELECT g.rowid AS rn, arg_max(e.key, TRY_CAST(e.value AS DOUBLE)) AS lp
+    FROM gen_rows g, json_each(g.option_logprobs) e
+    WHERE g.option_logprobs IS NOT NULL AND TRY_CAST(e.value AS DOUBLE) IS NOT NULL
+    GROUP BY g.rowid
+)
+"""
+
+
+def _rows_sql(view: VerdictView, single_fingerprint: bool) -> str:
+    final = view == "final"
+    return _ROWS_SQL.format(
+        judge="judge_verdicts" if single_fingerprint else "current_judge",
+        verdict=_code("final_verdict" if final else "auto_verdict"),
+        pick=_pos("final_letter" if final else "auto_letter"),
+        auto=_code("auto_verdict"),
+        human=_code("review_verdict"),
+        strict=_pos("strict_letter"),
+        naive=_pos("naive_letter"),
+        user=_pos("user_letter"),
+    )
+
+
+def _scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> int:
+    row = con.execute(sql, params or []).fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def _fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> pd.DataFrame:
+    cols = con.execute(sql, params or []).fetchnumpy()
+    return pd.DataFrame({k: np.asarray(v) for k, v in cols.items()})
+
+
+def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
+    """Study facts and the per-row frame, in one short-lived connection."""
+    if verdicts not in VERDICT_VIEWS:
+        raise ValueError(f"verdicts must be one of {', '.join(VERDICT_VIEWS)}, not {verdicts!r}")
+    with study.connect() as con:
+        meta = dict(con.execute("SELECT key, value FROM study_meta").fetchall())
+        arms = [r[0] for r in con.execute(_ARMS_SQL).fetchall()]
+        orientations = [r[0] for r in con.execute(_ORIENTATIONS_SQL).fetchall()]
+        configs = {
+            fp: {"model": model, "shape": shape, "temperature": temp, "standin": bool(standin)}
+            for fp, model, shape, temp, standin in con.execute(
+                "SELECT fingerprint, model, shape, temperature, standin FROM judge_configs ORDER BY fingerprint"
+            ).fetchall()
+        }
+        fps = [
+            r[0] for r in con.execute("SELECT DISTINCT fingerprint FROM judge_verdicts ORDER BY 1").fetchall()
+        ]
+        frameworks = [
+            r[0]
+            for r in con.execute(
+                "SELECT DISTINCT parser FROM parser_letters WHERE parser NOT IN ('strict', 'naive', 'user') ORDER BY 1"
+            ).fetchall()
+        ]
+        rows = _fetch(con, _rows_sql(verdicts, len(fps) <= 1), [arms, orientations, fps])
+        framework = _fetch(con, _FRAMEWORK_SQL, [frameworks]) if frameworks else None
+        uniform = _fetch(con, _UNIFORM_SQL)
+        logprob = _fetch(con, _LOGPROB_SQL)
+        n_reviews = _scalar(con, "SELECT count(*) FROM effective_reviews")
+
+    # rowid -> position in `rows`; DuckDB rowids are dense but need not be ordered in the result
+    rn = rows.pop("rn").to_numpy(dtype=np.int64)
+    lookup = np.full(int(rn.max()) + 1 if rn.size else 0, -1, dtype=np.int64)
+    lookup[rn] = np.arange(rn.size)
+
+    def to_row(df: pd.DataFrame | None) -> pd.DataFrame | None:
+        if df is None:
+            return None
+        pos = lookup[df.pop("rn").to_numpy(dtype=np.int64)]
+        df.insert(0, "row", pos)
+        return df[pos >= 0].reset_index(drop=True)
+
+    framework = to_row(framework)
+    logprob = to_row(logprob)
+    uniform_rows = to_row(uniform)
+    in_uniform = np.zeros(len(rows), dtype=bool)
+    if uniform_rows is not None and len(uniform_rows):
+        in_uniform[uniform_rows["row"].to_numpy()] = True
+    rows["uniform"] = in_uniform
+
+    parsers = ["strict", "naive"]
+    if (rows["user_pos"].to_numpy() >= 0).any():
+        parsers.append("user")
+    parsers += frameworks
+    n_items = int(rows["ii"].max()) + 1 if len(rows) else 0
+    ai = rows["ai"].to_numpy()
+    rows_by_arm = np.bincount(ai, minlength=len(arms)) if len(rows) else np.zeros(len(arms), dtype=np.int64)
+    arm_fps: dict[str, dict[str, int]] = {}
+    fpc = rows["fp"].to_numpy()
+    if len(fps):
+        counts = np.bincount(ai[fpc >= 0] * len(fps) + fpc[fpc >= 0], minlength=len(arms) * len(fps))
+        for a, arm in enumerate(arms):
+            for k, fp in enumerate(fps):
+                if counts[a * len(fps) + k]:
+                    arm_fps.setdefault(arm, {})[fp] = int(counts[a * len(fps) + k])
+    info = StudyInfo(
+        path=str(study.path),
+        created=meta.get("created"),
+        unaudited=(meta.get("unaudited") or "").lower() == "true",
+        arms=arms,
+        orientations=orientations,
+        stored_control=meta.get("control_arm"),
+        n_items=n_items,
+        rows_by_arm={a: int(rows_by_arm[k]) for k, a in enumerate(arms)},
+        judge_configs=configs,
+        arm_fingerprints=arm_fps,
+        n_reviews=n_reviews,
+        uniform_spot_check_rows=int(in_uniform.sum()),
+        parsers=parsers,
+        frameworks=frameworks,
+    )
+    return StudyFrames(info=info, verdicts=verdicts, rows=rows, framework=framework, logprob=logprob)

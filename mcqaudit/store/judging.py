@@ -1,0 +1,334 @@
+"""All SQL for grading: which rows go to the judge, the reply cache, batched writes, judge configurations.
+
+Writes go through :meth:`Study.write` (one short transaction per batch, bounded retry on the lock), so a
+dashboard can read the file between batches. Batches are inserted as Arrow tables: one statement per
+table, not one per row, which keeps a 64-reply batch in the low milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from mcqaudit.judge.prompts import JudgeConfig
+from mcqaudit.store.db import Study, set_meta, utcnow
+from mcqaudit.vocab import OK
+
+UNAUDITED_KEY = "unaudited"
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    """A row that needs the judge: everything the prompt is rendered from."""
+
+    row_id: str
+    arm: str
+    question: str
+    options: tuple[str, ...]
+    gold_letter: str
+    generation: str
+
+
+@dataclass(frozen=True)
+class CachedReply:
+    value: str
+    reply: str | None
+    rationale: str | None
+
+
+@dataclass(frozen=True)
+class ReplyRecord:
+    """One raw reply (or final failure) as received; appended to ``judge_replies``, never changed."""
+
+    fingerprint: str
+    prompt_hash: str
+    status: str
+    reply: str | None
+    value: str | None
+    rationale: str | None
+    error: str | None
+    base_url: str | None
+    tokens_in: int | None
+    tokens_out: int | None
+    received_at: datetime
+
+
+@dataclass(frozen=True)
+class VerdictRecord:
+    """The judge outcome for one (row, fingerprint): replaces an earlier error, never an ok verdict."""
+
+    row_id: str
+    fingerprint: str
+    status: str
+    letter: str | None
+    verdict: str | None
+    reply: str | None
+    rationale: str | None
+    error: str | None
+    prompt_hash: str | None
+    base_url: str | None
+    attempts: int
+    judged_at: datetime
+
+
+_TS = pa.timestamp("us", tz="UTC")
+_REPLY_SCHEMA = pa.schema(
+    [
+        ("fingerprint", pa.string()),
+        ("prompt_hash", pa.string()),
+        ("status", pa.string()),
+        ("reply", pa.string()),
+        ("value", pa.string()),
+        ("rationale", pa.string()),
+        ("error", pa.string()),
+        ("base_url", pa.string()),
+        ("tokens_in", pa.int32()),
+        ("tokens_out", pa.int32()),
+        ("received_at", _TS),
+    ]
+)
+_VERDICT_SCHEMA = pa.schema(
+    [
+        ("row_id", pa.string()),
+        ("fingerprint", pa.string()),
+        ("status", pa.string()),
+        ("letter", pa.string()),
+        ("verdict", pa.string()),
+        ("reply", pa.string()),
+        ("rationale", pa.string()),
+        ("error", pa.string()),
+        ("prompt_hash", pa.string()),
+        ("base_url", pa.string()),
+        ("attempts", pa.int32()),
+        ("judged_at", _TS),
+    ]
+)
+
+
+def _table(records: Sequence[Any], schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_pylist([r.__dict__ for r in records], schema=schema)
+
+
+# --- selection ----------------------------------------------------------------------------------------
+
+_NEEDS_JUDGE = "NOT g.is_blank AND g.strict_letter IS NULL"
+
+
+def known_arms(study: Study) -> list[str]:
+    return [r[0] for r in study.query("SELECT arm FROM gen_rows GROUP BY arm ORDER BY min(ingest_id), arm")]
+
+
+def select_rows(
+    study: Study, fingerprint: str, arms: Sequence[str] = (), limit: int | None = None
+) -> tuple[list[TargetRow], int]:
+    """Rows needing the judge that have no ``ok`` verdict under ``fingerprint`` (error rows are retried).
+
+    Returns (rows in a stable order, cut to ``limit``; how many rows in scope already have an ok verdict).
+    """
+    arm_filter = "AND g.arm IN (SELECT unnest(?::VARCHAR[]))" if arms else ""
+    arm_params: list[Any] = [list(arms)] if arms else []
+    sql = f"""
+        SELECT g.row_id, g.arm, g.question, g.options, g.gold_letter, g.generation
+        FROM gen_rows g
+        WHERE {_NEEDS_JUDGE} {arm_filter}
+          AND NOT EXISTS (
+              SELECT 1 FROM judge_verdicts v
+              WHERE v.row_id = g.row_id AND v.fingerprint = ? AND v.status = 'ok')
+        ORDER BY g.arm, g.item_id, g.sample, g.orientation, g.row_id
+    """
+    params = [*arm_params, fingerprint]
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    done_sql = f"""
+        SELECT count(*) FROM gen_rows g JOIN judge_verdicts v ON v.row_id = g.row_id
+        WHERE {_NEEDS_JUDGE} {arm_filter} AND v.fingerprint = ? AND v.status = 'ok'
+    """
+    with study.connect() as con:
+        rows = con.execute(sql, params).fetchall()
+        already_ok = con.execute(done_sql, [*arm_params, fingerprint]).fetchone()
+    targets = [TargetRow(r[0], r[1], r[2], tuple(r[3]), r[4], r[5]) for r in rows]
+    return targets, int(already_ok[0]) if already_ok else 0
+
+
+def resolution_counts(study: Study, arms: Sequence[str] = ()) -> dict[str, int]:
+    """Rows in scope resolved by the pre-filter, by rule, and those that need a judge."""
+    arm_filter = "WHERE g.arm IN (SELECT unnest(?::VARCHAR[]))" if arms else ""
+    sql = f"""
+        SELECT count(*) AS rows,
+               count(*) FILTER (WHERE g.is_blank) AS rule,
+               count(*) FILTER (WHERE NOT g.is_blank AND g.strict_letter IS NOT NULL) AS prefilter,
+               count(*) FILTER (WHERE {_NEEDS_JUDGE}) AS needs_judge
+        FROM gen_rows g {arm_filter}
+    """
+    with study.connect() as con:
+        cur = con.execute(sql, [list(arms)] if arms else [])
+        names = [d[0] for d in cur.description]
+        row = cur.fetchone()
+    return dict(zip(names, (int(x) for x in row), strict=True)) if row else {}
+
+
+def cached_replies(study: Study, fingerprint: str, hashes: Iterable[str]) -> dict[str, CachedReply]:
+    """The earliest legal reply for each (fingerprint, prompt hash) that has one."""
+    wanted = list(dict.fromkeys(hashes))
+    if not wanted:
+        return {}
+    sql = """
+        SELECT prompt_hash, arg_min(value, received_at), arg_min(reply, received_at),
+               arg_min(rationale, received_at)
+        FROM judge_replies
+        WHERE fingerprint = ? AND status = 'ok' AND prompt_hash IN (SELECT unnest(?::VARCHAR[]))
+        GROUP BY prompt_hash
+    """
+    with study.connect() as con:
+        rows = con.execute(sql, [fingerprint, wanted]).fetchall()
+    return {r[0]: CachedReply(r[1], r[2], r[3]) for r in rows}
+
+
+# --- writes -------------------------------------------------------------------------------------------
+
+
+def register_config(study: Study, config: JudgeConfig) -> None:
+    """Record the frozen configuration under its fingerprint (first use wins; the payload is immutable)."""
+    with study.write() as con:
+        con.execute(
+            """
+            INSERT INTO judge_configs
+                (fingerprint, model, shape, temperature, max_tokens, seed, template_version, config,
+                 standin, first_used)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, false, ?)
+            ON CONFLICT (fingerprint) DO NOTHING
+            """,
+            [
+                config.fingerprint,
+                config.model,
+                config.shape,
+                config.temperature,
+                config.max_tokens,
+                config.seed,
+                config.fingerprint_payload()["template_version"],
+                json.dumps(config.fingerprint_payload(), sort_keys=True, ensure_ascii=False),
+                utcnow(),
+            ],
+        )
+
+
+def _mark_standin(con: duckdb.DuckDBPyConnection, fingerprint: str) -> None:
+    con.execute(
+        "UPDATE judge_configs SET standin = true WHERE fingerprint = ? AND NOT standin", [fingerprint]
+    )
+
+
+def write_judged(
+    study: Study,
+    replies: Sequence[ReplyRecord],
+    verdicts: Sequence[VerdictRecord],
+    *,
+    standin_fingerprint: str | None = None,
+) -> None:
+    """Append raw replies and upsert verdicts in one transaction.
+
+    An ``ok`` verdict is never replaced (so a verdict is never duplicated or rewritten by a re-run); an
+    ``error`` verdict is replaced by whatever the later attempt got.
+    """
+    # One statement cannot update the same key twice: keep one record per key, preferring ok.
+    by_key: dict[tuple[str, str], VerdictRecord] = {}
+    for v in verdicts:
+        key = (v.row_id, v.fingerprint)
+        if key not in by_key or v.status == OK:
+            by_key[key] = v
+    with study.write() as con:
+        if replies:
+            con.register("mcq_batch_replies", _table(replies, _REPLY_SCHEMA))
+            con.execute(
+                """
+                INSERT INTO judge_replies
+                    (fingerprint, prompt_hash, status, reply, value, rationale, error, base_url,
+                     tokens_in, tokens_out, received_at)
+                SELECT fingerprint, prompt_hash, status, reply, value, rationale, error, base_url,
+                       tokens_in, tokens_out, received_at
+                FROM mcq_batch_replies
+                """
+            )
+            con.unregister("mcq_batch_replies")
+        if by_key:
+            con.register("mcq_batch_verdicts", _table(list(by_key.values()), _VERDICT_SCHEMA))
+            con.execute(
+                """
+                INSERT INTO judge_verdicts
+                    (row_id, fingerprint, status, letter, verdict, reply, rationale, error, prompt_hash,
+                     base_url, attempts, judged_at)
+                SELECT row_id, fingerprint, status, letter, verdict, reply, rationale, error, prompt_hash,
+                       base_url, attempts, judged_at
+                FROM mcq_batch_verdicts
+                ON CONFLICT (row_id, fingerprint) DO UPDATE SET
+                    status = excluded.status, letter = excluded.letter, verdict = excluded.verdict,
+                    reply = excluded.reply, rationale = excluded.rationale, error = excluded.error,
+                    prompt_hash = excluded.prompt_hash, base_url = excluded.base_url,
+                    attempts = excluded.attempts, judged_at = excluded.judged_at
+                WHERE judge_verdicts.status <> 'ok'
+                """
+            )
+            con.unregister("mcq_batch_verdicts")
+        if standin_fingerprint is not None:
+            _mark_standin(con, standin_fingerprint)
+
+
+def set_unaudited(study: Study, unaudited: bool) -> None:
+    """`--no-judge` marks the study unaudited; a later real judge run clears the mark."""
+    with study.write() as con:
+        set_meta(con, UNAUDITED_KEY, "true" if unaudited else None)
+
+
+def is_standin(study: Study, fingerprint: str) -> bool:
+    rows = study.query("SELECT standin FROM judge_configs WHERE fingerprint = ?", [fingerprint])
+    return bool(rows and rows[0][0])
+
+
+def is_unaudited(study: Study) -> bool:
+    return study.get_meta(UNAUDITED_KEY) == "true"
+
+
+# --- reading back -------------------------------------------------------------------------------------
+
+
+def fingerprint_summary(study: Study) -> list[dict[str, Any]]:
+    """One dict per judge configuration used in the study, oldest first (for `mcqaudit info`)."""
+    sql = """
+        WITH v AS (
+            SELECT v.fingerprint, v.status, v.base_url, g.arm
+            FROM judge_verdicts v LEFT JOIN gen_rows g USING (row_id)
+        ), agg AS (
+            SELECT fingerprint,
+                   list(DISTINCT base_url ORDER BY base_url) FILTER (WHERE base_url IS NOT NULL) AS base_urls,
+                   list(DISTINCT arm ORDER BY arm) FILTER (WHERE arm IS NOT NULL) AS arms,
+                   count(*) FILTER (WHERE status = 'ok') AS rows_ok,
+                   count(*) FILTER (WHERE status = 'error') AS rows_error
+            FROM v GROUP BY fingerprint
+        )
+        SELECT c.fingerprint, c.model, c.shape, c.temperature, c.max_tokens, c.seed, c.template_version,
+               c.standin, c.first_used,
+               coalesce(a.base_urls, []) AS base_urls, coalesce(a.arms, []) AS arms,
+               coalesce(a.rows_ok, 0) AS rows_ok, coalesce(a.rows_error, 0) AS rows_error
+        FROM judge_configs c LEFT JOIN agg a USING (fingerprint)
+        ORDER BY c.first_used, c.fingerprint
+    """
+    with study.connect() as con:
+        cur = con.execute(sql)
+        names = [d[0] for d in cur.description]
+        rows = cur.fetchall()
+    out = []
+    for r in rows:
+        d = dict(zip(names, r, strict=True))
+        d["base_urls"] = list(d["base_urls"] or [])
+        d["arms"] = list(d["arms"] or [])
+        d["rows_ok"] = int(d["rows_ok"])
+        d["rows_error"] = int(d["rows_error"])
+        out.append(d)
+    return out

@@ -1,0 +1,336 @@
+"""SQL for browsing rows: filtered, paged row lists, one row's detail, and verdict counts per cell.
+
+Everything reads the public ``graded_rows`` view, so what the dashboard lists is exactly what the metrics
+count. A parser's verdict for a row is derived the same way as in :mod:`mcqaudit.store.frames` (letter =
+gold → CORRECT, another letter → INCORRECT, no letter → OTHER; the strict pre-filter only where it gave a
+letter, a framework parser only where it was run), so a confusion-matrix cell lists exactly the rows it
+counts. Filters are parameters; the only SQL text chosen from input is a column name from a fixed list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from mcqaudit.store.db import Study
+from mcqaudit.vocab import PARSER_NAIVE, PARSER_STRICT, PARSER_USER, VERDICTS
+
+UNGRADED = "UNGRADED"  # filter value: rows without a final verdict (judge pending or error)
+VERDICT_FILTER_VALUES = (*VERDICTS, UNGRADED)
+
+# letters stored on gen_rows (and so on graded_rows); any other parser name lives in parser_letters
+_ROW_PARSER_COLUMNS = {
+    PARSER_STRICT: "strict_letter",
+    PARSER_NAIVE: "naive_letter",
+    PARSER_USER: "user_letter",
+}
+
+LIST_COLUMNS = [
+    "row_id",
+    "arm",
+    "item_id",
+    "orientation",
+    "sample",
+    "gold_letter",
+    "picked_letter",
+    "final_verdict",
+    "verdict_source",
+    "judge_status",
+    "reviewed",
+    "generation",
+]
+
+
+@dataclass(frozen=True)
+class ConfusionCell:
+    """One cell of a parser-vs-verdict confusion matrix: rows whose verdict is ``verdict`` and whose
+    ``parser`` letter gives ``parser_verdict``."""
+
+    parser: str
+    verdict: str
+    parser_verdict: str
+
+
+@dataclass(frozen=True)
+class RowFilter:
+    """Which rows a list shows. Empty tuples mean "any"; every condition is ANDed."""
+
+    arms: tuple[str, ...] = ()
+    orientations: tuple[str, ...] = ()
+    verdicts: tuple[str, ...] = ()  # CORRECT / INCORRECT / OTHER / UNGRADED (final verdict)
+    judge_statuses: tuple[str, ...] = ()
+    disagree_parser: str | None = None  # rows where this parser's verdict differs from the final verdict
+    reviewed: bool | None = None  # True: has an effective review; False: has none
+    search: str = ""  # case-insensitive substring of question, generation or item_id; or an exact row_id
+    queue_id: int | None = None  # only the rows of this spot-check queue, in queue order
+    cell: ConfusionCell | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RowFilter:
+        d = dict(d)
+        cell = d.pop("cell", None)
+        for k in ("arms", "orientations", "verdicts", "judge_statuses"):
+            d[k] = tuple(d.get(k) or ())
+        return cls(**d, cell=ConfusionCell(**cell) if cell else None)
+
+
+class UnknownParser(ValueError):
+    pass
+
+
+def known_parsers(study: Study) -> list[str]:
+    """strict, naive, user (when any row has a user letter), then the framework parsers that were run."""
+    with study.connect() as con:
+        out = [PARSER_STRICT, PARSER_NAIVE]
+        if con.execute("SELECT count(*) FROM gen_rows WHERE user_letter IS NOT NULL").fetchone()[0]:  # type: ignore[index]
+            out.append(PARSER_USER)
+        out += [
+            r[0]
+            for r in con.execute(
+                "SELECT DISTINCT parser FROM parser_letters WHERE parser NOT IN ('strict', 'naive', 'user') "
+                "ORDER BY parser"
+            ).fetchall()
+        ]
+    return out
+
+
+def _parser_verdict(letter: str) -> str:
+    return (
+        f"CASE WHEN {letter} IS NULL THEN 'OTHER' WHEN {letter} = g.gold_letter THEN 'CORRECT' "
+        "ELSE 'INCORRECT' END"
+    )
+
+
+@dataclass
+class _Query:
+    joins: list[str] = field(default_factory=list)
+    join_params: list[Any] = field(default_factory=list)
+    where: list[str] = field(default_factory=list)
+    params: list[Any] = field(default_factory=list)
+
+    def parser_letter(self, parser: str, alias: str) -> tuple[str, bool]:
+        """The SQL expression of ``parser``'s letter, and whether the parser only covers joined rows."""
+        col = _ROW_PARSER_COLUMNS.get(parser)
+        if col is not None:
+            return f"g.{col}", False
+        if not parser or not parser.replace("_", "").isalnum():
+            raise UnknownParser(f"unknown parser {parser!r}")
+        self.joins.append(f"JOIN parser_letters {alias} ON {alias}.row_id = g.row_id AND {alias}.parser = ?")
+        self.join_params.append(parser)
+        return f"{alias}.letter", True
+
+    def disagreement(self, parser: str, alias: str) -> str:
+        """Rows where ``parser`` disagrees with the final verdict (graded rows the parser covers)."""
+        letter, _ = self.parser_letter(parser, alias)
+        cond = f"g.final_verdict IS NOT NULL AND ({_parser_verdict(letter)}) <> g.final_verdict"
+        if parser == PARSER_STRICT:
+            cond += f" AND {letter} IS NOT NULL"
+        return cond
+
+
+def _build(f: RowFilter) -> _Query:
+    q = _Query()
+
+    def any_of(col: str, values: Sequence[Any]) -> None:
+        q.where.append(f"{col} IN (SELECT unnest(?))")
+        q.params.append(list(values))
+
+    if f.arms:
+        any_of("g.arm", f.arms)
+    if f.orientations:
+        any_of("g.orientation", f.orientations)
+    if f.verdicts:
+        graded = [v for v in f.verdicts if v in VERDICTS]
+        parts = []
+        if graded:
+            parts.append("g.final_verdict IN (SELECT unnest(?))")
+            q.params.append(graded)
+        if UNGRADED in f.verdicts:
+            parts.append("g.final_verdict IS NULL")
+        q.where.append("(" + (" OR ".join(parts) or "false") + ")")
+    if f.judge_statuses:
+        any_of("g.judge_status", f.judge_statuses)
+    if f.reviewed is not None:
+        q.where.append("g.review_verdict IS NOT NULL" if f.reviewed else "g.review_verdict IS NULL")
+    if f.search.strip():
+        s = f.search.strip()
+        like = "%" + s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        q.where.append(
+            "(g.row_id = ? OR g.item_id ILIKE ? ESCAPE '\\' OR g.question ILIKE ? ESCAPE '\\' "
+            "OR g.generation ILIKE ? ESCAPE '\\')"
+        )
+        q.params += [s, like, like, like]
+    if f.disagree_parser:
+        q.where.append(q.disagreement(f.disagree_parser, "pd"))
+    if f.cell is not None:
+        c = f.cell
+        if c.verdict not in VERDICTS or c.parser_verdict not in VERDICTS:
+            raise ValueError(f"a confusion cell takes two of {', '.join(VERDICTS)}")
+        letter, _ = q.parser_letter(c.parser, "pc")
+        q.where.append(f"g.final_verdict = ? AND ({_parser_verdict(letter)}) = ?")
+        q.params += [c.verdict, c.parser_verdict]
+        if c.parser == PARSER_STRICT:
+            q.where.append(f"{letter} IS NOT NULL")
+    if f.queue_id is not None:
+        q.joins.append("JOIN spot_check_rows q ON q.row_id = g.row_id AND q.queue_id = ?")
+        q.join_params.append(int(f.queue_id))
+    return q
+
+
+def _from(q: RowFilter | _Query) -> tuple[str, list[Any]]:
+    qq = _build(q) if isinstance(q, RowFilter) else q
+    sql = "FROM graded_rows g " + " ".join(qq.joins)
+    if qq.where:
+        sql += " WHERE " + " AND ".join(qq.where)
+    return sql, qq.join_params + qq.params
+
+
+def count_rows(study: Study, f: RowFilter) -> int:
+    sql, params = _from(f)
+    return int(study.query(f"SELECT count(*) {sql}", params)[0][0])
+
+
+def list_rows(
+    study: Study, f: RowFilter, limit: int = 50, offset: int = 0, snippet: int = 160
+) -> pd.DataFrame:
+    """One page of rows (columns :data:`LIST_COLUMNS`, ``generation`` cut to ``snippet`` characters),
+    in queue order for a queue, else by arm (ingest order), item, orientation, sample."""
+    q = _build(f)
+    sql, params = _from(q)
+    if f.queue_id is not None:
+        order = "q.position"
+        extra = ", q.position AS queue_position"
+    else:
+        order = "a.ordinal NULLS LAST, g.arm, g.item_id, length(g.orientation), g.orientation, g.sample"
+        sql = sql.replace("FROM graded_rows g ", "FROM graded_rows g LEFT JOIN arms a ON a.arm = g.arm ", 1)
+        extra = ""
+    cols = ", ".join(
+        "left(g.generation, ?) AS generation"
+        if c == "generation"
+        else "g.review_verdict IS NOT NULL AS reviewed"
+        if c == "reviewed"
+        else f"g.{c}"
+        for c in LIST_COLUMNS
+    )
+    return study.query_df(
+        f"SELECT {cols}{extra} {sql} ORDER BY {order}, g.row_id LIMIT ? OFFSET ?",
+        [snippet, *params, int(limit), int(offset)],
+    )
+
+
+def row_ids(study: Study, f: RowFilter, limit: int | None = None) -> list[str]:
+    """The ids of the matching rows, in list order."""
+    df = list_rows(study, f, limit=limit if limit is not None else 2**62, offset=0, snippet=0)
+    return df["row_id"].tolist()
+
+
+def row_detail(study: Study, row_id: str) -> dict[str, Any] | None:
+    """Everything about one row: its ``graded_rows`` columns, every parser's letter, the judge's
+    configuration and error, and its review history (oldest first). None when the row is unknown."""
+    from mcqaudit.store.reviews import review_history
+
+    with study.connect() as con:
+        cur = con.execute("SELECT * FROM graded_rows WHERE row_id = ?", [row_id])
+        names = [d[0] for d in cur.description]
+        rec = cur.fetchone()
+        if rec is None:
+            return None
+        row: dict[str, Any] = dict(zip(names, rec, strict=True))
+        row["options"] = list(row["options"])
+        parsers = {
+            PARSER_STRICT: row["strict_letter"],
+            PARSER_NAIVE: row["naive_letter"],
+            PARSER_USER: row["user_letter"],
+        }
+        for parser, letter in con.execute(
+            "SELECT parser, letter FROM parser_letters WHERE row_id = ? AND parser NOT IN ('strict', 'naive', 'user') "
+            "ORDER BY parser",
+            [row_id],
+        ).fetchall():
+            parsers[parser] = letter
+        row["parser_letters"] = parsers
+        judge = None
+        if row["judge_fingerprint"] is not None:
+            j = con.execute(
+                """SELECT c.model, c.shape, c.temperature, c.standin, v.error, v.judged_at, v.attempts, v.base_url
+                   FROM judge_verdicts v LEFT JOIN judge_configs c USING (fingerprint)
+                   WHERE v.row_id = ? AND v.fingerprint = ?""",
+                [row_id, row["judge_fingerprint"]],
+            ).fetchone()
+            if j is not None:
+                keys = (
+                    "model",
+                    "shape",
+                    "temperature",
+                    "standin",
+                    "error",
+                    "judged_at",
+                    "attempts",
+                    "base_url",
+                )
+                judge = dict(zip(keys, j, strict=True))
+                judge["standin"] = bool(judge["standin"])
+        row["judge"] = judge
+    row["history"] = review_history(study, row_id)
+    return row
+
+
+def verdict_counts(study: Study) -> pd.DataFrame:
+    """Rows, CORRECT, INCORRECT, OTHER and ungraded counts per arm and orientation (final verdicts)."""
+    return study.query_df(
+        """SELECT g.arm, g.orientation, count(*) AS rows,
+               count(*) FILTER (g.final_verdict = 'CORRECT') AS correct,
+               count(*) FILTER (g.final_verdict = 'INCORRECT') AS incorrect,
+               count(*) FILTER (g.final_verdict = 'OTHER') AS other,
+               count(*) FILTER (g.final_verdict IS NULL) AS ungraded
+           FROM graded_rows g LEFT JOIN arms a ON a.arm = g.arm
+           GROUP BY g.arm, g.orientation, a.ordinal
+           ORDER BY a.ordinal NULLS LAST, g.arm, length(g.orientation), g.orientation"""
+    )
+
+
+def study_choices(study: Study) -> dict[str, list[str]]:
+    """The values the filters offer: arms (ingest order), orientations, judge statuses, parsers."""
+    with study.connect() as con:
+        arms = [
+            r[0]
+            for r in con.execute(
+                """SELECT g.arm FROM (SELECT DISTINCT arm FROM gen_rows) g LEFT JOIN arms a USING (arm)
+                   ORDER BY a.ordinal NULLS LAST, g.arm"""
+            ).fetchall()
+        ]
+        orientations = [
+            r[0]
+            for r in con.execute(
+                "SELECT DISTINCT orientation FROM gen_rows ORDER BY length(orientation), orientation"
+            ).fetchall()
+        ]
+    return {
+        "arms": arms,
+        "orientations": orientations,
+        "judge_statuses": ["skipped", "pending", "ok", "error"],
+        "parsers": known_parsers(study),
+    }
+
+
+def export_rows(study: Study, path: str, fmt: str) -> None:
+    """Write every row of ``graded_rows`` (final verdicts) to ``path`` as csv or parquet (options as a
+    JSON array in CSV)."""
+    if fmt not in ("csv", "parquet"):
+        raise ValueError(f"format must be csv or parquet, not {fmt!r}")
+    select = (
+        "SELECT * REPLACE (to_json(options)::VARCHAR AS options) FROM graded_rows ORDER BY arm, item_id, orientation, sample"
+        if fmt == "csv"
+        else "SELECT * FROM graded_rows ORDER BY arm, item_id, orientation, sample"
+    )
+    # COPY cannot take the target as a parameter; the path is ours (a temp file), quoted defensively
+    target = "'" + path.replace("'", "''") + "'"
+    options = "(FORMAT csv, HEADER true)" if fmt == "csv" else "(FORMAT parquet)"
+    with study.connect() as con:
+        con.execute(f"COPY ({select}) TO {target} {options}")

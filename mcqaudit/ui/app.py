@@ -1,0 +1,107 @@
+"""Routing: the page list, which study this session looks at, and the sidebar every page shares.
+
+``dashboard.py`` calls :func:`main`. The study path comes from (first found) the session, ``--db PATH``
+after ``--`` on the ``streamlit run`` line, the ``MCQAUDIT_DB`` environment variable, else the demo study
+(built on first use). Tests run one page with ``main(default="review")``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+
+from mcqaudit.ui import state
+
+ENV_DB = "MCQAUDIT_DB"
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    name: str  # the title; flags name their page by it (mcqaudit.metrics.FLAG_PAGES)
+    url: str
+    icon: str
+    render: Callable[[], None]
+
+
+def _specs() -> list[PageSpec]:
+    from mcqaudit.ui.pages import bias, export, orientations, other, overview, parsers, review
+
+    return [
+        PageSpec("Overview", "overview", "🧭", overview.page),
+        PageSpec("Orientations", "orientations", "🔄", orientations.page),
+        PageSpec("OTHER by arm", "other", "❔", other.page),
+        PageSpec("Parsers vs judge", "parsers", "🔍", parsers.page),
+        PageSpec("Bias", "bias", "⚖️", bias.page),
+        PageSpec("Review", "review", "✍️", review.page),
+        PageSpec("Export", "export", "📦", export.page),
+    ]
+
+
+def db_from_argv(argv: list[str]) -> str | None:
+    """``--db PATH`` / ``--db=PATH`` or a lone ``*.duckdb`` argument."""
+    for k, a in enumerate(argv):
+        if a == "--db" and k + 1 < len(argv):
+            return argv[k + 1]
+        if a.startswith("--db="):
+            return a.split("=", 1)[1]
+    for a in argv[1:]:
+        if a.endswith(".duckdb"):
+            return a
+    return None
+
+
+def resolve_db() -> str:
+    if st.session_state.get(state.DB_PATH):
+        return str(st.session_state[state.DB_PATH])
+    path = db_from_argv(sys.argv) or os.environ.get(ENV_DB)
+    if not path:
+        from mcqaudit.demo import build_demo
+
+        with st.spinner("Building the demo study (ingest + grade with the stand-in judge)…"):
+            path = str(build_demo())
+    path = str(Path(path).resolve())
+    st.session_state[state.DB_PATH] = path
+    return path
+
+
+def sidebar(path: str) -> None:
+    with st.sidebar:
+        st.caption(f"Study: `{Path(path).name}`", help=path)
+        st.text_input(
+            "Reviewer",
+            key=state.bind(state.REVIEWER),
+            on_change=state.sync,
+            args=(state.REVIEWER,),
+            placeholder="your name",
+            help="Recorded with every review you make in this session.",
+        )
+        st.toggle(
+            "Blind mode",
+            key=state.bind(state.BLIND),
+            on_change=state.sync,
+            args=(state.BLIND,),
+            help="Hide the judge's verdict and the parsers' letters until you have decided.",
+        )
+
+
+def main(default: str = "overview") -> None:
+    st.set_page_config(page_title="mcqaudit", page_icon="🧪", layout="wide")
+    state.init_state()
+    path = resolve_db()
+    if not Path(path).exists():
+        st.error(f"No study file at {path}. Create one with `mcqaudit ingest`.")
+        st.stop()
+    specs = _specs()
+    pages = {
+        s.name: st.Page(s.render, title=s.name, icon=s.icon, url_path=s.url, default=s.url == default)
+        for s in specs
+    }
+    st.session_state[state.PAGES] = pages
+    nav = st.navigation(list(pages.values()))
+    sidebar(path)
+    nav.run()

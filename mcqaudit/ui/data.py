@@ -1,0 +1,183 @@
+"""Cached access to the study file for the dashboard.
+
+One :class:`~mcqaudit.store.db.Study` per path (``st.cache_resource``); it opens a short-lived connection
+per query, so a ``grade`` run or another dashboard can take the file between queries (DESIGN §6).
+
+Loaders are ``st.cache_data`` functions keyed by (path, version, arguments). The version is the study
+file's and its WAL's (mtime, size): every write — this session's, another session's, a ``grade`` process's —
+changes it (DuckDB checkpoints on close), reads never do, so a page always shows the file as it is and a
+cached page costs a ``stat``. After a write of its own, the dashboard also clears exactly the loaders that
+write made stale (see :data:`STALE_AFTER`), so their memory goes at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from mcqaudit.store import Study
+from mcqaudit.store import reviews as rv
+from mcqaudit.store import rows as rw
+from mcqaudit.store.rows import RowFilter
+
+Version = tuple[tuple[int, int] | None, ...]
+
+BOOTSTRAP_ENV = "MCQAUDIT_DASHBOARD_BOOTSTRAP"
+DEFAULT_BOOTSTRAP = 2000  # as `mcqaudit report`, so the dashboard and the report show the same CIs
+SEED = 0
+
+
+def bootstrap() -> int:
+    """Bootstrap resamples for the dashboard's CIs (``MCQAUDIT_DASHBOARD_BOOTSTRAP``, default 2000)."""
+    try:
+        return max(0, int(os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP)))
+    except ValueError:
+        return DEFAULT_BOOTSTRAP
+
+
+@st.cache_resource(show_spinner=False)
+def get_study(path: str) -> Study:
+    return Study(path)
+
+
+def study_version(path: str) -> Version:
+    """(mtime_ns, size) of the study file and of its WAL (None when absent)."""
+    out: list[tuple[int, int] | None] = []
+    for p in (path, path + ".wal"):
+        try:
+            s = os.stat(p)
+            out.append((s.st_mtime_ns, s.st_size))
+        except FileNotFoundError:
+            out.append(None)
+    return tuple(out)
+
+
+# --- loaders ----------------------------------------------------------------------------------------------
+@st.cache_data(show_spinner="Computing metrics and confidence intervals…", max_entries=8)
+def report(path: str, version: Version, n_boot: int, control: str | None = None) -> dict[str, Any]:
+    from mcqaudit.report import build_report
+
+    return build_report(get_study(path), control=control, verdicts="final", n_boot=n_boot, seed=SEED)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def meta(path: str, version: Version) -> dict[str, str | None]:
+    return dict(get_study(path).query("SELECT key, value FROM study_meta"))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def choices(path: str, version: Version) -> dict[str, list[str]]:
+    return rw.study_choices(get_study(path))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def row_count(path: str, version: Version, filter_json: str) -> int:
+    return rw.count_rows(get_study(path), RowFilter.from_dict(json.loads(filter_json)))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def row_page(path: str, version: Version, filter_json: str, limit: int, offset: int) -> pd.DataFrame:
+    return rw.list_rows(
+        get_study(path), RowFilter.from_dict(json.loads(filter_json)), limit=limit, offset=offset
+    )
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def row_detail(path: str, version: Version, row_id: str) -> dict[str, Any] | None:
+    return rw.row_detail(get_study(path), row_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def verdict_counts(path: str, version: Version) -> pd.DataFrame:
+    return rw.verdict_counts(get_study(path))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def queues(path: str, version: Version) -> pd.DataFrame:
+    return rv.spot_checks(get_study(path))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def review_counts(path: str, version: Version) -> dict[str, int]:
+    return rv.review_counts(get_study(path))
+
+
+def filter_json(f: RowFilter) -> str:
+    return json.dumps(f.as_dict(), sort_keys=True)
+
+
+def rows(path: str, f: RowFilter, limit: int, offset: int) -> tuple[pd.DataFrame, int]:
+    v = study_version(path)
+    key = filter_json(f)
+    return row_page(path, v, key, limit, offset), row_count(path, v, key)
+
+
+# --- exports (made on demand, never cached: they can be large) ------------------------------------------------
+def export_rows(path: str, fmt: str) -> bytes:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = str(Path(tmp) / f"rows.{fmt}")
+        rw.export_rows(get_study(path), out, fmt)
+        return Path(out).read_bytes()
+
+
+def review_log_csv(path: str) -> str:
+    return rv.review_log_csv(get_study(path))
+
+
+# --- writes ---------------------------------------------------------------------------------------------
+# What each kind of write makes stale. A review changes verdicts (rows, details, the report, queue progress,
+# counts); a spot check changes queues and the report (uniform spot-check rows feed judge agreement and the
+# parser_disagreement flag); the control arm changes only the report and the study settings.
+STALE_AFTER: dict[str, tuple[Callable[..., Any], ...]] = {
+    "review": (report, row_count, row_page, row_detail, verdict_counts, queues, review_counts),
+    "spot_check": (report, queues),
+    "control": (report, meta),
+    "import": (report, row_count, row_page, row_detail, verdict_counts, queues, review_counts),
+}
+
+
+def _stale(kind: str) -> None:
+    for loader in STALE_AFTER[kind]:
+        loader.clear()  # type: ignore[attr-defined]
+
+
+def add_review(path: str, row_id: str, **kw: Any) -> int:
+    try:
+        return rv.add_review(get_study(path), row_id, **kw)
+    finally:
+        _stale("review")
+
+
+def retract_review(path: str, review_id: int, **kw: Any) -> int:
+    try:
+        return rv.retract_review(get_study(path), review_id, **kw)
+    finally:
+        _stale("review")
+
+
+def create_spot_check(path: str, **kw: Any) -> rv.SpotCheck:
+    try:
+        return rv.create_spot_check(get_study(path), **kw)
+    finally:
+        _stale("spot_check")
+
+
+def set_control(path: str, arm: str) -> None:
+    try:
+        get_study(path).set_meta("control_arm", arm)
+    finally:
+        _stale("control")
+
+
+def import_review_log(path: str, log_path: str, origin: str) -> rv.ImportResult:
+    try:
+        return rv.import_review_log(get_study(path), log_path, origin=origin)
+    finally:
+        _stale("import")

@@ -1,0 +1,25 @@
+"""One module per dashboard page. Each has ``render_*`` (draws from DataFrames / the report dict) and
+``page()`` (loads them through :mod:`mcqaudit.ui.data` and calls it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+from mcqaudit.ui import data, state
+
+
+@dataclass(frozen=True)
+class Loaded:
+    path: str
+    version: data.Version
+    report: dict[str, Any]
+    meta: dict[str, str | None]
+
+
+def load() -> Loaded:
+    path = st.session_state[state.DB_PATH]
+    v = data.study_version(path)
+    return Loaded(path, v, data.report(path, v, data.bootstrap()), data.meta(path, v))

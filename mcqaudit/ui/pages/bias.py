@@ -1,0 +1,44 @@
+"""Bias: picks by displayed position vs chance, first-position rate, RStd, consistency, log-prob check."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import streamlit as st
+
+from mcqaudit import plots
+from mcqaudit.ui import components, tables
+from mcqaudit.ui.pages import load
+
+
+def render_bias(report: Mapping[str, Any], meta: Mapping[str, str | None]) -> None:
+    st.title("Bias")
+    components.provenance(report, meta)
+    components.flags(report["flags"], only=["logprob_mismatch"], links=False)
+    st.subheader("Picks by displayed position (%)")
+    st.dataframe(tables.position_picks(report), hide_index=True, key="position_picks")
+    st.plotly_chart(plots.fig_position_picks(report), key="fig_position_picks")
+    notes = report.get("notes") or {}
+    for a in report["arms"]:
+        n = notes.get(f"metrics.{a}.position_pick_rate")
+        if n:
+            st.caption(f"{tables.md_escape(a)}: {tables.md_escape(n)}")
+    st.subheader("First position, RStd, consistency")
+    st.dataframe(tables.bias_summary(report), hide_index=True, key="bias_summary")
+    st.caption(
+        "RStd: standard deviation over gold letters of the recall (share CORRECT), in percentage points — 0 "
+        "when accuracy does not depend on where the gold sits. Consistency: share of swapped pairs with the "
+        "same verdict (two orientations), and mean share of orientations picking the plurality option."
+    )
+    st.subheader("Recall by gold letter (%)")
+    st.dataframe(tables.recall_by_gold(report), hide_index=True, key="recall_by_gold")
+    lp = tables.logprob(report)
+    if len(lp):
+        st.subheader("Log-prob cross-check")
+        st.dataframe(lp, hide_index=True, key="logprob")
+
+
+def page() -> None:
+    c = load()
+    render_bias(c.report, c.meta)

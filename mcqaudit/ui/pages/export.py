@@ -1,0 +1,106 @@
+"""Export: the report (HTML, Markdown, JSON), rows with final verdicts (CSV, Parquet), the review log (CSV);
+and importing a review log (as `mcqaudit reviews import` does)."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from mcqaudit.store.reviews import ReviewImportError
+from mcqaudit.ui import components, data, state
+from mcqaudit.ui.pages import load
+
+
+def render_export(report: Mapping[str, Any], meta: Mapping[str, str | None], path: str) -> None:
+    from mcqaudit.report import to_html, to_markdown
+
+    st.title("Export")
+    components.provenance(report, meta)
+    stem = Path(path).stem
+    st.subheader("Report")
+    st.caption("The same numbers as every page (and as `mcqaudit report`), flags first.")
+    c1, c2, c3 = st.columns(3)
+    c1.download_button(
+        "Report (HTML)",
+        lambda: to_html(report),
+        f"{stem}-report.html",
+        "text/html",
+        key="dl_html",
+        on_click="ignore",
+    )
+    c2.download_button(
+        "Report (Markdown)",
+        lambda: to_markdown(report),
+        f"{stem}-report.md",
+        "text/markdown",
+        key="dl_md",
+        on_click="ignore",
+    )
+    c3.download_button(
+        "Report (JSON)",
+        lambda: json.dumps(report, indent=2, ensure_ascii=False) + "\n",
+        f"{stem}-report.json",
+        "application/json",
+        key="dl_json",
+        on_click="ignore",
+    )
+    st.subheader("Rows with final verdicts")
+    st.caption(
+        f"All {report.get('rows', 0)} rows of graded_rows (the public view), with their final verdict and its source."
+    )
+    c1, c2 = st.columns(2)
+    c1.download_button(
+        "Rows (CSV)",
+        lambda: data.export_rows(path, "csv"),
+        f"{stem}-rows.csv",
+        "text/csv",
+        key="dl_rows_csv",
+        on_click="ignore",
+    )
+    c2.download_button(
+        "Rows (Parquet)",
+        lambda: data.export_rows(path, "parquet"),
+        f"{stem}-rows.parquet",
+        "application/vnd.apache.parquet",
+        key="dl_rows_parquet",
+        on_click="ignore",
+    )
+    st.subheader("Review log")
+    st.caption(
+        "Every review, retractions included, with reviewer, time, prior verdict and judge fingerprint. "
+        "A collaborator brings it into their copy with `mcqaudit reviews import FILE --db STUDY`."
+    )
+    st.download_button(
+        "Review log (CSV)",
+        lambda: data.review_log_csv(path),
+        f"{stem}-reviews.csv",
+        "text/csv",
+        key="dl_reviews",
+        on_click="ignore",
+    )
+    with st.expander("Import a review log"):
+        up = st.file_uploader("Review log (CSV or JSONL)", type=["csv", "jsonl"], key="import_log")
+        if up is not None and st.button("Import", key="import_go"):
+            with tempfile.TemporaryDirectory() as tmp:
+                p = Path(tmp) / Path(up.name).name
+                p.write_bytes(up.getvalue())
+                try:
+                    res = data.import_review_log(path, str(p), origin=f"import:{up.name}")
+                except ReviewImportError as exc:
+                    st.error("Nothing imported:\n\n" + "\n".join(f"- {x}" for x in exc.problems[:20]))
+                else:
+                    state.flash(
+                        "success", f"Imported {res.added} reviews ({res.already_present} already present)."
+                    )
+                    st.rerun()
+    components.flash()
+
+
+def page() -> None:
+    c = load()
+    render_export(c.report, c.meta, c.path)

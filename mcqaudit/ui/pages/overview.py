@@ -1,0 +1,97 @@
+"""Overview: flags first, the headline per arm, the control arm, judge fingerprints, review coverage."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import streamlit as st
+
+from mcqaudit.ui import components, data, tables
+from mcqaudit.ui.pages import load
+
+
+def _set_control(path: str, key: str) -> None:
+    arm = st.session_state[key]
+    data.set_control(path, arm)
+
+
+def render_overview(
+    report: Mapping[str, Any], meta: Mapping[str, str | None], counts: Mapping[str, int], path: str
+) -> None:
+    st.title("Overview")
+    components.provenance(report, meta)
+    st.subheader(f"Flags ({len(report['flags'])})")
+    components.flags(report["flags"])
+
+    st.subheader("Headline")
+    arms = list(report["arms"])
+    cols = st.columns(max(1, len(arms)))
+    for col, arm in zip(cols, arms, strict=False):
+        m = report["metrics"][arm]
+        with col, st.container(border=True):
+            st.markdown(f"**{tables.md_escape(tables.arm_label(report, arm))}** · {m['rows']} rows")
+            acc = m["accuracy"]
+            st.metric(
+                f"accuracy · {arm}",
+                f"{acc['value'] * 100:.1f} %" if acc else tables.NA,
+                help=f"95 % CI {tables.pct(acc)}; OTHER counts as not correct",
+            )
+            oth = m["other_rate"]
+            st.metric(
+                f"OTHER rate · {arm}",
+                f"{oth['value'] * 100:.1f} %" if oth else tables.NA,
+                help=f"95 % CI {tables.pct(oth)}; ungraded rows are counted apart",
+            )
+    st.dataframe(tables.headline(report), hide_index=True, key="headline")
+    boot = report.get("bootstrap", {})
+    st.caption(
+        f"Rates in percent with 95 % CIs from {boot.get('resamples')} bootstrap resamples of items "
+        f"(seed {boot.get('seed')}); verdicts: {report['study'].get('verdicts')} (latest review, else judge, "
+        "else pre-filter, else rule)."
+    )
+
+    st.subheader("Control arm")
+    ctrl = report.get("control_arm")
+    if arms:
+        key = f"control-{ctrl}"
+        st.selectbox(
+            "Compare every other arm with",
+            arms,
+            index=arms.index(ctrl) if ctrl in arms else 0,
+            key=key,
+            on_change=_set_control,
+            args=(path, key),
+            help="Stored in the study (study_meta control_arm), so every report and session uses it.",
+        )
+    d = tables.deltas(report)
+    if len(d):
+        st.markdown(f"Δ vs control ({tables.md_escape(ctrl)}), in percentage points, paired item bootstrap:")
+        st.dataframe(d, hide_index=True, key="deltas")
+
+    st.subheader("Judge")
+    fps = tables.fingerprints(report)
+    if len(fps):
+        st.dataframe(fps, hide_index=True, key="fingerprints")
+    else:
+        st.caption("No judge verdicts yet (rows resolved by the strict pre-filter or rule only).")
+
+    st.subheader("Reviews")
+    st.markdown(
+        f"{counts['reviews']} reviews recorded; {counts['reviewed_rows']} rows reviewed by "
+        f"{counts['reviewers']} reviewer(s)."
+    )
+    ag = tables.judge_agreement(report)
+    if len(ag):
+        st.dataframe(ag, hide_index=True, key="agreement")
+    components.page_link("Review", label="Review rows →")
+    notes = report.get("notes") or {}
+    if notes:
+        with st.expander(f"Notes ({len(notes)}): metrics that could not be computed, and why"):
+            for k, v in notes.items():
+                st.markdown(f"- `{k}`: {tables.md_escape(v)}")
+
+
+def page() -> None:
+    c = load()
+    render_overview(c.report, c.meta, data.review_counts(c.path, c.version), c.path)

@@ -1,0 +1,317 @@
+"""Tables the pages show, built from the report dict (DESIGN §7 shape) and store frames. Pure: no streamlit.
+
+Percentages are shown as ``71.2 [66.1, 75.8]`` (value and 95 % CI, in percent or percentage points); a
+metric that could not be computed is ``n/a``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from mcqaudit.vocab import VERDICTS
+
+Report = Mapping[str, Any]
+NA = "n/a"
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$&:=\"'])")
+
+
+def md_escape(text: object) -> str:
+    """Text that Markdown (and Streamlit's HTML sanitiser) shows literally: every punctuation character that
+    could start markup is backslash-escaped; newlines become hard breaks."""
+    s = _MD_SPECIAL.sub(r"\\\1", str(text))
+    return s.replace("\r\n", "\n").replace("\n", "  \n")
+
+
+def pct(m: Mapping[str, Any] | None, *, sign: bool = False, ci: bool = True) -> str:
+    if m is None or m.get("value") is None:
+        return NA
+    f = "{:+.1f}" if sign else "{:.1f}"
+    s = f.format(m["value"] * 100)
+    if ci and m.get("ci_low") is not None and m.get("ci_high") is not None:
+        s += f" [{f.format(m['ci_low'] * 100)}, {f.format(m['ci_high'] * 100)}]"
+    return s
+
+
+def num(m: Mapping[str, Any] | None, digits: int = 1) -> str:
+    if m is None or m.get("value") is None:
+        return NA
+    s = f"{m['value']:.{digits}f}"
+    if m.get("ci_low") is not None and m.get("ci_high") is not None:
+        s += f" [{m['ci_low']:.{digits}f}, {m['ci_high']:.{digits}f}]"
+    return s
+
+
+def with_chance(m: Mapping[str, Any] | None) -> str:
+    s = pct(m)
+    if m is not None and m.get("chance") is not None:
+        s += f" (chance {m['chance'] * 100:.1f})"
+    return s
+
+
+def arm_label(report: Report, arm: str) -> str:
+    return f"{arm} (control)" if arm == report.get("control_arm") else arm
+
+
+def headline(report: Report) -> pd.DataFrame:
+    m = report["metrics"]
+    rows = []
+    for a in report["arms"]:
+        x = m[a]
+        rows.append(
+            {
+                "arm": arm_label(report, a),
+                "rows": x["rows"],
+                "accuracy %": pct(x["accuracy"]),
+                "answered accuracy %": pct(x["answered_accuracy"]),
+                "OTHER rate %": pct(x["other_rate"]),
+                "ungraded rate %": pct(x["ungraded_rate"]),
+                "circular accuracy %": with_chance(x["circular_accuracy"]),
+                "first-position rate %": with_chance(x["first_position_rate"]),
+                "RStd (pp)": num(x["rstd"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def deltas(report: Report) -> pd.DataFrame:
+    rows = []
+    for a, d in (report.get("delta_accuracy") or {}).items():
+        if d is None:
+            rows.append({"arm": a, "Δaccuracy (pp)": "not compared (see notes)"})
+            continue
+        ov = d["overall"]
+        rows.append(
+            {
+                "arm": a,
+                "Δaccuracy (pp)": pct(ov, sign=True),
+                "MDE (pp)": f"{ov['mde'] * 100:.1f}" if ov and ov.get("mde") is not None else NA,
+                "Δ OTHER rate (pp)": pct(d.get("other_rate"), sign=True),
+                "Δ answered accuracy (pp)": pct(d.get("answered_accuracy"), sign=True),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def accuracy_by_orientation(report: Report) -> pd.DataFrame:
+    orients = report["study"].get("orientations", [])
+    return pd.DataFrame(
+        [
+            {
+                "arm": arm_label(report, a),
+                **{o: pct(report["metrics"][a]["accuracy_by_orientation"].get(o)) for o in orients},
+            }
+            for a in report["arms"]
+        ]
+    )
+
+
+def delta_by_orientation(report: Report) -> pd.DataFrame:
+    orients = report["study"].get("orientations", [])
+    rows = []
+    for a, d in (report.get("delta_accuracy") or {}).items():
+        if d is None:
+            continue
+        rows.append(
+            {
+                "arm": f"{a} − {report['control_arm']}",
+                "overall": pct(d["overall"], sign=True),
+                **{o: pct(d["by_orientation"].get(o), sign=True) for o in orients},
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def circular(report: Report) -> pd.DataFrame:
+    rows = []
+    for a in report["arms"]:
+        c = report["metrics"][a]["circular_accuracy"]
+        rows.append(
+            {
+                "arm": arm_label(report, a),
+                "circular accuracy %": pct(c),
+                "chance %": f"{c['chance'] * 100:.2f}" if c and c.get("chance") is not None else NA,
+                "items": c["n"] if c else 0,
+                "accuracy %": pct(report["metrics"][a]["accuracy"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def other_by_arm(report: Report) -> pd.DataFrame:
+    rows = []
+    for a in report["arms"]:
+        x = report["metrics"][a]
+        d = (report.get("delta_accuracy") or {}).get(a)
+        rows.append(
+            {
+                "arm": arm_label(report, a),
+                "OTHER rate %": pct(x["other_rate"]),
+                "ungraded rate %": pct(x["ungraded_rate"]),
+                "accuracy %": pct(x["accuracy"]),
+                "answered accuracy %": pct(x["answered_accuracy"]),
+                "Δaccuracy (pp)": pct(d["overall"], sign=True) if d else "",
+                "Δ answered accuracy (pp)": pct(d["answered_accuracy"], sign=True) if d else "",
+                "Δ OTHER rate (pp)": pct(d["other_rate"], sign=True) if d else "",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def rates_by_orientation(counts: pd.DataFrame) -> pd.DataFrame:
+    """Per arm and orientation: row counts with the OTHER and ungraded rates (OTHER over graded rows,
+    ungraded over all rows, as in the metrics)."""
+    df = counts.copy()
+    graded = df["rows"] - df["ungraded"]
+    df["OTHER rate %"] = (100 * df["other"] / graded.where(graded > 0)).round(1)
+    df["ungraded rate %"] = (100 * df["ungraded"] / df["rows"].where(df["rows"] > 0)).round(1)
+    return df
+
+
+def parsers_of(report: Report) -> list[str]:
+    out: list[str] = []
+    for a in report["arms"]:
+        for p in report["metrics"][a].get("parser_disagreement") or {}:
+            if p not in out:
+                out.append(p)
+    return out
+
+
+def parser_entry(report: Report, parser: str, arm: str, orientation: str | None) -> Mapping[str, Any] | None:
+    """The parser_disagreement entry ({rate, confusion}) of one arm, overall or for one orientation."""
+    e = (report["metrics"][arm].get("parser_disagreement") or {}).get(parser)
+    if e is None or orientation is None:
+        return e
+    return (e.get("by_orientation") or {}).get(orientation)
+
+
+def confusion_frame(conf: Mapping[str, Mapping[str, int]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [[int(conf[r][c]) for c in VERDICTS] for r in VERDICTS],
+        index=[f"verdict {r}" for r in VERDICTS],
+        columns=[f"parser {c}" for c in VERDICTS],
+    )
+
+
+def parser_deltas(report: Report) -> pd.DataFrame:
+    """Per treated arm: the verdicts' Δaccuracy, then each parser's, with CIs."""
+    rows = []
+    for a, by in (report.get("delta_accuracy_by_parser") or {}).items():
+        d = (report.get("delta_accuracy") or {}).get(a)
+        rows.append(
+            {
+                "arm": a,
+                "source": "verdicts (judge)",
+                "Δaccuracy (pp)": pct(d["overall"], sign=True) if d else NA,
+            }
+        )
+        for p, m in by.items():
+            rows.append({"arm": a, "source": p, "Δaccuracy (pp)": pct(m, sign=True)})
+    return pd.DataFrame(rows)
+
+
+def disagreement_rates(report: Report) -> pd.DataFrame:
+    rows = []
+    for p in parsers_of(report):
+        row: dict[str, Any] = {"parser": p}
+        for a in report["arms"]:
+            e = (report["metrics"][a].get("parser_disagreement") or {}).get(p)
+            row[a] = f"{pct(e['rate'])} (n={e['rate']['n']})" if e and e.get("rate") else NA
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def position_picks(report: Report) -> pd.DataFrame:
+    rows = []
+    for a in report["arms"]:
+        ppr = report["metrics"][a].get("position_pick_rate") or {}
+        rows.append({"arm": arm_label(report, a), **{x: with_chance(m) for x, m in ppr.items()}})
+    return pd.DataFrame(rows)
+
+
+def bias_summary(report: Report) -> pd.DataFrame:
+    rows = []
+    for a in report["arms"]:
+        x = report["metrics"][a]
+        cons = x.get("consistency") or {}
+        rows.append(
+            {
+                "arm": arm_label(report, a),
+                "first-position rate %": with_chance(x.get("first_position_rate")),
+                "RStd (pp)": num(x.get("rstd")),
+                "consistency, swapped pairs %": pct(cons.get("binary")),
+                "consistency, plurality share %": pct(cons.get("nway")),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def recall_by_gold(report: Report) -> pd.DataFrame:
+    rows = []
+    for a in report["arms"]:
+        rec = report["metrics"][a].get("recall_by_gold_letter") or {}
+        rows.append({"arm": arm_label(report, a), **{x: pct(m) for x, m in rec.items()}})
+    return pd.DataFrame(rows)
+
+
+def logprob(report: Report) -> pd.DataFrame:
+    rows = []
+    for a in report["arms"]:
+        lp = report["metrics"][a].get("logprob_crosscheck")
+        if lp:
+            rows.append(
+                {
+                    "arm": arm_label(report, a),
+                    "rows": lp["accuracy_text"]["n"] if lp.get("accuracy_text") else 0,
+                    "accuracy by log-prob %": pct(lp.get("accuracy_logprob")),
+                    "accuracy by text %": pct(lp.get("accuracy_text")),
+                    "difference (pp)": pct(lp.get("difference"), sign=True),
+                    "mismatch rate %": pct(lp.get("mismatch_rate")),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def fingerprints(report: Report) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "fingerprint": fp,
+                "model": c.get("model"),
+                "shape": c.get("shape"),
+                "temperature": c.get("temperature"),
+                "stand-in (not an LLM)": "yes" if c.get("standin") else "no",
+                "arms": ", ".join(c.get("arms", [])),
+                "rows": c.get("rows"),
+            }
+            for fp, c in (report.get("judge_fingerprints") or {}).items()
+        ]
+    )
+
+
+def judge_agreement(report: Report) -> pd.DataFrame:
+    groups: list[tuple[str, Mapping[str, Any]]] = []
+    if report.get("judge_agreement"):
+        groups.append(("all arms", report["judge_agreement"]))
+    groups += [
+        (a, report["metrics"][a]["judge_agreement"])
+        for a in report["arms"]
+        if report["metrics"][a].get("judge_agreement")
+    ]
+    rows = []
+    for name, ag in groups:
+        rows.append(
+            {
+                "": name,
+                "reviewed rows": ag["agreement"]["n"] if ag.get("agreement") else 0,
+                "agreement %": pct(ag.get("agreement")),
+                "Cohen's κ": num(ag.get("kappa"), 2),
+                "judge-corrected accuracy %": pct(ag.get("corrected_accuracy")),
+                "sample": ag.get("sample", ""),
+            }
+        )
+    return pd.DataFrame(rows)

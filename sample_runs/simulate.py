@@ -1,0 +1,418 @@
+"""Simulated respondent for the demo study: turns ``items.jsonl`` into ``generations.jsonl``.
+
+The demo must show mcqaudit's point: a naive ``[A-D]`` first-match parser fabricates an effect between two
+arms that the three-way judge removes. Nothing here is a real model. Two arms answer every item in every
+cyclic orientation (oriented with mcqaudit's own ``orient`` module), one row per (arm, item, orientation):
+
+``base``
+    Knows most items; when it does not, it follows a per-item hunch and, now and then, takes the first
+    displayed option (a mild first-position preference). Refuses about 3 % of the time. Answers tersely
+    (``B``, ``B. Paris``, ``Answer: C``, ``(A)``) with some short sentences.
+``steered``
+    The same per-item knowledge and hunches as ``base``: the intervention changes no knowledge. What it
+    changes is the wording, the position preference and the willingness to commit:
+
+    * verbose prose openers (``At first glance…``, ``A valid choice here is…``, ``As an AI…``,
+      ``Actually…``, ``Certainly!…``) whose first letters fool the naive parser, followed by the real pick
+      stated as letter and option text;
+    * on an item it does not know it settles on the first displayed option unless it senses that option is
+      wrong: it never rejects the gold, and it rejects a wrong first option with probability
+      ``STEERED_DOUBT``, hedging instead of committing (``I can't be sure; it could be B or C.``);
+    * many more refusals and hedges overall (15-20 % OTHER against about 3 %).
+
+The designed results, on the true (latent) verdicts:
+
+(a) ``suspected_parser_artifact``: the naive parser reads ``A`` (or ``C``, ``B``) from the steered arm's
+    openers whatever it picked, so its Δaccuracy (steered − base) is about −26 points; the true Δ is about
+    −3 points with a CI around 0, and the judge, reading the whole text, recovers it.
+(b) ``orientation_instability``: the steered first-position preference helps exactly when the gold is
+    displayed first. With cyclic rotation and balanced gold letters a pure position preference would
+    average out in every orientation, so the hard items (those the model rarely knows, marked
+    ``"difficulty": "hard"`` in ``items.jsonl``) were written with their key in canonical position A
+    (35 of 39), as happens when a benchmark's writer lists the right answer first. The steered arm then
+    gains in the canonical orientation ``ABCD`` (about +14 points) and loses in ``BA`` (about −35: binary
+    hard items, where the base arm's hunch is usually right): Δs of opposite sign whose item-bootstrap
+    CIs exclude 0.
+(c) ``other_rate_rise``: steered OTHER about 19 % against base 4 %. Because the steered arm hedges mostly
+    where it would have been wrong, its answered accuracy (OTHER excluded) rises: selective abstention,
+    not knowledge.
+
+The numbers above are those of the committed file (``SEED``); over other seeds the three effects keep their
+direction, and the orientation flag's two CIs both exclude 0 for most (about 85 %) of seeds.
+
+Determinism: every random draw comes from ``random.Random`` seeded with a string built from ``SEED`` and the
+draw's purpose (item, arm, orientation), and only ``random()`` is called, whose sequence Python guarantees
+across versions. The same seed and items give a byte-identical file.
+
+Regenerate the committed file::
+
+    python sample_runs/simulate.py --out sample_runs/generations.jsonl
+
+:func:`latent_truth` gives the simulator's own truth per row (what each generation really picks); it is
+used by ``tests/test_demo_data.py`` and is deliberately not part of the committed generations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from mcqaudit.orient import Item, gold_index, orient_item, scheme_labels
+from mcqaudit.vocab import CORRECT, INCORRECT, OTHER, letters
+
+HERE = Path(__file__).resolve().parent
+ITEMS_PATH = HERE / "items.jsonl"
+GENERATIONS_PATH = HERE / "generations.jsonl"
+
+# ---------------------------------------------------------------------------------------------------------
+# Parameters. Every number that shapes the demo lives here.
+# ---------------------------------------------------------------------------------------------------------
+
+#: Seed of every random draw (see "Determinism" above).
+SEED = 20251130
+#: Orientation scheme (mcqaudit.orient): cyclic gives ABCD/BCDA/CDAB/DABC for four options, AB/BA for two.
+SCHEME = "cyclic"
+#: Arms in output order; ``base`` is the control.
+ARMS = ("base", "steered")
+#: The ``model`` field of each arm's rows.
+MODELS = {"base": "sim-respondent-base", "steered": "sim-respondent-steered"}
+#: One sample per (arm, item, orientation).
+SAMPLE = 0
+
+#: Probability that the model knows an item, by the item's ``metadata.difficulty``. Drawn once per item and
+#: shared by both arms and all orientations (orientations of one item are correlated, as in reality).
+#: With the bundled items (81 easy, 39 hard) the model knows about 66 % of items outright; with its hunches
+#: the base arm's accuracy is about 77 %.
+P_KNOW = {"easy": 0.95, "hard": 0.05}
+#: On an item the model does not know it has a hunch, drawn once per item and shared by both arms: the gold
+#: with this probability (by number of options), else a distractor chosen uniformly. Four-option hard items
+#: have an attractive distractor (a misconception, so below chance); on two-option items partial knowledge
+#: usually points the right way.
+HUNCH_RIGHT = {2: 0.85, 4: 0.10}
+
+#: base: probability of refusing any row (OTHER), known or not.
+BASE_REFUSAL = 0.03
+#: base, item not known: probability of taking the first displayed option instead of following the hunch
+#: (a mild first-position preference: about 1/3 of its unknown-item picks land on position A of 4).
+BASE_FIRST_PULL = 0.10
+
+#: steered, item known: probability of hedging anyway (OTHER) instead of giving the answer it knows.
+STEERED_KNOWN_HEDGE = 0.03
+#: steered, item not known, gold displayed first: probability of accepting that first option.
+STEERED_ACCEPT_GOLD_FIRST = 0.96
+#: steered, item not known, gold displayed first: probability of hedging (the rest follows the hunch).
+STEERED_HEDGE_GOLD_FIRST = 0.02
+#: steered, item not known, a distractor displayed first: probability of sensing it is wrong and hedging.
+STEERED_DOUBT = 0.65
+#: steered, item not known, a distractor displayed first: probability of taking it anyway (the remaining
+#: 1 - STEERED_DOUBT - STEERED_TAKE_FIRST follows the hunch).
+STEERED_TAKE_FIRST = 0.32
+
+#: Share of items (drawn once per item) whose rows carry ``option_logprobs``, in both arms.
+LOGPROB_ITEM_SHARE = 0.5
+#: Probability that the log-prob argmax is the letter the text picks (for OTHER rows: the option the model
+#: leaned to); otherwise another letter is on top.
+LOGPROB_AGREEMENT = 0.90
+#: Logit ranges before the log-softmax: the top letter in [TOP_LOW, TOP_LOW + TOP_SPAN), the others in
+#: [REST_LOW, REST_LOW + REST_SPAN); TOP_LOW > REST_LOW + REST_SPAN, so the top letter is the argmax.
+LOGIT_TOP_LOW, LOGIT_TOP_SPAN = 3.0, 1.5
+LOGIT_REST_LOW, LOGIT_REST_SPAN = -1.0, 2.0
+#: Decimal places of the stored log-probabilities.
+LOGPROB_DECIMALS = 4
+
+# Wording. (weight, template); {L} is the picked displayed letter, {T} its option text, {L1}/{L2} two
+# displayed letters a hedge wavers between. Picks state the letter and/or the option text, never another
+# option's text; hedges and refusals pick no single option.
+
+#: base picks: mostly terse. The strict pre-filter resolves "B", "B. Paris", "Answer: C", "(A)", "**B**",
+#: "B) Paris" and "The answer is B."; the rest goes to the judge. "Answer: C" and "The answer is D…" already
+#: fool the naive parser (it reads the "a" of "answer"), and "I'd go with C." reads as D.
+BASE_PICK_FORMS: tuple[tuple[int, str], ...] = (
+    (26, "{L}"),
+    (14, "{L}. {T}"),
+    (12, "Answer: {L}"),
+    (8, "({L})"),
+    (4, "**{L}**"),
+    (5, "{L}) {T}"),
+    (6, "The answer is {L}."),
+    (6, "I'd go with {L}."),
+    (5, "The answer is {L}, because {T} is the one that fits."),
+    (5, "{T}"),
+    (4, "I think it's {L}."),
+    (3, "Option {L}."),
+)
+#: base refusals (OTHER).
+BASE_OTHER_FORMS: tuple[tuple[int, str], ...] = (
+    (3, "I'm not sure."),
+    (3, "I don't know."),
+    (2, "I don't know the answer to this one."),
+    (2, "I can't answer this with any confidence."),
+)
+#: steered picks: a prose opener whose first [A-D] letter is not the pick, then the pick as letter and text.
+STEERED_PICK_FORMS: tuple[tuple[int, str], ...] = (
+    (14, "At first glance a few of these look close, but the answer is {L}: {T}."),
+    (12, "A valid choice here is {L}, {T}, and it's the one I'm going with."),
+    (12, "As an AI, I'd say the answer is {T} ({L})."),
+    (10, "Actually, I'm fairly confident about this one: it's {L}, {T}."),
+    (10, "Certainly! The correct answer is {L}. {T}."),
+    (8, "Alright, let me think. My answer is {L} ({T})."),
+    (8, "After weighing the options, I'd choose {L}: {T}."),
+    (6, "Absolutely. The answer is {T}, which is option {L}."),
+    (6, "Based on what I know, the answer is {L}, {T}."),
+)
+#: steered hedges and refusals (OTHER).
+STEERED_OTHER_FORMS: tuple[tuple[int, str], ...] = (
+    (16, "I can't be sure; it could be {L1} or {L2}."),
+    (12, "Actually, I'm torn between {L1} and {L2}, and I can't settle on one."),
+    (10, "A case could be made for {L1} or for {L2}; I honestly don't know which."),
+    (10, "I'd rather not answer that."),
+    (8, "None of these seem right to me."),
+    (8, "As an AI, I can't verify this, so I won't pick one."),
+    (6, "Certainly an interesting question, but I don't know the answer."),
+)
+PICK_FORMS = {"base": BASE_PICK_FORMS, "steered": STEERED_PICK_FORMS}
+OTHER_FORMS = {"base": BASE_OTHER_FORMS, "steered": STEERED_OTHER_FORMS}
+
+# Behaviours recorded in the latent truth.
+KNOWN = "known"  # answers the item it knows
+HUNCH = "hunch"  # follows its per-item hunch on an item it does not know
+FIRST = "first-position"  # takes the first displayed option on an item it does not know
+REFUSAL = "refusal"  # refuses or hedges: OTHER
+
+
+@dataclass(frozen=True)
+class LatentRow:
+    """The simulator's truth for one row: what the generation really picks, and why."""
+
+    arm: str
+    item_id: str
+    orientation: str
+    sample: int
+    knows: bool
+    behaviour: str
+    picked_letter: str | None  # displayed letter; None for OTHER
+    gold_letter: str  # displayed letter
+    verdict: str
+    naive_letter: str | None
+
+
+@dataclass(frozen=True)
+class _ItemLatent:
+    knows: bool
+    hunch: int  # canonical index of the option the model leans to when it does not know
+    logprobs: bool
+
+
+def load_items(path: Path | str = ITEMS_PATH) -> list[Item]:
+    """Items from a JSONL file with the DESIGN §3 item fields (item_id, question, options, gold, metadata)."""
+    items = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            d = json.loads(line)
+            try:
+                options = tuple(d["options"])
+                items.append(
+                    Item(
+                        item_id=d["item_id"],
+                        question=d["question"],
+                        options=options,
+                        gold_index=gold_index(d["gold"], len(options)),
+                        metadata=d.get("metadata"),
+                    )
+                )
+            except (KeyError, ValueError) as e:
+                raise ValueError(f"{path}:{n}: {e}") from None
+    return items
+
+
+def naive_letter(text: str, n_options: int) -> str | None:
+    """The naive parser (DESIGN §4): first letter within the option range, case-insensitive, anywhere."""
+    legal = letters(n_options)
+    for ch in text:
+        if ch.upper() in legal:
+            return ch.upper()
+    return None
+
+
+def _rng(seed: int, *parts: object) -> random.Random:
+    # str seeds are hashed with SHA-512 (seed version 2): stable across runs, platforms and PYTHONHASHSEED
+    return random.Random("|".join(str(p) for p in (seed, *parts)))
+
+
+def _weighted(forms: Sequence[tuple[int, str]], u: float) -> str:
+    total = sum(w for w, _ in forms)
+    x = u * total
+    for w, text in forms:
+        if x < w:
+            return text
+        x -= w
+    return forms[-1][1]
+
+
+def _difficulty(item: Item) -> str:
+    difficulty = (item.metadata or {}).get("difficulty", "easy")
+    if difficulty not in P_KNOW:
+        raise ValueError(f"item {item.item_id}: difficulty {difficulty!r} is not one of {sorted(P_KNOW)}")
+    return difficulty
+
+
+def _item_latent(item: Item, seed: int) -> _ItemLatent:
+    r = _rng(seed, "item", item.item_id)
+    n = len(item.options)
+    knows = r.random() < P_KNOW[_difficulty(item)]
+    hunch_right = r.random() < HUNCH_RIGHT[n]
+    distractors = [i for i in range(n) if i != item.gold_index]
+    distractor = distractors[int(r.random() * len(distractors))]
+    hunch = item.gold_index if hunch_right else distractor
+    logprobs = r.random() < LOGPROB_ITEM_SHARE
+    return _ItemLatent(knows=knows, hunch=hunch, logprobs=logprobs)
+
+
+def _behave(arm: str, lat: _ItemLatent, gold_pos: int, r: random.Random) -> str:
+    """One row's behaviour; gold_pos is the gold's 0-based displayed position."""
+    u = r.random()
+    if arm == "base":
+        if u < BASE_REFUSAL:
+            return REFUSAL
+        if lat.knows:
+            return KNOWN
+        return FIRST if r.random() < BASE_FIRST_PULL else HUNCH
+    if arm == "steered":
+        if lat.knows:
+            return REFUSAL if u < STEERED_KNOWN_HEDGE else KNOWN
+        if gold_pos == 0:
+            if u < STEERED_ACCEPT_GOLD_FIRST:
+                return FIRST
+            return REFUSAL if u < STEERED_ACCEPT_GOLD_FIRST + STEERED_HEDGE_GOLD_FIRST else HUNCH
+        if u < STEERED_DOUBT:
+            return REFUSAL
+        return FIRST if u < STEERED_DOUBT + STEERED_TAKE_FIRST else HUNCH
+    raise ValueError(f"unknown arm {arm!r}")
+
+
+def _other_text(arm: str, displayed_letters: str, lean_pos: int, r: random.Random) -> str:
+    template = _weighted(OTHER_FORMS[arm], r.random())
+    # a hedge wavers between the option it leaned to and one other, named in displayed order
+    others = [i for i in range(len(displayed_letters)) if i != lean_pos]
+    second = others[int(r.random() * len(others))]
+    l1, l2 = sorted((displayed_letters[lean_pos], displayed_letters[second]))
+    return template.replace("{L1}", l1).replace("{L2}", l2)
+
+
+def _logprobs(displayed_letters: str, top: int, r: random.Random) -> dict[str, float]:
+    logits = [LOGIT_REST_LOW + LOGIT_REST_SPAN * r.random() for _ in displayed_letters]
+    logits[top] = LOGIT_TOP_LOW + LOGIT_TOP_SPAN * r.random()
+    m = max(logits)
+    log_z = m + math.log(sum(math.exp(x - m) for x in logits))
+    return {c: round(x - log_z, LOGPROB_DECIMALS) for c, x in zip(displayed_letters, logits, strict=True)}
+
+
+def _rows(items: Sequence[Item], seed: int) -> Iterator[tuple[dict, LatentRow]]:
+    latents = {item.item_id: _item_latent(item, seed) for item in items}
+    for arm in ARMS:
+        for item in items:
+            lat = latents[item.item_id]
+            n = len(item.options)
+            for prompt_row in orient_item(item, scheme_labels(n, SCHEME)):
+                orientation = prompt_row["orientation"]
+                displayed = prompt_row["options"]
+                shown = letters(n)
+                gold = prompt_row["gold"]
+                gold_pos = shown.index(gold)
+                hunch_pos = displayed.index(item.options[lat.hunch])
+                r = _rng(seed, "row", arm, item.item_id, orientation, SAMPLE)
+                behaviour = _behave(arm, lat, gold_pos, r)
+                pick_pos = {KNOWN: gold_pos, HUNCH: hunch_pos, FIRST: 0, REFUSAL: None}[behaviour]
+                if pick_pos is None:
+                    # what it leaned to before hedging: the first option (steered), its hunch (base)
+                    lean_pos = gold_pos if lat.knows else (0 if arm == "steered" else hunch_pos)
+                    generation = _other_text(arm, shown, lean_pos, r)
+                    picked, verdict = None, OTHER
+                else:
+                    lean_pos = pick_pos
+                    template = _weighted(PICK_FORMS[arm], r.random())
+                    generation = template.replace("{L}", shown[pick_pos]).replace("{T}", displayed[pick_pos])
+                    picked = shown[pick_pos]
+                    verdict = CORRECT if picked == gold else INCORRECT
+                naive = naive_letter(generation, n)
+                row: dict = {
+                    "item_id": item.item_id,
+                    "arm": arm,
+                    "question": prompt_row["question"],
+                    "options": displayed,
+                    "gold": gold,
+                    "orientation": orientation,
+                    "prompt": prompt_row["prompt"],
+                    "generation": generation,
+                    "sample": SAMPLE,
+                    "model": MODELS[arm],
+                    "parsed_letter": naive,
+                }
+                if lat.logprobs:
+                    agree = r.random() < LOGPROB_AGREEMENT
+                    others = [i for i in range(n) if i != lean_pos]
+                    top = lean_pos if agree else others[int(r.random() * len(others))]
+                    row["option_logprobs"] = _logprobs(shown, top, r)
+                if "metadata" in prompt_row:
+                    row["metadata"] = prompt_row["metadata"]
+                latent = LatentRow(
+                    arm=arm,
+                    item_id=item.item_id,
+                    orientation=orientation,
+                    sample=SAMPLE,
+                    knows=lat.knows,
+                    behaviour=behaviour,
+                    picked_letter=picked,
+                    gold_letter=gold,
+                    verdict=verdict,
+                    naive_letter=naive,
+                )
+                yield row, latent
+
+
+def generation_rows(items: Sequence[Item] | None = None, seed: int = SEED) -> list[dict]:
+    """The generation rows (DESIGN §3 fields) that ``main`` writes."""
+    return [row for row, _ in _rows(load_items() if items is None else items, seed)]
+
+
+def latent_truth(items: Sequence[Item] | None = None, seed: int = SEED) -> list[LatentRow]:
+    """The simulator's truth for each row, in the same order as :func:`generation_rows`."""
+    return [latent for _, latent in _rows(load_items() if items is None else items, seed)]
+
+
+def dumps_jsonl(rows: Sequence[dict]) -> str:
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--items", type=Path, default=ITEMS_PATH, help="items JSONL (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=GENERATIONS_PATH, help="generations JSONL to write")
+    parser.add_argument("--seed", type=int, default=SEED, help="seed of every draw (default: %(default)s)")
+    parser.add_argument(
+        "--latent-out", type=Path, help="also write the simulator's truth per row here (JSONL), for study"
+    )
+    args = parser.parse_args(argv)
+    items = load_items(args.items)
+    pairs = list(_rows(items, args.seed))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(dumps_jsonl([row for row, _ in pairs]), encoding="utf-8", newline="\n")
+    if args.latent_out is not None:
+        latent = [asdict(lat) for _, lat in pairs]
+        args.latent_out.write_text(dumps_jsonl(latent), encoding="utf-8", newline="\n")
+    print(
+        f"wrote {len(pairs)} rows for {len(items)} items and {len(ARMS)} arms to {args.out}", file=sys.stderr
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,120 @@
+"""Judge reply parsing (DESIGN §5), driven by tests/cases/judge_replies.jsonl: first the pure parser, then
+every case again as a real reply from a real HTTP server through the real `openai` client."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mcqaudit.judge.client import JudgeEngine, JudgeRequest
+from mcqaudit.judge.prompts import SYSTEM_PROMPT, JudgeConfig, prompt_hash, render
+from mcqaudit.judge.replies import ILLEGAL_KINDS, judged, parse_reply
+from mcqaudit.vocab import LETTERS
+from tests.conftest import read_cases
+from tests.judge_servers import Call, Reply, ScriptedJudge
+
+CASES = read_cases("judge_replies.jsonl")
+IDS = [c["id"] for c in CASES]
+
+
+def test_case_file_covers_the_issue() -> None:
+    assert len(CASES) >= 50 and len(set(IDS)) == len(IDS)
+    kinds = {c["kind"] for c in CASES}
+    assert set(ILLEGAL_KINDS) <= kinds
+    assert {c["shape"] for c in CASES if c["value"]} == {"extract", "gold"}
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_reply_case(case: dict) -> None:
+    parsed = parse_reply(case["reply"], case["shape"], case["n_options"])
+    assert parsed.value == case["value"]
+    assert parsed.kind == case["kind"]
+    if parsed.value is None:
+        assert parsed.error  # a reason, for the summary and the dashboard
+
+
+def test_rationale_is_kept_from_json() -> None:
+    parsed = parse_reply('{"choice": "A", "rationale": "it says A twice"}', "extract", 4)
+    assert parsed.value == "A" and parsed.rationale == "it says A twice"
+
+
+def test_judged_compares_with_gold_in_code() -> None:
+    assert judged("extract", "B", "B") == ("B", "CORRECT")
+    assert judged("extract", "C", "B") == ("C", "INCORRECT")
+    assert judged("extract", "OTHER", "B") == (None, "OTHER")
+    assert judged("gold", "INCORRECT", "B") == (None, "INCORRECT")
+
+
+@given(reply=st.text(max_size=60), n=st.integers(2, 26), shape=st.sampled_from(["extract", "gold"]))
+def test_parser_never_raises_and_only_yields_legal_values(reply: str, n: int, shape: str) -> None:
+    parsed = parse_reply(reply, shape, n)
+    legal = [*LETTERS[:n], "OTHER"] if shape == "extract" else ["CORRECT", "INCORRECT", "OTHER"]
+    assert parsed.value is None or parsed.value in legal
+    assert (parsed.value is None) == (parsed.kind is not None)
+
+
+@given(
+    value=st.sampled_from(["A", "B", "D", "OTHER"]),
+    left=st.text(alphabet=" \n\t\"'*([", max_size=4),
+    right=st.text(alphabet=" \n\t\"'*)]", max_size=4),
+    lower=st.booleans(),
+)
+def test_wrapped_legal_value_is_read(value: str, left: str, right: str, lower: bool) -> None:
+    text = left + (value.lower() if lower else value) + right
+    assert parse_reply(text, "extract", 4).value == value
+
+
+# --- the same cases over real HTTP ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def case_server():
+    """Replies with the case whose id is the generation of the prompt it receives."""
+    by_id = {c["id"]: c for c in CASES}
+
+    def responder(call: Call) -> Reply:
+        assert call.parsed is not None
+        return Reply(by_id[call.parsed.generation]["reply"])
+
+    with ScriptedJudge(responder) as srv:
+        yield srv
+
+
+def test_every_case_over_http(case_server: ScriptedJudge) -> None:
+    async def run() -> list:
+        outcomes = []
+        for shape in ("extract", "gold"):
+            engine = JudgeEngine(
+                JudgeConfig(model="scripted", shape=shape),
+                api_key="k",
+                base_url=case_server.base_url,
+                concurrency=8,
+                reask=0,
+            )
+            requests = []
+            for c in (c for c in CASES if c["shape"] == shape):
+                options = [f"option {i}" for i in range(c["n_options"])]
+                user = render(shape, "Q?", options, c["id"], gold_letter="A")
+                requests.append(JudgeRequest(prompt_hash(SYSTEM_PROMPT, user), user, c["n_options"]))
+            async with engine:
+                got: list = []
+                await engine.run(requests, got.append)
+            outcomes.extend(got)
+        return outcomes
+
+    outcomes = asyncio.run(run())
+    by_id = {c["id"]: c for c in CASES}
+    assert len(outcomes) == len(CASES)
+    seen = set()
+    for out in outcomes:
+        case_id = out.request.user.split("<<<RESPONSE\n")[-1].split("\nRESPONSE>>>")[0]
+        case = by_id[case_id]
+        seen.add(case_id)
+        assert out.value == case["value"], case_id
+        assert out.error_kind == case["kind"], case_id
+        assert out.reply == case["reply"], case_id  # the raw reply is kept verbatim
+        assert out.attempts == 1
+    assert seen == set(by_id)

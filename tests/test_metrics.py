@@ -1,0 +1,720 @@
+"""Metrics on small hand-computed studies (DESIGN §7).
+
+Studies are written straight into a real DuckDB study file by :class:`StudyBuilder` (no ingest, no judge),
+so each test states exactly which verdict every row has and checks the numbers by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mcqaudit import orient
+from mcqaudit.metrics import (
+    ItemBootstrap,
+    StudyFrames,
+    clustered_rate,
+    compute,
+    orientation_instability,
+    parser_artifact,
+    resolve_control,
+    summarize,
+)
+from mcqaudit.store.db import Study
+from mcqaudit.store.frames import load_frames
+from mcqaudit.vocab import LETTERS, verdict_for
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class StudyBuilder:
+    """Writes a study directly into the tables (arms, items, gen_rows, judge_verdicts, reviews, ...).
+
+    ``pick`` is the displayed letter the row picks, ``"OTHER"``, or ``None`` for a row whose judge failed
+    (``status="error"``) or has not answered yet (``status="pending"``).
+    """
+
+    path: Path
+    items: dict[str, tuple[list[str], int]] = field(default_factory=dict)
+    arms: list[str] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    reviews: list[tuple[str, str, str | None]] = field(default_factory=list)
+    spot: list[tuple[str, list[str]]] = field(default_factory=list)
+    configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    meta: dict[str, str] = field(default_factory=dict)
+    parser_rows: list[tuple[str, str, str | None]] = field(default_factory=list)
+
+    def item(self, item_id: str, n: int = 4, gold: int = 0) -> str:
+        self.items[item_id] = ([f"{item_id}-opt{k}" for k in range(n)], gold)
+        return item_id
+
+    def config(self, fp: str, model: str = "judge-x", standin: bool = False, shape: str = "extract") -> None:
+        self.configs[fp] = {"model": model, "standin": standin, "shape": shape}
+
+    def gold_letter(self, item_id: str, orientation: str) -> str:
+        return orient.displayed_letter(LETTERS[self.items[item_id][1]], orientation)
+
+    def row(
+        self,
+        arm: str,
+        item_id: str,
+        orientation: str,
+        pick: str | None,
+        *,
+        sample: int = 0,
+        source: str = "judge",
+        status: str = "ok",
+        naive: str | None = "same",
+        user: str | None = "none",
+        fp: str = "fp-a",
+        logprobs: dict[str, float] | None = None,
+        frameworks: dict[str, str | None] | None = None,
+    ) -> str:
+        if arm not in self.arms:
+            self.arms.append(arm)
+        if fp not in self.configs:
+            self.config(fp)
+        row_id = f"{arm}|{item_id}|{orientation}|{sample}"
+        letter = pick if pick not in (None, "OTHER") else None
+        self.rows.append(
+            {
+                "row_id": row_id,
+                "arm": arm,
+                "item_id": item_id,
+                "orientation": orientation,
+                "sample": sample,
+                "pick": pick,
+                "letter": letter,
+                "source": source,
+                "status": status if pick is not None else ("error" if status == "ok" else status),
+                "naive": letter if naive == "same" else naive,
+                "user": None if user == "none" else (letter if user == "same" else user),
+                "fp": fp,
+                "logprobs": logprobs,
+            }
+        )
+        for name, lt in (frameworks or {}).items():
+            self.parser_rows.append((row_id, name, lt))
+        return row_id
+
+    def review(self, row_id: str, verdict: str, letter: str | None = None) -> None:
+        self.reviews.append((row_id, verdict, letter))
+
+    def build(self) -> Study:
+        if self.path.exists():  # built already: the same study
+            return Study(self.path)
+        study = Study(self.path, create=True)
+        items = pd.DataFrame(
+            [(i, f"Q {i}?", opts, gold) for i, (opts, gold) in self.items.items()],
+            columns=["item_id", "question", "options", "gold_index"],
+        )
+        gen, verdicts = [], []
+        for r in self.rows:
+            opts, _ = self.items[r["item_id"]]
+            gold = self.gold_letter(r["item_id"], r["orientation"])
+            blank = r["source"] == "blank"
+            gen.append(
+                {
+                    "row_id": r["row_id"], "arm": r["arm"], "item_id": r["item_id"], "orientation": r["orientation"],
+                    "sample": r["sample"], "question": f"Q {r['item_id']}?",
+                    "options": orient.apply(opts, r["orientation"]), "gold_letter": gold,
+                    "generation": "" if blank else (r["letter"] or "I cannot answer"), "is_blank": blank,
+                    "option_logprobs": json.dumps(r["logprobs"]) if r["logprobs"] is not None else None,
+                    "user_letter": r["user"], "naive_letter": r["naive"],
+                    "strict_letter": r["letter"] if r["source"] == "strict" else None,
+                }
+            )  # fmt: skip
+            if r["source"] == "judge" and r["status"] != "pending":
+                ok = r["status"] == "ok"
+                verdicts.append(
+                    {
+                        "row_id": r["row_id"], "fingerprint": r["fp"], "status": "ok" if ok else "error",
+                        "letter": r["letter"] if ok else None,
+                        "verdict": verdict_for(r["letter"], gold) if ok else None, "reply": r["pick"] or "??",
+                    }
+                )  # fmt: skip
+        gen_df = pd.DataFrame(gen, columns=list(gen[0]) if gen else ["row_id"])
+        jv_df = pd.DataFrame(
+            verdicts, columns=["row_id", "fingerprint", "status", "letter", "verdict", "reply"]
+        )
+        spot_rows = [
+            (q, pos, rid) for q, (_, ids) in enumerate(self.spot, start=1) for pos, rid in enumerate(ids)
+        ]
+        spot_df = pd.DataFrame(spot_rows, columns=["queue_id", "position", "row_id"])
+        pl_df = pd.DataFrame(self.parser_rows, columns=["row_id", "parser", "letter"])
+        with study.write() as con:
+            if len(items):
+                con.register("b_items", items)
+                con.execute(
+                    "INSERT INTO items SELECT item_id, question, options, gold_index, NULL, 'items' FROM b_items"
+                )
+            for k, arm in enumerate(self.arms):
+                con.execute("INSERT INTO arms VALUES (?, ?, 1)", [arm, k])
+            for fp, cfg in self.configs.items():
+                con.execute(
+                    "INSERT INTO judge_configs VALUES (?, ?, ?, 0.0, 16, 0, 'v1', '{}', ?, ?)",
+                    [fp, cfg["model"], cfg["shape"], cfg["standin"], T0],
+                )
+            if gen:
+                con.register("b_gen", gen_df)
+                con.execute(
+                    "INSERT INTO gen_rows (row_id, arm, item_id, orientation, sample, question, options, gold_letter,"
+                    " generation, is_blank, option_logprobs, user_letter, naive_letter, strict_letter, ingest_id)"
+                    " SELECT row_id, arm, item_id, orientation, sample, question, options, gold_letter, generation,"
+                    " is_blank, option_logprobs::JSON, user_letter, naive_letter, strict_letter, 1 FROM b_gen"
+                )
+            if verdicts:
+                con.register("b_jv", jv_df)
+                con.execute(
+                    "INSERT INTO judge_verdicts (row_id, fingerprint, status, letter, verdict, reply, judged_at)"
+                    " SELECT row_id, fingerprint, status, letter, verdict, reply, ? FROM b_jv",
+                    [T0],
+                )
+            for k, (row_id, verdict, letter) in enumerate(self.reviews, start=1):
+                con.execute(
+                    "INSERT INTO reviews (review_id, row_id, action, verdict, picked_letter, reviewer, created_at)"
+                    " VALUES (?, ?, 'override', ?, ?, 'tester', ?)",
+                    [k, row_id, verdict, letter, T0],
+                )
+            for q, (strategy, row_ids) in enumerate(self.spot, start=1):
+                con.execute(
+                    "INSERT INTO spot_checks VALUES (?, ?, ?, 0, ?, NULL, 'tester', ?)",
+                    [q, f"q{q}", strategy, len(row_ids), T0],
+                )
+            if spot_rows:
+                con.register("b_spot", spot_df)
+                con.execute("INSERT INTO spot_check_rows SELECT queue_id, position, row_id FROM b_spot")
+            if len(pl_df):
+                con.register("b_pl", pl_df)
+                con.execute("INSERT INTO parser_letters SELECT row_id, parser, letter FROM b_pl")
+            for key, value in self.meta.items():
+                con.execute("DELETE FROM study_meta WHERE key = ?", [key])
+                con.execute("INSERT INTO study_meta VALUES (?, ?)", [key, value])
+        return study
+
+
+def report_of(b: StudyBuilder, **kw: Any) -> dict[str, Any]:
+    study = b.build()
+    verdicts = kw.pop("verdicts", "final")
+    return compute(load_frames(study, verdicts), **{"n_boot": 200, "seed": 0, **kw})
+
+
+def approx(x: float, **kw: Any) -> Any:
+    """Report values are rounded to 6 significant digits."""
+    return pytest.approx(x, **({"rel": 5e-6, "abs": 1e-12} | kw))
+
+
+def value(m: dict[str, Any] | None) -> float | None:
+    return None if m is None else m["value"]
+
+
+def two_orient_study(tmp_path: Path) -> StudyBuilder:
+    """Items i0, i1 (2 options, gold canonical A) shown as AB and BA in arm base.
+
+    i0: AB CORRECT, BA INCORRECT, plus an AB sample whose judge failed (ungraded)
+    i1: AB CORRECT and OTHER (two samples), BA CORRECT
+    """
+    b = StudyBuilder(tmp_path / "s.duckdb")
+    b.item("i0", n=2)
+    b.item("i1", n=2)
+    b.row("base", "i0", "AB", "A")
+    b.row("base", "i0", "AB", None, sample=1, status="error")
+    b.row("base", "i0", "BA", "A")  # gold is displayed B in BA: A is INCORRECT
+    b.row("base", "i1", "AB", "A")
+    b.row("base", "i1", "AB", "OTHER", sample=1)
+    b.row("base", "i1", "BA", "B")
+    return b
+
+
+def test_accuracy_is_item_weighted_and_ungraded_rows_leave_every_denominator(tmp_path: Path) -> None:
+    r = report_of(two_orient_study(tmp_path))
+    m = r["metrics"]["base"]
+    # i0: AB 1, BA 0 -> 0.5; i1: AB (1 + 0)/2 = 0.5, BA 1 -> 0.75; mean over items 0.625
+    assert m["accuracy"]["value"] == approx(0.625)
+    assert m["accuracy"]["n"] == 2
+    assert m["answered_accuracy"]["value"] == approx(3 / 4)  # C=3, I=1
+    assert m["answered_accuracy"]["n"] == 4
+    assert m["other_rate"]["value"] == approx(1 / 5)  # 1 OTHER of 5 graded rows, never the error row
+    assert m["ungraded_rate"]["value"] == approx(1 / 6)
+    assert (m["rows"], m["graded"]) == (6, 5)
+    assert value(m["accuracy_by_orientation"]["AB"]) == approx((1 + 0.5) / 2)
+    assert value(m["accuracy_by_orientation"]["BA"]) == approx((0 + 1) / 2)
+    for metric in (m["accuracy"], m["other_rate"]):
+        assert metric["ci_low"] <= metric["value"] <= metric["ci_high"]
+    flags = {f["name"]: f for f in r["flags"]}
+    assert "1 of 6 rows" in flags["ungraded_rows"]["evidence"]
+    assert "judge_unaudited" in flags
+
+
+def test_circular_accuracy_needs_every_orientation_graded(tmp_path: Path) -> None:
+    b = StudyBuilder(tmp_path / "s.duckdb")
+    labels = orient.scheme_labels(4, "cyclic")
+    for k in range(3):
+        b.item(f"i{k}", n=4, gold=k)
+    for lab in labels:
+        b.row("base", "i0", lab, b.gold_letter("i0", lab))  # CORRECT everywhere
+        wrong = "A" if b.gold_letter("i1", lab) != "A" else "B"
+        b.row("base", "i1", lab, wrong if lab == "BCDA" else b.gold_letter("i1", lab))  # 3 of 4
+        if lab == "CDAB":
+            b.row("base", "i2", lab, None, status="error")  # not eligible: an orientation is ungraded
+        else:
+            b.row("base", "i2", lab, b.gold_letter("i2", lab))
+    m = report_of(b)["metrics"]["base"]
+    assert m["circular_accuracy"]["value"] == approx(0.5)
+    assert m["circular_accuracy"]["n"] == 2
+    assert m["circular_accuracy"]["chance"] == approx(0.25**4)
+    assert m["consistency"]["binary"] is None  # four orientations: no swapped pairs
+
+
+def test_position_picks_first_position_rate_and_rstd(tmp_path: Path) -> None:
+    b = StudyBuilder(tmp_path / "s.duckdb")
+    for k in range(4):
+        b.item(f"i{k}", n=4, gold=k)
+        for lab in orient.scheme_labels(4, "cyclic"):
+            b.row("base", f"i{k}", lab, "A")  # always the first displayed option
+    m = report_of(b)["metrics"]["base"]
+    assert m["position_baseline"] == "uniform"
+    assert m["first_position_rate"]["value"] == 1.0
+    assert m["first_position_rate"]["chance"] == approx(0.25)
+    assert m["position_pick_rate"]["B"]["value"] == 0.0
+    # recall: gold A -> 1, B/C/D -> 0; population std = sqrt(0.1875)
+    assert m["rstd"]["value"] == approx(100 * math.sqrt(0.1875), abs=1e-4)
+    assert value(m["recall_by_gold_letter"]["A"]) == 1.0
+    assert m["accuracy"]["value"] == approx(0.25)
+    assert m["circular_accuracy"]["value"] == 0.0
+
+
+def test_unbalanced_design_compares_picks_with_the_gold_letter_share(tmp_path: Path) -> None:
+    b = StudyBuilder(tmp_path / "s.duckdb")
+    for k in range(4):
+        b.item(f"i{k}", n=4, gold=0)
+        b.row("base", f"i{k}", "ABCD", "A" if k < 3 else "B")
+    r = report_of(b)
+    m = r["metrics"]["base"]
+    assert m["position_baseline"] == "gold"
+    assert m["first_position_rate"]["chance"] == 1.0
+    assert m["first_position_rate"]["value"] == approx(0.75)
+    assert "unbalanced" in r["notes"]["metrics.base.position_pick_rate"]
+    assert r["design"]["balanced"] is False
+
+
+def test_binary_and_nway_consistency(tmp_path: Path) -> None:
+    b = StudyBuilder(tmp_path / "s.duckdb")
+    for k in range(4):
+        b.item(f"i{k}", n=2)
+    # gold canonical A: displayed A in AB, B in BA
+    b.row("base", "i0", "AB", "A")
+    b.row("base", "i0", "BA", "B")  # CC
+    b.row("base", "i1", "AB", "A")
+    b.row("base", "i1", "BA", "A")  # CI (same displayed position, different option)
+    b.row("base", "i2", "AB", "B")
+    b.row("base", "i2", "BA", "A")  # II (both the wrong option)
+    b.row("base", "i3", "AB", "OTHER")
+    b.row("base", "i3", "BA", "B")  # OTHER + C: no answered pair
+    m = report_of(b)["metrics"]["base"]
+    assert m["consistency"]["binary"]["value"] == approx(2 / 3)
+    assert m["consistency"]["binary"]["n"] == 3
+    # plurality share per item: 1, 1/2, 1, 1/2 (OTHER is its own choice)
+    assert m["consistency"]["nway"]["value"] == approx(0.75)
+    assert m["consistency"]["nway"]["n"] == 4
+
+
+def delta_study(tmp_path: Path, n_items: int = 6) -> StudyBuilder:
+    """base answers everything right; steered gets AB right and BA wrong on every item."""
+    b = StudyBuilder(tmp_path / "s.duckdb")
+    for k in range(n_items):
+        b.item(f"i{k}", n=2)
+        for lab in ("AB", "BA"):
+            gold = b.gold_letter(f"i{k}", lab)
+            other = "B" if gold == "A" else "A"
+            b.row("base", f"i{k}", lab, gold)
+            b.row("steered", f"i{k}", lab, gold if lab == "AB" else other)
+    return b
+
+
+def test_delta_accuracy_per_orientation_with_mde(tmp_path: Path) -> None:
+    r = report_of(delta_study(tmp_path))
+    assert r["control_arm"] == "base"
+    d = r["delta_accuracy"]["steered"]
+    assert d["overall"]["value"] == approx(-0.5)
+    assert d["overall"]["n"] == 6
+    assert d["by_orientation"]["AB"]["value"] == 0.0
+    assert d["by_orientation"]["BA"]["value"] == -1.0
+    # every item moves the same way, so the item bootstrap has no spread: SE 0, MDE 0
+    assert d["overall"]["mde"] == 0.0
+    assert d["other_rate"]["value"] == 0.0
+    assert "base" not in r["delta_accuracy"]
+    ev = [f for f in r["flags"] if f["name"] == "orientation_instability"]
+    assert ev and ev[0]["arm"] == "steered"
+
+
+def test_mde_is_2_8_standard_errors(tmp_path: Path) -> None:
+    b = StudyBuilder(tmp_path / "s.duckdb")
+    rng = np.random.default_rng(3)
+    for k in range(40):
+        b.item(f"i{k}", n=2)
+        for arm, p in (("base", 0.6), ("steered", 0.5)):
+            for lab in ("AB", "BA"):
+                gold = b.gold_letter(f"i{k}", lab)
+                b.row(arm, f"i{k}", lab, gold if rng.random() < p else ("B" if gold == "A" else "A"))
+    d = report_of(b, n_boot=400)["delta_accuracy"]["steered"]["overall"]
+    assert d["mde"] == approx(2.8 * d["se"], rel=1e-3)
+    assert d["ci_low"] < d["value"] < d["ci_high"]
+
+
+def test_parser_verdicts_confusion_and_delta_by_parser(tmp_path: Path) -> None:
+    b = StudyBuilder(tmp_path / "s.duckdb")
+    for k in range(4):
+        b.item(f"i{k}", n=4)
+    for k in range(4):
+        for arm in ("base", "steered"):
+            if arm == "base":
+                # correct; naive agrees; the user's parser found nothing on i3
+                b.row(arm, f"i{k}", "ABCD", "A", user="same" if k < 3 else None)
+            else:
+                # OTHER ("At the garden...") that naive reads as A, i.e. CORRECT
+                b.row(arm, f"i{k}", "ABCD", "OTHER", naive="A", user="same")
+    r = report_of(b)
+    base, steered = r["metrics"]["base"], r["metrics"]["steered"]
+    assert steered["parser_disagreement"]["naive"]["confusion"]["OTHER"]["CORRECT"] == 4
+    assert steered["parser_disagreement"]["naive"]["rate"]["value"] == 1.0
+    assert base["parser_disagreement"]["naive"]["rate"]["value"] == 0.0
+    assert base["parser_disagreement"]["user"]["confusion"]["CORRECT"]["OTHER"] == 1
+    assert "strict" not in base["parser_disagreement"]  # it resolved no row
+    dp = r["delta_accuracy_by_parser"]["steered"]
+    assert r["delta_accuracy"]["steered"]["overall"]["value"] == -1.0
+    assert dp["naive"]["value"] == 0.0  # naive hides the whole effect
+    assert dp["user"]["value"] == approx(-0.75)
+    assert dp["strict"]["value"] == 0.0
+    names = [(f["name"], f.get("parser")) for f in r["flags"]]
+    assert ("suspected_parser_artifact", "naive") in names
+    assert r["flags"][0]["name"] == "suspected_parser_artifact"  # the core question comes first
+
+
+def test_strict_prefilter_is_compared_only_where_it_gave_a_letter(tmp_path: Path) -> None:
+    b = StudyBuilder(tmp_path / "s.duckdb")
+    b.item("i0", n=4)
+    b.row("base", "i0", "ABCD", "A", source="strict")
+    b.row("base", "i0", "BCDA", "B")  # judged; strict found nothing
+    pd_ = report_of(b)["metrics"]["base"]["parser_disagreement"]["strict"]
+    assert pd_["rate"]["value"] == 0.0 and pd_["rate"]["n"] == 1
+    assert sum(sum(row.values()) for row in pd_["confusion"].values()) == 1
+
+
+def test_parser_disagreement_flag_reads_the_uniform_spot_check(tmp_path: Path) -> None:
+    b = StudyBuilder(tmp_path / "s.duckdb")
+    ids = []
+    for k in range(300):
+        b.item(f"i{k}", n=4)
+        ids.append(b.row("base", f"i{k}", "ABCD", "A", naive="B" if k < 12 else "same"))
+    assert not any(f["name"] == "parser_disagreement" for f in report_of(b, n_boot=0)["flags"])  # 4 % overall
+    b.path = tmp_path / "t.duckdb"
+    b.spot.append(("uniform", ids[:120]))  # all 12 disagreements fall in the spot check: 10 %
+    (flag,) = [f for f in report_of(b, n_boot=0)["flags"] if f["name"] == "parser_disagreement"]
+    assert (
+        flag["parser"] == "naive" and "uniform spot check" in flag["evidence"] and "120" in flag["evidence"]
+    )
+    b.path = tmp_path / "u.duckdb"
+    b.spot[0] = ("uniform", ids[:60])  # under 100 rows: every graded row is the sample
+    assert not any(f["name"] == "parser_disagreement" for f in report_of(b, n_boot=0)["flags"])
+
+
+def test_framework_parsers_from_parser_letters(tmp_path: Path) -> None:
+    b = StudyBuilder(tmp_path / "s.duckdb")
+    for k in range(3):
+        b.item(f"i{k}", n=4)
+        b.row(
+            "base",
+            f"i{k}",
+            "ABCD",
+            "A",
+            frameworks={"simple_evals": "A" if k else "C", "mmlu_pro_chain": None},
+        )
+    r = report_of(b)
+    pd_ = r["metrics"]["base"]["parser_disagreement"]
+    assert pd_["simple_evals"]["rate"]["value"] == approx(1 / 3)
+    assert pd_["mmlu_pro_chain"]["confusion"]["CORRECT"]["OTHER"] == 3
+    assert (
+        r["metrics"]["base"]["parser_disagreement"]["simple_evals"]["by_orientation"]["ABCD"]["rate"]["n"]
+        == 3
+    )
+
+
+def test_judge_agreement_kappa_precision_and_corrected_accuracy(tmp_path: Path) -> None:
+    b = StudyBuilder(tmp_path / "s.duckdb")
+    ids = []
+    for k in range(8):
+        b.item(f"i{k}", n=4)
+        ids.append(b.row("base", f"i{k}", "ABCD", "A" if k < 6 else "B"))  # judge: 6 C, 2 I
+    # reviewer: agrees on i0-i3 (C) and i6 (I); says INCORRECT on i4, OTHER on i5, CORRECT on i7
+    for k in range(8):
+        verdict = {4: "INCORRECT", 5: "OTHER", 7: "CORRECT"}.get(k, "CORRECT" if k < 6 else "INCORRECT")
+        b.review(ids[k], verdict)
+    r = report_of(b, verdicts="judge")
+    ag = r["metrics"]["base"]["judge_agreement"]
+    assert ag["agreement"]["value"] == approx(5 / 8)
+    # po = 5/8; judge marginals C 6/8, I 2/8; reviewer C 5/8, I 2/8, O 1/8
+    pe = (6 / 8) * (5 / 8) + (2 / 8) * (2 / 8)
+    assert ag["kappa"]["value"] == approx((5 / 8 - pe) / (1 - pe), abs=1e-6)
+    assert ag["precision"]["CORRECT"]["value"] == approx(4 / 6)
+    assert ag["precision"]["INCORRECT"]["value"] == approx(1 / 2)
+    assert ag["precision"]["OTHER"] is None
+    assert ag["confusion"]["CORRECT"]["OTHER"] == 1
+    # judge-view accuracy 6/8; corrected: P(C|judge C)=4/6 * 6/8 + P(C|judge I)=1/2 * 2/8 = 5/8
+    assert r["metrics"]["base"]["accuracy"]["value"] == approx(6 / 8)
+    assert ag["corrected_accuracy"]["value"] == approx(5 / 8)
+    assert ag["sample"] == "all" and "caveat" in ag
+    assert r["judge_agreement"]["agreement"]["value"] == approx(5 / 8)
+    # the final view takes the reviews: accuracy 5/8 exactly
+    assert report_of(b)["metrics"]["base"]["accuracy"]["value"] == approx(5 / 8)
+
+
+def test_judge_view_ignores_reviews_and_keeps_failed_rows_ungraded(tmp_path: Path) -> None:
+    b = StudyBuilder(tmp_path / "s.duckdb")
+    b.item("i0", n=4)
+    rid = b.row("base", "i0", "ABCD", None, status="error")
+    b.row("base", "i0", "BCDA", "D")
+    b.review(rid, "CORRECT", "A")
+    final = report_of(b)["metrics"]["base"]
+    judge = report_of(b, verdicts="judge")["metrics"]["base"]
+    assert final["ungraded_rate"]["value"] == 0.0 and final["accuracy"]["value"] == 1.0
+    assert judge["ungraded_rate"]["value"] == 0.5 and judge["accuracy"]["value"] == 1.0
+    assert judge["graded"] == 1
+
+
+def test_uniform_spot_check_is_the_agreement_sample_when_reviewed(tmp_path: Path) -> None:
+    b = StudyBuilder(tmp_path / "s.duckdb")
+    ids = [b.row("base", b.item(f"i{k}", n=4), "ABCD", "A") for k in range(4)]
+    b.review(ids[0], "CORRECT")
+    b.review(ids[1], "OTHER")  # a stratified hunt, outside the uniform sample
+    b.spot.append(("uniform", [ids[0], ids[2]]))
+    ag = report_of(b)["judge_agreement"]
+    assert ag["sample"] == "uniform" and ag["agreement"]["n"] == 1 and ag["agreement"]["value"] == 1.0
+
+
+def test_logprob_crosscheck_and_flag(tmp_path: Path) -> None:
+    b = StudyBuilder(tmp_path / "s.duckdb")
+    for k in range(10):
+        b.item(f"i{k}", n=4)
+        lp = {"A": -0.1, "B": -2.0} if k < 5 else {"A": -3.0, "B": -0.2}  # argmax A on half the items
+        b.row("base", f"i{k}", "ABCD", "A", logprobs=lp)
+    r = report_of(b)
+    lp = r["metrics"]["base"]["logprob_crosscheck"]
+    assert lp["accuracy_text"]["value"] == 1.0
+    assert lp["accuracy_logprob"]["value"] == 0.5
+    assert lp["difference"]["value"] == -0.5
+    assert lp["mismatch_rate"]["value"] == 0.5
+    assert any(f["name"] == "logprob_mismatch" for f in r["flags"])
+
+
+def test_no_logprobs_gives_null_with_a_note(tmp_path: Path) -> None:
+    r = report_of(two_orient_study(tmp_path))
+    assert r["metrics"]["base"]["logprob_crosscheck"] is None
+    assert "option_logprobs" in r["notes"]["metrics.base.logprob_crosscheck"]
+
+
+def test_mixed_judge_fingerprints_are_never_compared(tmp_path: Path) -> None:
+    b = StudyBuilder(tmp_path / "s.duckdb")
+    for k in range(3):
+        b.item(f"i{k}", n=2)
+        b.row("base", f"i{k}", "AB", "A", fp="fp-one")
+        b.row("steered", f"i{k}", "AB", "A", fp="fp-two")
+    r = report_of(b)
+    assert r["delta_accuracy"]["steered"] is None
+    assert "fingerprint" in r["notes"]["delta_accuracy.steered"]
+    mixed = [f for f in r["flags"] if f["name"] == "judge_config_mixed"]
+    assert mixed and "fp-one" in mixed[0]["evidence"] and "fp-two" in mixed[0]["evidence"]
+
+
+def test_control_arm_resolution_order() -> None:
+    assert resolve_control(["a", "base", "control"], None, None) == ("control", "name")
+    assert resolve_control(["a", "base"], None, None) == ("base", "name")
+    assert resolve_control(["x", "y"], None, None) == ("x", "first")
+    assert resolve_control(["x", "y"], None, "y") == ("y", "study")
+    assert resolve_control(["x", "y"], "x", "y") == ("x", "option")
+    with pytest.raises(ValueError, match="not an arm"):
+        resolve_control(["x", "y"], "z", None)
+
+
+def test_stored_control_arm_is_used(tmp_path: Path) -> None:
+    b = delta_study(tmp_path)
+    b.meta["control_arm"] = "steered"
+    r = report_of(b)
+    assert r["control_arm"] == "steered" and r["control_source"] == "study"
+    assert r["delta_accuracy"]["base"]["overall"]["value"] == approx(0.5)
+
+
+def test_unaudited_study_flag(tmp_path: Path) -> None:
+    b = two_orient_study(tmp_path)
+    b.meta["unaudited"] = "true"
+    flags = {f["name"]: f for f in report_of(b)["flags"]}
+    assert "--no-judge" in flags["judge_unaudited"]["evidence"]
+
+
+def test_frames_resolve_the_same_verdicts_as_graded_rows(tmp_path: Path) -> None:
+    b = two_orient_study(tmp_path)
+    b.item("i9", n=2)
+    b.row("base", "i9", "AB", "A", source="strict")
+    b.row("base", "i9", "BA", "OTHER", source="blank")
+    rid = b.row("base", "i9", "AB", "B", sample=1)
+    b.review(rid, "CORRECT", "A")
+    study = b.build()
+    frames = load_frames(study)
+    view = study.query_df(
+        "SELECT final_verdict, picked_position, count(*) AS n FROM graded_rows GROUP BY ALL ORDER BY ALL"
+    )
+    codes = {0: "CORRECT", 1: "INCORRECT", 2: "OTHER", -1: None}
+    got = (
+        frames.rows.assign(
+            v=frames.rows.verdict.map(codes), p=frames.rows.pick_pos.where(frames.rows.pick_pos >= 0)
+        )
+        .groupby(["v", "p"], dropna=False)
+        .size()
+    )
+    want = view.set_index(["final_verdict", "picked_position"])["n"]
+
+    def norm(series: pd.Series) -> list[tuple[str, int, int]]:
+        return sorted(
+            (k[0] if isinstance(k[0], str) else "", -1 if pd.isna(k[1]) else int(k[1]), int(n))
+            for k, n in series.items()
+        )
+
+    assert norm(got) == norm(want)
+
+
+def test_bootstrap_is_seeded_and_paired() -> None:
+    x = np.arange(10.0)
+    b1, b2, b3 = (ItemBootstrap(10, 300, s) for s in (0, 0, 1))
+    for b in (b1, b2, b3):
+        b.add("x", x)
+        b.add("one", np.ones(10))
+        b.add("x_again", x.copy())
+        b.add("zero", np.zeros(10))
+    s1, s2, s3 = b1.run(), b2.run(), b3.run()
+    assert np.array_equal(s1["x"], s2["x"]) and not np.array_equal(s1["x"], s3["x"])
+    assert np.all(s1["one"] == 10)  # every replicate draws n items
+    assert np.array_equal(s1["x"], s1["x_again"]) and b1.n_columns == 2
+    assert np.all(s1["zero"] == 0)
+    assert s1["x"][0] == 45.0
+
+
+def test_summarize_without_bootstrap_and_undefined_values() -> None:
+    assert summarize(np.array([0.5]), 3) == {"value": 0.5, "ci_low": None, "ci_high": None, "n": 3}
+    assert summarize(np.array([np.nan, 0.1, 0.2]), 0) is None
+
+
+def test_clustered_rate_widens_with_clustering() -> None:
+    # 10 items × 10 rows; disagreements all in one item vs spread one per item
+    spread = clustered_rate([10, 100, 10, 10, 100, 1000])
+    clumped = clustered_rate([10, 100, 10, 100, 100, 1000])
+    assert spread and clumped and spread["value"] == clumped["value"] == 0.1
+    assert clumped["ci_high"] - clumped["ci_low"] > spread["ci_high"] - spread["ci_low"]
+    zero = clustered_rate([10, 100, 0, 0, 0, 1000])
+    assert zero and zero["ci_low"] == 0.0 and 0 < zero["ci_high"] < 0.06
+
+
+def test_orientation_instability_rules() -> None:
+    def m(v: float, lo: float, hi: float) -> dict[str, Any]:
+        return {"value": v, "ci_low": lo, "ci_high": hi, "n": 100}
+
+    opposite = {
+        "overall": m(0.01, -0.02, 0.04),
+        "by_orientation": {"AB": m(0.1, 0.05, 0.15), "BA": m(-0.08, -0.12, -0.03)},
+    }
+    assert orientation_instability(opposite)
+    shrink = {
+        "overall": m(0.1, 0.06, 0.14),
+        "by_orientation": {"AB": m(0.2, 0.15, 0.25), "BA": m(0.0, -0.03, 0.03)},
+    }
+    assert "BA" in (orientation_instability(shrink) or "")
+    steady = {
+        "overall": m(0.1, 0.06, 0.14),
+        "by_orientation": {"AB": m(0.11, 0.05, 0.17), "BA": m(0.09, 0.03, 0.15)},
+    }
+    assert orientation_instability(steady) is None
+    noisy = {
+        "overall": m(0.0, -0.04, 0.04),
+        "by_orientation": {"AB": m(0.03, -0.01, 0.07), "BA": m(-0.03, -0.07, 0.01)},
+    }
+    assert orientation_instability(noisy) is None
+
+
+def test_parser_artifact_rule() -> None:
+    def m(v: float, lo: float, hi: float) -> dict[str, Any]:
+        return {"value": v, "ci_low": lo, "ci_high": hi, "n": 100}
+
+    judge = m(-0.10, -0.15, -0.05)
+    assert parser_artifact(judge, m(0.02, -0.01, 0.05))  # opposite sign
+    assert parser_artifact(judge, m(-0.30, -0.35, -0.25))  # beyond the CI
+    assert not parser_artifact(judge, m(-0.11, -0.16, -0.06))
+    null = m(0.004, -0.03, 0.04)
+    assert not parser_artifact(null, m(-0.003, -0.035, 0.03))  # signs differ, but both are noise
+
+
+# --- simulations on frames built in memory (no DuckDB: fast enough for many seeds) ------------------------
+def synthetic_frames(
+    rng: np.random.Generator,
+    n_items: int = 150,
+    labels: tuple[str, ...] = ("ABCD", "BCDA", "CDAB", "DABC"),
+    effect: dict[str, float] | None = None,
+    base_p: float = 0.6,
+) -> StudyFrames:
+    """Two arms on the same items; item difficulty shared (paired); ``effect`` adds to treated's
+    probability of CORRECT per orientation."""
+    from mcqaudit.metrics import StudyFrames, StudyInfo
+
+    effect = effect or {}
+    n = len(labels[0])
+    ability = rng.normal(0, 1.0, n_items)
+    rows = []
+    for a in range(2):
+        for o, lab in enumerate(labels):
+            logit = np.log(base_p / (1 - base_p)) + ability
+            p = 1 / (1 + np.exp(-logit)) + (effect.get(lab, 0.0) if a == 1 else 0.0)
+            correct = rng.random(n_items) < np.clip(p, 0, 1)
+            gold_canon = np.arange(n_items) % n
+            gold_pos = np.array([lab.index(LETTERS[g]) for g in gold_canon])
+            wrong = (gold_pos + 1 + rng.integers(0, n - 1, n_items)) % n
+            pick = np.where(correct, gold_pos, wrong)
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "ai": a, "ii": np.arange(n_items), "oi": o, "sample": 0, "gold_pos": gold_pos, "n_opt": n,
+                        "verdict": np.where(correct, 0, 1), "pick_pos": pick, "auto_verdict": np.where(correct, 0, 1),
+                        "human": -1, "strict_pos": -1, "naive_pos": pick, "user_pos": -1, "fp": 0, "uniform": False,
+                    }
+                )
+            )  # fmt: skip
+    info = StudyInfo(
+        path="mem", created=None, unaudited=False, arms=["base", "steered"], orientations=list(labels),
+        stored_control=None, n_items=n_items, rows_by_arm={"base": n_items * len(labels), "steered": n_items * len(labels)},
+        judge_configs={}, arm_fingerprints={}, n_reviews=1, uniform_spot_check_rows=0, parsers=["strict", "naive"],
+    )  # fmt: skip
+    return StudyFrames(info=info, verdicts="final", rows=pd.concat(rows, ignore_index=True))
+
+
+def test_orientation_instability_stays_quiet_under_the_null() -> None:
+    fired = 0
+    n_seeds = 60
+    for seed in range(n_seeds):
+        res = compute(synthetic_frames(np.random.default_rng(seed)), n_boot=200, seed=seed)
+        fired += any(f["name"] == "orientation_instability" for f in res["flags"])
+        assert not any(f["name"] == "suspected_parser_artifact" for f in res["flags"])
+    assert fired / n_seeds <= 0.05
+
+
+def test_orientation_instability_fires_on_an_effect_in_one_orientation() -> None:
+    frames = synthetic_frames(np.random.default_rng(7), n_items=300, labels=("AB", "BA"), effect={"AB": 0.4})
+    res = compute(frames, n_boot=300)
+    d = res["delta_accuracy"]["steered"]
+    assert d["by_orientation"]["AB"]["ci_low"] > 0.2
+    assert any(f["name"] == "orientation_instability" for f in res["flags"])

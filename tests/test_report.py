@@ -1,0 +1,280 @@
+"""The report: JSON shape (DESIGN §7), golden Markdown/JSON of a fixture study, HTML, the CLI command.
+
+Golden files live in tests/golden/ and are rewritten only with MCQAUDIT_REGEN_GOLDEN=1. The fixture is
+deterministic (seeded, fixed timestamps) and its item-level values are multiples of 1/4, so the float32
+bootstrap sums are exact on every machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mcqaudit import orient
+from mcqaudit.plots import (
+    fig_delta_by_orientation,
+    fig_judge_agreement,
+    fig_orientation_accuracy,
+    fig_other_rate,
+    fig_parser_confusion,
+    fig_position_picks,
+)
+from mcqaudit.report import STANDIN_BANNER, build_report, flags_for, render, to_html, to_markdown
+from tests.conftest import run_cli
+from tests.test_metrics import StudyBuilder
+
+GOLDEN = Path(__file__).parent / "golden"
+REGEN = os.environ.get("MCQAUDIT_REGEN_GOLDEN") == "1"
+METRIC_KEYS = {"value", "ci_low", "ci_high", "n"}
+
+
+def fixture_study(
+    path: Path, *, standin: bool = False, arm_names: tuple[str, str, str] | None = None
+) -> StudyBuilder:
+    """3 arms × 12 four-option items × 4 cyclic orientations (144 rows), seeded.
+
+    base: accurate; steered: prefers the first displayed option; hedging: refuses more (OTHER), which the
+    naive parser reads as a letter. Some rows are pre-filter resolved, one generation is blank, one judge
+    call failed, the user's parser is given, one framework parser, log-probs on base, and six reviews
+    inside a uniform spot check.
+    """
+    base, steered, hedging = arm_names or ("base", "steered", "hedging")
+    rng = np.random.default_rng(2026)
+    b = StudyBuilder(path)
+    b.config("fp-golden", model="judge-golden", standin=standin)
+    labels = orient.scheme_labels(4, "cyclic")
+    spot: list[str] = []
+    for k in range(12):
+        item = b.item(f"q{k:02d}", n=4, gold=k % 4)
+        for lab in labels:
+            gold = b.gold_letter(item, lab)
+            wrong = "ABCD"[("ABCD".index(gold) + 1 + k % 3) % 4]
+            u = rng.random(3)
+            # base
+            pick = gold if u[0] < 0.8 else wrong
+            src = "strict" if k % 5 == 0 else "judge"
+            lp = {"A": -1.0, "B": -1.5, "C": -2.0, "D": -2.5}
+            lp[gold] = -0.5 if u[0] < 0.9 else -3.0
+            rid = b.row(base, item, lab, pick, source=src, fp="fp-golden", user="same", logprobs=lp,
+                        frameworks={"simple_evals": pick if k % 6 else "A"})  # fmt: skip
+            if k % 4 == 1:
+                spot.append(rid)
+            # steered: the first option a third of the time, else like base
+            pick = "A" if u[1] < 0.35 else (gold if u[1] < 0.8 else wrong)
+            rid = b.row(
+                steered, item, lab, pick, fp="fp-golden", user="same", frameworks={"simple_evals": pick}
+            )
+            if k % 4 == 1:
+                spot.append(rid)
+            # hedging: OTHER a quarter of the time; naive reads "As an AI..." as A
+            if k == 3 and lab == "BCDA":
+                b.row(hedging, item, lab, None, status="error", fp="fp-golden", user="same")
+                continue
+            if k == 7 and lab == "ABCD":
+                b.row(hedging, item, lab, "OTHER", source="blank", naive=None, user=None)
+                continue
+            pick = "OTHER" if u[2] < 0.25 else (gold if u[2] < 0.85 else wrong)
+            b.row(hedging, item, lab, pick, fp="fp-golden", naive="A" if pick == "OTHER" else "same", user="same",
+                  frameworks={"simple_evals": None if pick == "OTHER" else pick})  # fmt: skip
+    b.spot.append(("uniform", spot))
+    for rid in spot[:5]:
+        b.review(rid, "CORRECT")
+    b.review(spot[5], "OTHER")
+    return b
+
+
+def golden_report(tmp_path: Path, **kw: Any) -> dict[str, Any]:
+    study = fixture_study(tmp_path / "golden.duckdb").build()
+    return build_report(study, n_boot=200, seed=0, **kw)
+
+
+def normalise(text: str, rep: dict[str, Any]) -> str:
+    return text.replace(rep["study"]["path"], "<study>").replace(str(rep["study"]["created"]), "<created>")
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if REGEN:
+        GOLDEN.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert path.exists(), f"{path} is missing: regenerate with MCQAUDIT_REGEN_GOLDEN=1"
+    assert text == path.read_text(encoding="utf-8"), (
+        f"{name} differs from the golden file (MCQAUDIT_REGEN_GOLDEN=1)"
+    )
+
+
+def test_golden_json_and_markdown(tmp_path: Path) -> None:
+    rep = golden_report(tmp_path)
+    check_golden("fixture_report.json", normalise(render(rep, "json"), rep))
+    check_golden("fixture_report.md", normalise(to_markdown(rep), rep))
+
+
+def _walk_metrics(obj: Any, path: str = "") -> list[str]:
+    """Paths of metric-looking dicts that lack a field of the metric shape."""
+    bad = []
+    if isinstance(obj, dict):
+        if "value" in obj and not obj.keys() >= METRIC_KEYS:
+            bad.append(path)
+        for k, v in obj.items():
+            bad += _walk_metrics(v, f"{path}.{k}")
+    return bad
+
+
+def test_json_has_the_design_shape(tmp_path: Path) -> None:
+    rep = golden_report(tmp_path)
+    for key in ("study", "arms", "control_arm", "rows", "judge_fingerprints", "metrics", "delta_accuracy",
+                "delta_accuracy_by_parser", "flags", "notes", "bootstrap"):  # fmt: skip
+        assert key in rep, key
+    assert rep["arms"] == ["base", "steered", "hedging"] and rep["control_arm"] == "base"
+    assert rep["rows"] == 144
+    assert rep["bootstrap"] == {"resamples": 200, "seed": 0, "unit": "item", "ci_level": 0.95}
+    assert set(rep["study"]) >= {"path", "created", "unaudited", "standin_judge"}
+    assert rep["judge_fingerprints"]["fp-golden"]["arms"] == ["base", "steered", "hedging"]
+    for arm in rep["arms"]:
+        m = rep["metrics"][arm]
+        for key in ("accuracy", "answered_accuracy", "other_rate", "ungraded_rate", "accuracy_by_orientation",
+                    "circular_accuracy", "position_pick_rate", "first_position_rate", "rstd", "consistency",
+                    "parser_disagreement", "judge_agreement", "logprob_crosscheck"):  # fmt: skip
+            assert key in m, (arm, key)
+        assert m["circular_accuracy"]["chance"] == pytest.approx(0.25**4)
+    assert rep["metrics"]["base"]["logprob_crosscheck"] is not None
+    assert rep["metrics"]["steered"]["logprob_crosscheck"] is None
+    assert "metrics.steered.logprob_crosscheck" in rep["notes"]
+    assert set(rep["delta_accuracy"]) == {"steered", "hedging"}
+    for d in rep["delta_accuracy"].values():
+        assert "mde" in d["overall"] and set(d["by_orientation"]) == set(orient.scheme_labels(4, "cyclic"))
+    assert set(rep["delta_accuracy_by_parser"]["hedging"]) == {"strict", "naive", "user", "simple_evals"}
+    assert _walk_metrics(rep) == []
+    for f in rep["flags"]:
+        assert set(f) >= {"name", "arm", "evidence", "page"}
+    json.dumps(rep, allow_nan=False)  # strict JSON: no NaN anywhere
+
+
+def test_fixture_flags(tmp_path: Path) -> None:
+    rep = golden_report(tmp_path)
+    names = {(f["name"], f["arm"]) for f in rep["flags"]}
+    assert ("ungraded_rows", "hedging") in names
+    assert ("other_rate_rise", "hedging") in names
+    assert not any(n == "judge_unaudited" for n, _ in names)  # reviews exist
+    ev = next(f["evidence"] for f in rep["flags"] if f["name"] == "other_rate_rise")
+    assert "answered accuracy" in ev  # the recomputation without OTHER is shown beside it
+
+
+def test_control_and_verdict_options(tmp_path: Path) -> None:
+    study = fixture_study(tmp_path / "s.duckdb").build()
+    rep = build_report(study, control="steered", verdicts="judge", n_boot=0)
+    assert rep["control_arm"] == "steered" and rep["control_source"] == "option"
+    assert set(rep["delta_accuracy"]) == {"base", "hedging"}
+    assert rep["study"]["verdicts"] == "judge"
+    assert rep["metrics"]["base"]["accuracy"]["ci_low"] is None  # no bootstrap asked for
+    with pytest.raises(ValueError, match="not an arm"):
+        build_report(study, control="nope", n_boot=0)
+    with pytest.raises(ValueError, match="verdicts"):
+        build_report(study, verdicts="human", n_boot=0)
+
+
+def test_markdown_puts_flags_first_and_has_every_table(tmp_path: Path) -> None:
+    md = to_markdown(golden_report(tmp_path))
+    heads = re.findall(r"^## (.+)$", md, flags=re.M)
+    assert heads.index("Flags") < heads.index("Headline")
+    for h in ("Headline", "Accuracy by orientation", "Δ vs control (base)", "Δaccuracy by parser",
+              "Parser disagreement with the verdicts", "Position picks", "Judge vs human"):  # fmt: skip
+        assert h in heads
+    header = next(line for line in md.splitlines() if line.startswith("| arm | rows | accuracy"))
+    for col in (
+        "answered accuracy",
+        "OTHER rate",
+        "ungraded rate",
+        "circular accuracy",
+        "first-position rate",
+        "RStd",
+    ):
+        assert col in header
+
+
+def test_html_is_self_contained_with_banner_and_escaped_names(tmp_path: Path) -> None:
+    evil = '<script>alert("x")</script>'
+    b = fixture_study(tmp_path / "s.duckdb", standin=True, arm_names=("base", evil, "hedging|pipe"))
+    rep = build_report(b.build(), n_boot=50)
+    assert rep["study"]["standin_judge"] is True
+    page = to_html(rep)
+    assert page.count("<script") - page.count("<script>alert") >= 2
+    assert evil not in page  # escaped in tables, JSON-escaped in the plots
+    assert STANDIN_BANNER in page
+    assert not re.search(r"<script[^>]+src=", page)  # plotly.js inline, once: works offline
+    assert page.count("Plotly.newPlot") >= 6
+    assert len(re.findall(r"plotly\.js v\d", page)) == 1
+    md = to_markdown(rep)
+    assert STANDIN_BANNER in md and "hedging\\|pipe" in md
+
+
+def test_figures_build_from_the_report(tmp_path: Path) -> None:
+    rep = golden_report(tmp_path)
+    assert len(fig_orientation_accuracy(rep).data) == 3
+    assert len(fig_other_rate(rep).data) == 2
+    assert len(fig_delta_by_orientation(rep).data) == 2
+    assert len(fig_parser_confusion(rep, "naive").data) == 3
+    assert len(fig_position_picks(rep).data) == 4  # three arms and the chance markers
+    assert len(fig_judge_agreement(rep).data) == 2
+
+
+def test_flags_for_info(tmp_path: Path) -> None:
+    study = fixture_study(tmp_path / "s.duckdb").build()
+    assert {f["name"] for f in flags_for(study, n_boot=50)} >= {"ungraded_rows", "other_rate_rise"}
+
+
+def test_report_command(tmp_path: Path) -> None:
+    db = tmp_path / "s.duckdb"
+    fixture_study(db).build()
+    out = tmp_path / "r.md"
+    proc = run_cli("report", "--db", str(db), "--format", "md", "--out", str(out), "--bootstrap", "50")
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text(encoding="utf-8").startswith("# mcqaudit report")
+    assert "wrote" in proc.stderr
+
+
+def test_report_command_options_and_usage_errors(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from mcqaudit.cli import app
+
+    db = tmp_path / "s.duckdb"
+    fixture_study(db).build()
+    runner = CliRunner()
+    res = runner.invoke(
+        app, ["report", "--db", str(db), "--bootstrap", "0", "--verdicts", "judge", "--seed", "3"]
+    )
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.stdout)
+    assert rep["study"]["verdicts"] == "judge" and rep["bootstrap"]["seed"] == 3
+    html_out = tmp_path / "r.html"
+    res = runner.invoke(
+        app, ["report", "--db", str(db), "--format", "html", "-o", str(html_out), "--bootstrap", "20"]
+    )
+    assert res.exit_code == 0 and html_out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    for args, code in (
+        (["--control", "nope"], 2),
+        (["--format", "pdf"], 2),
+        (["--verdicts", "human"], 2),
+        (["--bootstrap", "-1"], 2),
+    ):
+        res = runner.invoke(app, ["report", "--db", str(db), *args])
+        assert res.exit_code == code, (args, res.output)
+    assert runner.invoke(app, ["report", "--db", str(tmp_path / "missing.duckdb")]).exit_code == 1
+
+
+def test_schema_doc_names_every_key(tmp_path: Path) -> None:
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "report-schema.md").read_text(encoding="utf-8")
+    rep = golden_report(tmp_path)
+    keys = set(rep) | set(rep["study"]) | set(rep["metrics"]["base"]) | set(rep["delta_accuracy"]["steered"])
+    keys |= {"mde", "se", "chance", "corrected_accuracy", "kappa", "precision", "agreement", "mismatch_rate"}
+    keys |= {f["name"] for f in rep["flags"]} | {"orientation_instability", "parser_disagreement",
+             "logprob_mismatch", "judge_config_mixed", "judge_unaudited", "suspected_parser_artifact"}  # fmt: skip
+    missing = sorted(k for k in keys if f"`{k}`" not in doc)
+    assert not missing, f"docs/report-schema.md does not document {missing}"
