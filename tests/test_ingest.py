@@ -347,3 +347,29 @@ def test_strict_preselection_trims_like_python(study: Study, tmp_path: Path) -> 
     gen = "B" + "\n\u00a0\u3000" * 40
     ingest_file(study, write_jsonl(tmp_path / "g.jsonl", [row(generation=gen)]))
     assert graded(study)[["strict_letter", "verdict_source"]].values.tolist() == [["B", "prefilter"]]
+
+
+def test_ingest_parsers_match_the_python_reference(study: Study, tmp_path: Path) -> None:
+    """Ingest runs naive and the framework patterns in SQL and strict on a pre-selection: every case of the
+    parser case file must get exactly the letters the pure Python parsers give."""
+    from mcqaudit import parsers
+    from tests.conftest import read_cases
+
+    cases = read_cases("parsers.jsonl")
+    rows = []
+    for i, c in enumerate(cases):
+        n = len(c["options"])
+        rows.append({"item_id": f"case-{i}", "arm": "a", "question": "Q?", "options": c["options"], "gold": 0,
+                     "generation": c["generation"]})
+        assert n >= 2
+    ingest_file(study, write_jsonl(tmp_path / "cases.jsonl", rows))
+    got = study.query_df("SELECT item_id, generation, options, naive_letter, strict_letter FROM gen_rows")
+    fw = study.query_df("SELECT g.item_id, p.parser, p.letter FROM parser_letters p JOIN gen_rows g USING (row_id)")
+    fw_map = {(r.item_id, r.parser): (None if pd.isna(r.letter) else r.letter) for r in fw.itertuples()}
+    assert len(got) == len(cases)
+    for r in got.itertuples():
+        opts = list(r.options)
+        assert (None if pd.isna(r.naive_letter) else r.naive_letter) == parsers.naive(r.generation, len(opts)), r.item_id
+        assert (None if pd.isna(r.strict_letter) else r.strict_letter) == parsers.strict(r.generation, opts), r.item_id
+        for name, fp in parsers.FRAMEWORK_PARSERS.items():
+            assert fw_map[(r.item_id, name)] == fp.parse(r.generation, len(opts)), (r.item_id, name)

@@ -44,6 +44,12 @@ _JSON_WORDS = (
 )
 
 
+def _in_range(expr: str) -> str:
+    """SQL: `expr` is one option letter within the row's option count (no per-row regex: patterns built
+    from row values would be compiled once per row)."""
+    return f"(length({expr}) = 1 AND ascii({expr}) BETWEEN 65 AND 64 + n_opt)"
+
+
 def _word(expr: str) -> str:
     return _JSON_WORDS.format(t=expr)
 
@@ -171,7 +177,9 @@ def _per_line_checks(default_arm: str | None) -> tuple[str, str]:
     conds: list[str] = []
 
     def add(fld: str, cond: str, reason: str) -> None:
-        checks.append(f"SELECT line, '{fld}' AS field, {reason} AS reason FROM xb WHERE coalesce({cond}, false)")
+        checks.append(
+            f"SELECT line, '{fld}' AS field, {reason} AS reason FROM xb WHERE coalesce({cond}, false)"
+        )
         conds.append(f"coalesce({cond}, false)")
 
     add("line", "pre_error IS NOT NULL", "pre_error")
@@ -200,7 +208,9 @@ def _per_line_checks(default_arm: str | None) -> tuple[str, str]:
         add(
             "arm",
             f"{ok} AND json_type(f[{f['arm']}]) = 'VARCHAR' AND f[{f['arm']}]->>'$' <> getvariable('default_arm')",
-            "'arm ' || (f[" + str(f["arm"]) + "]->>'$') || ' contradicts --arm ' || getvariable('default_arm')",
+            "'arm ' || (f["
+            + str(f["arm"])
+            + "]->>'$') || ' contradicts --arm ' || getvariable('default_arm')",
         )
     add(
         "arm",
@@ -235,6 +245,7 @@ def _per_line_checks(default_arm: str | None) -> tuple[str, str]:
     )
     # gold
     g = f"f[{f['gold']}]"
+    gold_text = f"upper(trim({g}->>'$'))"
     gt = f"json_type({g})"
     add(
         "gold",
@@ -249,8 +260,7 @@ def _per_line_checks(default_arm: str | None) -> tuple[str, str]:
     )
     add(
         "gold",
-        f"{arr_s} AND n_opt BETWEEN 2 AND {len(LETTERS)} AND {gt} = 'VARCHAR' "
-        f"AND NOT regexp_full_match(upper(trim({g}->>'$')), '[A-' || chr(64 + n_opt) || ']')",
+        f"{arr_s} AND n_opt BETWEEN 2 AND {len(LETTERS)} AND {gt} = 'VARCHAR' AND NOT {_in_range(gold_text)}",
         f"'''' || ({g}->>'$') || ''' is not a letter in A..' || chr(64 + n_opt)",
     )
     # optional fields
@@ -285,23 +295,24 @@ def _per_line_checks(default_arm: str | None) -> tuple[str, str]:
         "'is too large'",
     )
     pl = f"f[{f['parsed_letter']}]"
+    pl_text = f"upper(trim({pl}->>'$'))"
     add(
         "parsed_letter",
         f"{arr_s} AND n_opt BETWEEN 2 AND {len(LETTERS)} AND json_type({pl}) = 'VARCHAR' "
-        f"AND NOT regexp_full_match(upper(trim({pl}->>'$')), '[A-' || chr(64 + n_opt) || ']')",
+        f"AND NOT {_in_range(pl_text)}",
         f"'''' || ({pl}->>'$') || ''' is not a letter in A..' || chr(64 + n_opt)",
     )
     lp = f"f[{f['option_logprobs']}]"
     add(
         "option_logprobs",
         f"{arr_s} AND n_opt BETWEEN 2 AND {len(LETTERS)} AND json_type({lp}) = 'OBJECT' AND NOT "
-        f"list_bool_and(list_transform(json_keys({lp}), lambda k: regexp_full_match(k, '[A-' || chr(64 + n_opt) || ']')))",
+        f"list_bool_and(list_transform(json_keys({lp}), lambda k: {_in_range('k')}))",
         "'keys must be option letters in A..' || chr(64 + n_opt)",
     )
     add(
         "option_logprobs",
         f"{arr_s} AND n_opt BETWEEN 2 AND {len(LETTERS)} AND json_type({lp}) = 'OBJECT' AND "
-        f"list_bool_and(list_transform(json_keys({lp}), lambda k: regexp_full_match(k, '[A-Z]'))) AND NOT "
+        f"list_bool_and(list_transform(json_keys({lp}), lambda k: length(k) = 1 AND ascii(k) BETWEEN 65 AND 90)) AND NOT "
         f"list_bool_and(list_transform(json_keys({lp}), lambda k: json_type(json_extract({lp}, '$.' || k)) IN ('BIGINT', 'UBIGINT', 'DOUBLE')))",
         "'values must be numbers (log-probabilities)'",
     )
@@ -330,6 +341,7 @@ def load(
     naive_pattern: Callable[[int], str],
     framework_patterns: dict[str, tuple[str, ...]],
     error_cap: int = 200,
+    memory_limit: str = "1GB",
 ) -> LoadResult:
     """Validate the staged rows and write the good ones; returns what happened.
 
@@ -337,55 +349,67 @@ def load(
     """
     res = LoadResult()
     f = F
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE x AS
-        WITH v AS (
-            SELECT line, text, pre_error, CASE WHEN pre_error IS NULL AND json_valid(text) THEN text::JSON END AS j
-            FROM staged
-        ), e AS (
-            SELECT line, text, pre_error, j, json_type(j) AS jt,
-                   json_extract(j, {list("$." + n for n in FIELDS)!r}) AS f
-            FROM v
-        )
-        SELECT *,
-            list_transform(f, lambda e: json_type(e)) AS t,
-            CASE WHEN jt = 'OBJECT' AND json_type(f[{f["options"]}]) = 'ARRAY'
-                  AND list_bool_and(list_transform(json_extract(f[{f["options"]}], '$[*]'), lambda q: json_type(q) = 'VARCHAR'))
-                 THEN from_json(f[{f["options"]}], '["VARCHAR"]') END AS opts,
-            len(opts)::INTEGER AS n_opt
-        FROM e
-        """
-    )
+    # bounded memory: DuckDB spills the big intermediate tables to disk beyond this; order comes from `line`
+    con.execute("SET memory_limit = ?", [memory_limit])
+    con.execute("SET preserve_insertion_order = false")
     con.execute("SET VARIABLE default_arm = ?", [default_arm])
     union, any_bad = _per_line_checks(default_arm)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE xb AS SELECT * FROM x WHERE {any_bad}")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE errs AS SELECT line, field, reason FROM ({union})")
-    # rows that passed every per-line check, with typed columns
+    parse = f"""
+        WITH v AS (
+            SELECT line, pre_error, CASE WHEN pre_error IS NULL AND json_valid(text) THEN text::JSON END AS j
+            FROM staged
+        ), e AS (
+            SELECT line, pre_error, j, json_type(j) AS jt,
+                   json_extract(j, {list("$." + n for n in FIELDS)!r}) AS f
+            FROM v
+        ), x AS (
+            SELECT *,
+                list_transform(f, lambda e: json_type(e)) AS t,
+                CASE WHEN jt = 'OBJECT' AND json_type(f[{f["options"]}]) = 'ARRAY'
+                      AND list_bool_and(list_transform(json_extract(f[{f["options"]}], '$[*]'), lambda q: json_type(q) = 'VARCHAR'))
+                     THEN from_json(f[{f["options"]}], '["VARCHAR"]') END AS opts,
+                len(opts)::INTEGER AS n_opt
+            FROM e
+        )
+    """
+    # One pass over every row: typed columns, and a flag for rows with any problem visible within the line.
+    # The typed expressions run only for unflagged rows (CASE), so a bad value cannot raise here.
     con.execute(
         f"""
-        CREATE OR REPLACE TEMP TABLE good AS
-        SELECT line,
-            f[{f["item_id"]}]->>'$' AS item_id,
-            coalesce(f[{f["arm"]}]->>'$', ?) AS arm,
-            f[{f["question"]}]->>'$' AS question,
-            opts AS options,
+        CREATE OR REPLACE TEMP TABLE parsed AS
+        {parse}
+        SELECT line, bad,
+            CASE WHEN NOT bad THEN f[{f["item_id"]}]->>'$' END AS item_id,
+            CASE WHEN NOT bad THEN coalesce(f[{f["arm"]}]->>'$', getvariable('default_arm')) END AS arm,
+            CASE WHEN NOT bad THEN f[{f["question"]}]->>'$' END AS question,
+            CASE WHEN NOT bad THEN opts END AS options,
             n_opt,
-            CASE WHEN json_type(f[{f["gold"]}]) = 'VARCHAR' THEN upper(trim(f[{f["gold"]}]->>'$'))
-                 ELSE chr(65 + CAST(f[{f["gold"]}] AS INTEGER)) END AS gold_letter,
-            f[{f["generation"]}]->>'$' AS generation,
-            f[{f["orientation"]}]->>'$' AS given_orientation,
-            f[{f["prompt"]}]->>'$' AS prompt,
-            coalesce(TRY_CAST(f[{f["sample"]}] AS INTEGER), 0) AS sample,
-            upper(trim(f[{f["parsed_letter"]}]->>'$')) AS user_letter,
-            CASE WHEN json_type(f[{f["option_logprobs"]}]) = 'OBJECT' THEN f[{f["option_logprobs"]}] END AS option_logprobs,
-            f[{f["model"]}]->>'$' AS model,
-            CASE WHEN json_type(f[{f["metadata"]}]) = 'OBJECT' THEN f[{f["metadata"]}] END AS metadata
-        FROM x
-        WHERE line NOT IN (SELECT line FROM errs)
-        """,
-        [default_arm],
+            CASE WHEN bad THEN NULL
+                 WHEN t[{f["gold"]}] = 'VARCHAR' THEN upper(trim(f[{f["gold"]}]->>'$'))
+                 ELSE chr(65 + TRY_CAST(f[{f["gold"]}] AS INTEGER)) END AS gold_letter,
+            CASE WHEN NOT bad THEN f[{f["generation"]}]->>'$' END AS generation,
+            CASE WHEN NOT bad THEN f[{f["orientation"]}]->>'$' END AS given_orientation,
+            CASE WHEN NOT bad THEN f[{f["prompt"]}]->>'$' END AS prompt,
+            CASE WHEN NOT bad THEN coalesce(TRY_CAST(f[{f["sample"]}] AS INTEGER), 0) END AS sample,
+            CASE WHEN NOT bad THEN upper(trim(f[{f["parsed_letter"]}]->>'$')) END AS user_letter,
+            CASE WHEN NOT bad AND t[{f["option_logprobs"]}] = 'OBJECT' THEN f[{f["option_logprobs"]}] END AS option_logprobs,
+            CASE WHEN NOT bad THEN f[{f["model"]}]->>'$' END AS model,
+            CASE WHEN NOT bad AND t[{f["metadata"]}] = 'OBJECT' THEN f[{f["metadata"]}] END AS metadata
+        FROM (SELECT *, ({any_bad}) AS bad FROM x)
+        """
     )
+    con.execute("CREATE OR REPLACE TEMP TABLE errs (line BIGINT, field VARCHAR, reason VARCHAR)")
+    if _count(con, "SELECT count(*) FROM parsed WHERE bad"):
+        # the detailed reasons, only for the flagged lines
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE xb AS
+            {parse}
+            SELECT * FROM x WHERE line IN (SELECT line FROM parsed WHERE bad)
+            """
+        )
+        con.execute(f"INSERT INTO errs SELECT line, field, reason FROM ({union})")
+        con.execute("DELETE FROM parsed WHERE bad")
     # canonical orders: the study's items, else the first good row of this file
     con.execute(
         """
@@ -393,30 +417,45 @@ def load(
         SELECT item_id, options AS canon, gold_index, origin, NULL::BIGINT AS first_line, false AS is_new FROM items
         UNION ALL
         SELECT item_id, arg_min(options, line), NULL, 'first-row', min(line), true
-        FROM good WHERE item_id NOT IN (SELECT item_id FROM items) GROUP BY item_id
+        FROM parsed WHERE item_id NOT IN (SELECT item_id FROM items) GROUP BY item_id
         """
     )
+    ns = [int(r[0]) for r in con.execute("SELECT DISTINCT n_opt FROM parsed ORDER BY 1").fetchall()]
+    naive_case = "NULL"
+    naive_params: list = []
+    if ns:
+        naive_case = (
+            "CASE n_opt " + " ".join("WHEN ? THEN regexp_extract(generation, ?, 0)" for _ in ns) + " END"
+        )
+        for n in ns:
+            naive_params += [n, naive_pattern(n)]
     con.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE good2 AS
-        SELECT g.*, c.canon, c.origin, c.first_line,
-            list_sort(g.options) = list_sort(c.canon) AS same_set,
-            CASE WHEN list_sort(g.options) = list_sort(c.canon)
-                 THEN array_to_string(list_transform(g.options, lambda o: chr(64 + list_position(c.canon, o))), '')
-            END AS derived,
-            g.options[ascii(g.gold_letter) - 64] AS gold_option
-        FROM good g JOIN canon c USING (item_id)
-        """
+        f"""
+        CREATE OR REPLACE TEMP TABLE final AS
+        SELECT *,
+            'r' || left(md5(arm || chr(31) || item_id || chr(31) || coalesce(derived, '') || chr(31) || sample::VARCHAR), 20) AS row_id,
+            upper(nullif({naive_case}, '')) AS naive_letter,
+            NULL::VARCHAR AS strict_letter
+        FROM (
+            SELECT p.*, c.canon, c.origin, c.first_line,
+                list_sort(p.options) = list_sort(c.canon) AS same_set,
+                CASE WHEN list_sort(p.options) = list_sort(c.canon)
+                     THEN array_to_string(list_transform(p.options, lambda o: chr(64 + list_position(c.canon, o))), '')
+                END AS derived,
+                p.options[ascii(p.gold_letter) - 64] AS gold_option,
+                CASE WHEN c.gold_index IS NOT NULL THEN c.canon[c.gold_index + 1] END AS known_gold
+            FROM parsed p JOIN canon c USING (item_id)
+        )
+        """,
+        naive_params,
     )
-    # gold consistency: every row of an item must name the same gold option
+    con.execute("DROP TABLE parsed")
+    # gold consistency: every row of an item names the same gold option (the item's, else its first row's)
     con.execute(
         """
         CREATE OR REPLACE TEMP TABLE gold_ref AS
-        SELECT c.item_id, coalesce(
-            CASE WHEN c.gold_index IS NOT NULL THEN c.canon[c.gold_index + 1] END,
-            (SELECT arg_min(gold_option, line) FROM good2 WHERE good2.item_id = c.item_id AND same_set)
-        ) AS gold_ref_option
-        FROM canon c
+        SELECT item_id, coalesce(any_value(known_gold), arg_min(gold_option, line)) AS gold_ref_option
+        FROM final WHERE same_set GROUP BY item_id
         """
     )
     con.execute(
@@ -427,39 +466,34 @@ def load(
             CASE WHEN origin = 'first-row' AND first_line IS NOT NULL THEN '(first seen at line ' || first_line || ')'
                  ELSE '(' || CASE origin WHEN 'items' THEN 'items file' ELSE 'already in the study' END || ')' END ||
             ': ' || to_json(canon)::VARCHAR
-        FROM good2 WHERE NOT same_set
+        FROM final WHERE NOT same_set
         UNION ALL
         SELECT line, 'orientation',
             '''' || given_orientation || ''' contradicts the option order, which is ''' || derived || ''''
-        FROM good2 WHERE same_set AND given_orientation IS NOT NULL AND given_orientation <> derived
+        FROM final WHERE same_set AND given_orientation IS NOT NULL AND given_orientation <> derived
         UNION ALL
         SELECT g.line, 'gold',
             'gold option ' || to_json(g.gold_option)::VARCHAR || ' differs from item ' || g.item_id ||
             '''s gold option ' || to_json(r.gold_ref_option)::VARCHAR
-        FROM good2 g JOIN gold_ref r USING (item_id)
+        FROM final g JOIN gold_ref r USING (item_id)
         WHERE g.same_set AND g.gold_option <> r.gold_ref_option
         """
     )
-    con.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE keyed AS
-        SELECT *, 'r' || left(md5(arm || chr(31) || item_id || chr(31) || derived || chr(31) || sample::VARCHAR), 20) AS row_id
-        FROM good2 WHERE line NOT IN (SELECT line FROM errs)
-        """
-    )
+    con.execute("DELETE FROM final WHERE line IN (SELECT line FROM errs)")
     # duplicates within the file: identical ones are dropped, conflicting ones are errors
     con.execute(
         """
         INSERT INTO errs
         SELECT k.line, 'generation',
             'duplicate of line ' || f.line || ' (same arm, item, orientation, sample) with a different generation'
-        FROM keyed k JOIN (SELECT row_id, arg_min(line, line) AS line, arg_min(generation, line) AS generation
-                           FROM keyed GROUP BY row_id) f USING (row_id)
+        FROM final k JOIN (SELECT row_id, min(line) AS line, arg_min(generation, line) AS generation
+                           FROM final WHERE row_id IN (SELECT row_id FROM final GROUP BY row_id HAVING count(*) > 1)
+                           GROUP BY row_id) f USING (row_id)
         WHERE k.line <> f.line AND k.generation <> f.generation
         """
     )
     res.duplicates_in_file = _count(
-        con, "SELECT count(*) - count(DISTINCT row_id) FROM keyed WHERE line NOT IN (SELECT line FROM errs)"
+        con, "SELECT count(*) - count(DISTINCT row_id) FROM final WHERE line NOT IN (SELECT line FROM errs)"
     )
     if not replace:
         con.execute(
@@ -468,7 +502,7 @@ def load(
             SELECT k.line, 'generation',
                 'conflicts with the row already in the study (ingest ' || r.ingest_id ||
                 ', same arm, item, orientation, sample, different generation); pass --replace to overwrite it'
-            FROM keyed k JOIN gen_rows r USING (row_id)
+            FROM final k JOIN gen_rows r USING (row_id)
             WHERE k.generation <> r.generation
             """
         )
@@ -494,12 +528,7 @@ def load(
         )
         res.rejected = _count(con, "SELECT count(DISTINCT line) FROM errs")
 
-    con.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE final AS
-        SELECT * FROM keyed WHERE line NOT IN (SELECT line FROM errs)
-        """
-    )
+    con.execute("DELETE FROM final WHERE line IN (SELECT line FROM errs)")
     # identical duplicates within the file: keep the first line of each
     con.execute(
         """
@@ -552,7 +581,7 @@ def load(
         ).fetchall()
     ]
 
-    _run_parsers(con, strict, strict_max_extra, naive_pattern, framework_patterns)
+    _run_parsers(con, strict, strict_max_extra, framework_patterns)
 
     con.execute(
         """
@@ -594,23 +623,10 @@ def _run_parsers(
     con: duckdb.DuckDBPyConnection,
     strict: Callable[[str, Sequence[str]], str | None],
     strict_max_extra: int,
-    naive_pattern: Callable[[int], str],
     framework_patterns: dict[str, tuple[str, ...]],
 ) -> None:
-    ns = [int(r[0]) for r in con.execute("SELECT DISTINCT n_opt FROM final ORDER BY 1").fetchall()]
-    # naive: the first in-range letter anywhere; one constant pattern per option count
-    if ns:
-        cases = " ".join("WHEN ? THEN regexp_extract(generation, ?, 0)" for _ in ns)
-        params: list = []
-        for n in ns:
-            params += [n, naive_pattern(n)]
-        con.execute("ALTER TABLE final ADD COLUMN naive_letter VARCHAR")
-        con.execute(f"UPDATE final SET naive_letter = upper(nullif(CASE n_opt {cases} END, ''))", params)
-    else:
-        con.execute("ALTER TABLE final ADD COLUMN naive_letter VARCHAR")
-
-    # strict: Python, but only for generations short enough to be a bare answer
-    con.execute("ALTER TABLE final ADD COLUMN strict_letter VARCHAR")
+    # naive letters were computed with `final`; strict is Python, but only for generations short enough
+    # to be a bare answer
     cand = con.execute(
         """
         SELECT row_id, generation, options FROM final
