@@ -33,6 +33,9 @@ test: $(BIN)/.installed browser-deps lint unit
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/bench_ingest.py
+	$(BIN)/python benchmarks/bench_grade.py
+	$(BIN)/python benchmarks/bench_report.py
+	$(BIN)/python benchmarks/bench_dashboard.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache sample_runs/*.duckdb
