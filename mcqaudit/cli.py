@@ -148,7 +148,8 @@ def ingest(
     files: Annotated[
         list[Path],
         typer.Argument(
-            help="Generation files: .jsonl, .csv or .parquet (fields: DESIGN §3 / README 'Input rows').",
+            help="Generation files: .jsonl, .csv or .parquet (fields: DESIGN §3 / README 'Input rows'), "
+            "Inspect AI logs (.eval, .json) or lm-evaluation-harness samples_*.jsonl files.",
             show_default=False,
         ),
     ],
@@ -177,7 +178,22 @@ def ingest(
         str | None, typer.Option(help="Mark this arm as the control arm of the study.")
     ] = None,
     fmt: Annotated[
-        str | None, typer.Option("--format", help="jsonl, csv or parquet (default: from the extension).")
+        str | None,
+        typer.Option(
+            "--format",
+            help="jsonl, csv, parquet, inspect (an Inspect AI .eval or .json log) or lm-eval (an "
+            "lm-evaluation-harness samples_*.jsonl file); default: from the extension, and for .json/.jsonl "
+            "from the first line. Without --arm, a framework log's rows take the log's model name as their arm.",
+        ),
+    ] = None,
+    lm_eval_filter: Annotated[
+        str | None,
+        typer.Option(
+            "--lm-eval-filter",
+            help="lm-eval only: the filter (filter_list name, e.g. strict-match) whose result is the `user` "
+            "parser's letter; default: the file's first filter.",
+            show_default=False,
+        ),
     ] = None,
     framework_parsers: Annotated[
         bool,
@@ -228,6 +244,7 @@ def ingest(
                     fmt=fmt,
                     progress=progress,
                     framework_parsers=framework_parsers,
+                    lm_eval_filter=lm_eval_filter,
                 )
             except InputError as exc:
                 prog.stop()

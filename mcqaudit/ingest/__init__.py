@@ -1,4 +1,5 @@
-"""`mcqaudit ingest`: generation rows from JSONL, CSV or Parquet into a study file (DESIGN §3).
+"""`mcqaudit ingest`: generation rows from JSONL, CSV, Parquet, Inspect AI logs or lm-eval samples files
+into a study file (DESIGN §3).
 
 Validation happens at the edge: bytes and lines here (UTF-8, blank lines), fields and cross-row rules in
 SQL (`store/loading.py`), so every problem is reported with its file, line and field, and one transaction
@@ -12,6 +13,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from mcqaudit import parsers
 from mcqaudit.ingest.errors import InputError, Problem
@@ -28,6 +30,9 @@ FORMATS = {
     ".parquet": "parquet",
     ".pq": "parquet",
 }
+# framework logs: read by an importer into rows, then staged and validated like any JSONL line
+IMPORTED = ("inspect", "lm-eval")
+KINDS = ("jsonl", "csv", "parquet", *IMPORTED)
 BATCH_LINES = 100_000
 CHUNK_BYTES = 32 << 20
 
@@ -51,13 +56,25 @@ class IngestResult:
     problem_count: int = 0
 
 
+class Record(NamedTuple):
+    """One record of a framework log (`inspect_log`, `lmeval`): its row, or the field and reason it lacks."""
+
+    number: int  # staged as the row's line; counted in the importer's unit
+    label: str  # where it is in the log, appended to every problem reported for it
+    row: dict | None
+    field: str = ""
+    reason: str = ""
+
+
 def detect_format(path: Path, fmt: str | None = None) -> str:
     if fmt:
-        if fmt not in ("jsonl", "csv", "parquet"):
+        if fmt not in KINDS:
             raise InputError(
-                [Problem(str(path), None, "format", f"unknown format {fmt!r}: use jsonl, csv or parquet")]
+                [Problem(str(path), None, "format", f"unknown format {fmt!r}: use {', '.join(KINDS)}")]
             )
         return fmt
+    if path.suffix.lower() == ".eval":
+        return "inspect"
     got = FORMATS.get(path.suffix.lower())
     if got is None:
         raise InputError(
@@ -67,11 +84,38 @@ def detect_format(path: Path, fmt: str | None = None) -> str:
                     None,
                     "format",
                     f"cannot tell the format from {path.suffix or 'no extension'!r}: "
-                    "use .jsonl, .csv or .parquet, or pass --format",
+                    "use .jsonl, .csv, .parquet or .eval, or pass --format",
                 )
             ]
         )
+    if got == "jsonl":
+        from mcqaudit.ingest import inspect_log, lmeval
+
+        if inspect_log.looks_like_json_log(path):
+            return "inspect"
+        if lmeval.looks_like_samples(path):
+            return "lm-eval"
     return got
+
+
+def _stage_records(con, p: Path, kind: str, arm: str | None, lm_eval_filter: str | None) -> tuple[str, dict]:
+    """Stage a framework log's rows as JSON lines; returns (unit, {number: (field, reason, label)}) so that
+    problems can name the log's record and the importer's field."""
+    from mcqaudit.ingest import inspect_log, lmeval
+
+    if kind == "inspect":
+        unit, records = inspect_log.read_log(p, arm=arm)
+    else:
+        unit, records = lmeval.read_samples(p, arm=arm, filter_name=lm_eval_filter)
+    sql.create_staging(con)
+    sql.stage_batch(
+        con,
+        [r.number for r in records],
+        [None if r.row is None else json.dumps(r.row, ensure_ascii=False) for r in records],
+        # the pre-parse error slot carries an importer's own problem (rejected_rows keeps it under `line`)
+        [None if r.row is not None else f"{r.field}: {r.reason}".removeprefix("line: ") for r in records],
+    )
+    return unit, {r.number: (r.field if r.row is None else "", r.reason, r.label) for r in records}
 
 
 def _stage_jsonl(con, path: Path, progress: Progress | None) -> int:
@@ -166,6 +210,7 @@ def ingest_file(
     progress: Progress | None = None,
     error_cap: int = 200,
     framework_parsers: bool = True,
+    lm_eval_filter: str | None = None,
 ) -> IngestResult:
     """Load one file of generation rows. Raises InputError (nothing written) when rows are bad and
     ``skip_bad`` is false; with ``skip_bad`` the bad rows go to ``rejected_rows`` and the result lists them."""
@@ -175,9 +220,12 @@ def ingest_file(
     kind = detect_format(p, fmt)
     if p.stat().st_size == 0:
         raise InputError([Problem(str(p), None, "file", "the file is empty")])
+    if lm_eval_filter is not None and kind != "lm-eval":
+        raise InputError([Problem(str(p), None, "--lm-eval-filter", "applies only to lm-eval samples files")])
     items = read_items(items_path) if items_path is not None else []
     unit = "line" if kind == "jsonl" else "row"
     source = str(p)
+    notes: dict = {}
 
     with study.write() as con:
         if items:
@@ -197,7 +245,9 @@ def ingest_file(
             if conflicts:
                 raise InputError([Problem(str(items_path), None, "options", c) for c in conflicts])
         blank = 0
-        if kind == "jsonl":
+        if kind in IMPORTED:
+            unit, notes = _stage_records(con, p, kind, arm, lm_eval_filter)
+        elif kind == "jsonl":
             blank = _stage_jsonl(con, p, progress)
         elif kind == "csv":
             _stage_table(lambda: sql.stage_csv(con, source), p)
@@ -225,7 +275,7 @@ def ingest_file(
             ),
             error_cap=error_cap,
         )
-        problems = [Problem(source, line, fld, reason, unit) for line, fld, reason, _ in res.errors]
+        problems = [_problem(source, line, fld, reason, unit, notes) for line, fld, reason, _ in res.errors]
         if res.error_count and not skip_bad:
             raise InputError(
                 problems,
@@ -265,6 +315,24 @@ def ingest_file(
         problems=problems,
         problem_count=res.error_count,
     )
+
+
+class _RecordProblem(Problem):
+    """A problem in a framework log's record, `FILE:sample 3: field: reason` (Problem says `row` for any
+    unit but `line`)."""
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.unit} {self.line}: {self.field}: {self.reason}"
+
+
+def _problem(source: str, line: int, fld: str, reason: str, unit: str, notes: dict) -> Problem:
+    if line not in notes:
+        return Problem(source, line, fld, reason, unit)
+    # a framework log's record: the importer's own field and reason, and where the record is in the log
+    field, own_reason, label = notes[line]
+    if fld == "line" and field:
+        fld, reason = field, own_reason
+    return _RecordProblem(source, line, fld, f"{reason} ({label})", unit)
 
 
 def _stage_table(stage: Callable[[], None], p: Path) -> None:
