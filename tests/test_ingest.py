@@ -359,17 +359,40 @@ def test_ingest_parsers_match_the_python_reference(study: Study, tmp_path: Path)
     rows = []
     for i, c in enumerate(cases):
         n = len(c["options"])
-        rows.append({"item_id": f"case-{i}", "arm": "a", "question": "Q?", "options": c["options"], "gold": 0,
-                     "generation": c["generation"]})
+        rows.append(
+            {
+                "item_id": f"case-{i}",
+                "arm": "a",
+                "question": "Q?",
+                "options": c["options"],
+                "gold": 0,
+                "generation": c["generation"],
+            }
+        )
         assert n >= 2
     ingest_file(study, write_jsonl(tmp_path / "cases.jsonl", rows))
     got = study.query_df("SELECT item_id, generation, options, naive_letter, strict_letter FROM gen_rows")
-    fw = study.query_df("SELECT g.item_id, p.parser, p.letter FROM parser_letters p JOIN gen_rows g USING (row_id)")
+    fw = study.query_df(
+        "SELECT g.item_id, p.parser, p.letter FROM parser_letters p JOIN gen_rows g USING (row_id)"
+    )
     fw_map = {(r.item_id, r.parser): (None if pd.isna(r.letter) else r.letter) for r in fw.itertuples()}
     assert len(got) == len(cases)
     for r in got.itertuples():
         opts = list(r.options)
-        assert (None if pd.isna(r.naive_letter) else r.naive_letter) == parsers.naive(r.generation, len(opts)), r.item_id
-        assert (None if pd.isna(r.strict_letter) else r.strict_letter) == parsers.strict(r.generation, opts), r.item_id
+        assert (None if pd.isna(r.naive_letter) else r.naive_letter) == parsers.naive(
+            r.generation, len(opts)
+        ), r.item_id
+        assert (None if pd.isna(r.strict_letter) else r.strict_letter) == parsers.strict(
+            r.generation, opts
+        ), r.item_id
         for name, fp in parsers.FRAMEWORK_PARSERS.items():
             assert fw_map[(r.item_id, name)] == fp.parse(r.generation, len(opts)), (r.item_id, name)
+
+
+def test_empty_and_mixed_option_lists(study: Study, tmp_path: Path) -> None:
+    f = write_jsonl(tmp_path / "g.jsonl", [row(options=[]), row(item_id="m", options=["a", 1, "c"])])
+    with pytest.raises(InputError) as exc:
+        ingest_file(study, f)
+    msg = str(exc.value)
+    assert "g.jsonl:1: options: needs at least 2 options, got 0" in msg
+    assert "g.jsonl:2: options: every option must be a string" in msg

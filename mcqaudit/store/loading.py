@@ -227,7 +227,7 @@ def _per_line_checks(default_arm: str | None) -> tuple[str, str]:
     arr = f"{ok} AND json_type({o}) = 'ARRAY'"
     add(
         "options",
-        f"{arr} AND NOT list_bool_and(list_transform(json_extract({o}, '$[*]'), lambda e: json_type(e) = 'VARCHAR'))",
+        f"{arr} AND json_array_length({o}) > 0 AND list_distinct(json_type({o}, '$[*]')) <> ['VARCHAR']",
         "'every option must be a string'",
     )
     arr_s = f"{arr} AND n_opt IS NOT NULL"
@@ -325,7 +325,7 @@ def _per_line_checks(default_arm: str | None) -> tuple[str, str]:
     )
     # json_type of each field is computed once per row in `x` (column t)
     union, any_bad = "\nUNION ALL\n".join(checks), " OR ".join(conds)
-    return _TYPE_OF_FIELD.sub(r"t[\1]", union), _TYPE_OF_FIELD.sub(r"t[\1]", any_bad)
+    return _TYPE_OF_FIELD.sub(r"t\1", union), _TYPE_OF_FIELD.sub(r"t\1", any_bad)
 
 
 def load(
@@ -364,9 +364,10 @@ def load(
             FROM v
         ), x AS (
             SELECT *,
-                list_transform(f, lambda e: json_type(e)) AS t,
+                {", ".join(f"json_type(f[{i}]) AS t{i}" for i in range(1, len(FIELDS) + 1))},
                 CASE WHEN jt = 'OBJECT' AND json_type(f[{f["options"]}]) = 'ARRAY'
-                      AND list_bool_and(list_transform(json_extract(f[{f["options"]}], '$[*]'), lambda q: json_type(q) = 'VARCHAR'))
+                      AND (json_array_length(f[{f["options"]}]) = 0
+                           OR list_distinct(json_type(f[{f["options"]}], '$[*]')) = ['VARCHAR'])
                      THEN from_json(f[{f["options"]}], '["VARCHAR"]') END AS opts,
                 len(opts)::INTEGER AS n_opt
             FROM e
@@ -385,16 +386,16 @@ def load(
             CASE WHEN NOT bad THEN opts END AS options,
             n_opt,
             CASE WHEN bad THEN NULL
-                 WHEN t[{f["gold"]}] = 'VARCHAR' THEN upper(trim(f[{f["gold"]}]->>'$'))
+                 WHEN t{f["gold"]} = 'VARCHAR' THEN upper(trim(f[{f["gold"]}]->>'$'))
                  ELSE chr(65 + TRY_CAST(f[{f["gold"]}] AS INTEGER)) END AS gold_letter,
             CASE WHEN NOT bad THEN f[{f["generation"]}]->>'$' END AS generation,
             CASE WHEN NOT bad THEN f[{f["orientation"]}]->>'$' END AS given_orientation,
             CASE WHEN NOT bad THEN f[{f["prompt"]}]->>'$' END AS prompt,
             CASE WHEN NOT bad THEN coalesce(TRY_CAST(f[{f["sample"]}] AS INTEGER), 0) END AS sample,
             CASE WHEN NOT bad THEN upper(trim(f[{f["parsed_letter"]}]->>'$')) END AS user_letter,
-            CASE WHEN NOT bad AND t[{f["option_logprobs"]}] = 'OBJECT' THEN f[{f["option_logprobs"]}] END AS option_logprobs,
+            CASE WHEN NOT bad AND t{f["option_logprobs"]} = 'OBJECT' THEN f[{f["option_logprobs"]}] END AS option_logprobs,
             CASE WHEN NOT bad THEN f[{f["model"]}]->>'$' END AS model,
-            CASE WHEN NOT bad AND t[{f["metadata"]}] = 'OBJECT' THEN f[{f["metadata"]}] END AS metadata
+            CASE WHEN NOT bad AND t{f["metadata"]} = 'OBJECT' THEN f[{f["metadata"]}] END AS metadata
         FROM (SELECT *, ({any_bad}) AS bad FROM x)
         """
     )
