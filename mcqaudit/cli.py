@@ -664,7 +664,8 @@ def dashboard(
     db: Annotated[
         Path | None,
         typer.Argument(
-            help="The study file. Default: the demo study in sample_runs/ (built on first use).", show_default=False
+            help="The study file. Default: the demo study in sample_runs/ (built on first use).",
+            show_default=False,
         ),
     ] = None,
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8501,
@@ -695,6 +696,7 @@ def dashboard(
         sys.executable, "-m", "streamlit", "run", str(_dashboard_script()),
         "--server.address", "127.0.0.1", "--server.port", str(port),
         "--browser.gatherUsageStats", "false", "--server.headless", "true",
+        "--server.fileWatcherType", "none",  # a tool, not a dev server: no reloads, nothing polled
         "--", "--db", path,
     ]  # fmt: skip
     err.print(f"mcqaudit dashboard on http://127.0.0.1:{port}  (study: {path}; Ctrl-C to stop)", markup=False)
@@ -719,7 +721,9 @@ def reviews_export(
     db: DbOption,
     out: Annotated[
         Path | None,
-        typer.Option("--out", "-o", help="Write the CSV here instead of standard output.", show_default=False),
+        typer.Option(
+            "--out", "-o", help="Write the CSV here instead of standard output.", show_default=False
+        ),
     ] = None,
 ) -> None:
     """Every review of the study, retractions included, oldest first, as CSV: row_id (and arm, item_id,
@@ -744,7 +748,10 @@ def reviews_export(
 @reviews_app.command("import")
 def reviews_import(
     file: Annotated[
-        Path, typer.Argument(help="A review log (CSV from `reviews export` or the dashboard; or JSONL).", show_default=False)
+        Path,
+        typer.Argument(
+            help="A review log (CSV from `reviews export` or the dashboard; or JSONL).", show_default=False
+        ),
     ],
     db: DbOption,
 ) -> None:
@@ -762,10 +769,14 @@ def reviews_import(
     try:
         res = import_review_log(study, file)
     except ReviewImportError as exc:
-        err.print(f"error: {file}: {len(exc.problems)} problem(s); nothing imported", markup=False, highlight=False)
+        err.print(
+            f"error: {file}: {len(exc.problems)} problem(s); nothing imported", markup=False, highlight=False
+        )
         raise _fail(str(exc)) from None
     console.print(
-        f"{file}: {res.added} reviews imported; {res.already_present} already in the study", markup=False, highlight=False
+        f"{file}: {res.added} reviews imported; {res.already_present} already in the study",
+        markup=False,
+        highlight=False,
     )
 
 

@@ -60,13 +60,16 @@ def _current(path: Path, digest: str) -> bool:
 
 @contextlib.contextmanager
 def _build_lock(path: Path) -> Iterator[None]:
-    lock = path.with_name(path.name + ".lock")
-    with lock.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    """An exclusive lock on the study's folder (no lock file left behind in the checkout)."""
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def build_demo(

@@ -160,6 +160,18 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
     m = report["metrics"]
     out: list[Section] = []
 
+    flags = report["flags"]
+    out.append(
+        Section(
+            "Flags",
+            bullets=[
+                f"**{f['name']}**" + (f" ({f['arm']})" if f.get("arm") else "") + f": {f['evidence']}"
+                for f in flags
+            ]
+            or ["No diagnostic fired."],
+        )
+    )
+
     boot = report["bootstrap"]
     src = {
         "option": "--control",
@@ -181,18 +193,6 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
             ],
         )
     )  # fmt: skip
-
-    flags = report["flags"]
-    out.append(
-        Section(
-            "Flags",
-            bullets=[
-                f"**{f['name']}**" + (f" ({f['arm']})" if f.get("arm") else "") + f": {f['evidence']}"
-                for f in flags
-            ]
-            or ["No diagnostic fired."],
-        )
-    )
 
     head = Table(
         [

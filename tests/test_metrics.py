@@ -718,3 +718,15 @@ def test_orientation_instability_fires_on_an_effect_in_one_orientation() -> None
     d = res["delta_accuracy"]["steered"]
     assert d["by_orientation"]["AB"]["ci_low"] > 0.2
     assert any(f["name"] == "orientation_instability" for f in res["flags"])
+
+
+def test_many_orientations_get_point_estimates_beyond_the_ci_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mcqaudit.metrics as metrics
+
+    monkeypatch.setattr(metrics, "MAX_ORIENTATIONS_WITH_CI", 2)
+    labels = tuple(orient.scheme_labels(4, "all")[:5])
+    res = compute(synthetic_frames(np.random.default_rng(1), n_items=40, labels=labels), n_boot=50)
+    by = res["metrics"]["base"]["accuracy_by_orientation"]
+    assert len(by) == 5 and sum(m["ci_low"] is None for m in by.values()) == 3
+    assert len(res["delta_accuracy"]["steered"]["by_orientation"]) == 2
+    assert "orientations" in res["notes"]["accuracy_by_orientation"]

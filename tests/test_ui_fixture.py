@@ -19,7 +19,7 @@ from mcqaudit.store import Study
 ARMS = ("base", "steered")
 ORIENTATIONS = ("ABCD", "BCDA")
 N_ITEMS = 12
-XSS = '<script>alert(1)</script> <img src=x onerror=alert(1)> ![x](http://127.0.0.1:9/x.png) **B**'
+XSS = "<script>alert(1)</script> <img src=x onerror=alert(1)> ![x](http://127.0.0.1:9/x.png) **B**"
 XSS_ITEM = "q05"
 
 
@@ -27,7 +27,14 @@ def _items() -> list[dict[str, Any]]:
     out = []
     for i in range(N_ITEMS):
         opts = [f"opt{i}-{k}" for k in "wxyz"]
-        out.append({"item_id": f"q{i:02d}", "question": f"Which is right for question {i}?", "options": opts, "gold": i % 4})
+        out.append(
+            {
+                "item_id": f"q{i:02d}",
+                "question": f"Which is right for question {i}?",
+                "options": opts,
+                "gold": i % 4,
+            }
+        )
     return out
 
 
@@ -97,18 +104,22 @@ def build_study(path: Path, *, grade_it: bool = True) -> Path:
     ingest_file(study, gens, items_path=items, control="base")
     if grade_it:
         with StandinServer() as judge:
-            summary = grade(study, GradeOptions(config=JudgeConfig(model=STANDIN_MODEL), base_url=judge.base_url))
+            summary = grade(
+                study, GradeOptions(config=JudgeConfig(model=STANDIN_MODEL), base_url=judge.base_url)
+            )
         assert summary.exit_code == 0, summary.lines()
     return path
 
 
-@pytest.fixture(scope="session")
-def ui_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+# Named fixtures, so that test modules import them (``from tests.test_ui_fixture import _ui_db, _ui_template``)
+# without shadowing the names their tests take as arguments.
+@pytest.fixture(scope="session", name="ui_template")
+def _ui_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_study(tmp_path_factory.mktemp("ui-template") / "template.duckdb")
 
 
-@pytest.fixture
-def ui_db(ui_template: Path, tmp_path: Path) -> Path:
+@pytest.fixture(name="ui_db")
+def _ui_db(ui_template: Path, tmp_path: Path) -> Path:
     dst = tmp_path / "study.duckdb"
     shutil.copy(ui_template, dst)
     return dst

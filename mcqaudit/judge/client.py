@@ -195,8 +195,8 @@ class JudgeEngine:
         return text.replace(self._secret, "[redacted]")
 
     def _delay(self, retry_number: int, retry_after: float | None) -> float:
-        if retry_after is not None and 0 <= retry_after <= self.retry_after_max_s:
-            return retry_after
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.retry_after_max_s)
         base = min(self.backoff_base_s * 2**retry_number, self.backoff_max_s)
         return base * (0.75 + 0.5 * random.random())
 

@@ -8,6 +8,8 @@ backoff when another process holds the lock. That is what lets a dashboard and a
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 import random
 import threading
 import time
@@ -77,9 +79,49 @@ class Study:
                 delay = min(delay * 2, 0.5)
 
     @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        """An exclusive advisory lock on ``<study>.lock`` for the whole open -> close of a connection.
+
+        DuckDB's own lock alone was not enough under load: two mcqaudit processes opening and closing the
+        same file in quick succession lost a committed row or failed with a short read (seen in a stress
+        test). Serialising every open->close across mcqaudit processes with flock removed that; DuckDB's
+        lock (retried in `_open`) still guards against other programs.
+        """
+        try:
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:  # a read-only directory: fall back to DuckDB's own lock
+            yield
+            return
+        try:
+            deadline = time.monotonic() + self.lock_timeout_s
+            delay = 0.005
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise StudyLocked(
+                            f"{self.path}: another mcqaudit process has held the study file for over "
+                            f"{self.lock_timeout_s:.0f} s; try again when it is done"
+                        ) from None
+                    time.sleep(delay * (0.5 + random.random()))
+                    delay = min(delay * 2, 0.2)
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".lock")
+
+    @contextlib.contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A short-lived connection without a transaction (reads, or statements that manage their own)."""
-        with self._gate:
+        with self._gate, self._file_lock():
             con = self._open()
             try:
                 yield con

@@ -29,18 +29,18 @@ _ROW_PARSER_COLUMNS = {
 }
 
 LIST_COLUMNS = [
-    "row_id",
     "arm",
     "item_id",
     "orientation",
     "sample",
-    "gold_letter",
-    "picked_letter",
     "final_verdict",
     "verdict_source",
     "judge_status",
+    "gold_letter",
+    "picked_letter",
     "reviewed",
     "generation",
+    "row_id",
 ]
 
 

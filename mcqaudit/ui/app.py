@@ -16,6 +16,7 @@ from pathlib import Path
 import streamlit as st
 
 from mcqaudit.ui import state
+from mcqaudit.ui.tables import md_escape
 
 ENV_DB = "MCQAUDIT_DB"
 
@@ -32,13 +33,13 @@ def _specs() -> list[PageSpec]:
     from mcqaudit.ui.pages import bias, export, orientations, other, overview, parsers, review
 
     return [
-        PageSpec("Overview", "overview", "🧭", overview.page),
-        PageSpec("Orientations", "orientations", "🔄", orientations.page),
-        PageSpec("OTHER by arm", "other", "❔", other.page),
-        PageSpec("Parsers vs judge", "parsers", "🔍", parsers.page),
-        PageSpec("Bias", "bias", "⚖️", bias.page),
-        PageSpec("Review", "review", "✍️", review.page),
-        PageSpec("Export", "export", "📦", export.page),
+        PageSpec("Overview", "overview", ":material/dashboard:", overview.page),
+        PageSpec("Orientations", "orientations", ":material/swap_vert:", orientations.page),
+        PageSpec("OTHER by arm", "other", ":material/help:", other.page),
+        PageSpec("Parsers vs judge", "parsers", ":material/compare:", parsers.page),
+        PageSpec("Bias", "bias", ":material/balance:", bias.page),
+        PageSpec("Review", "review", ":material/rate_review:", review.page),
+        PageSpec("Export", "export", ":material/download:", export.page),
     ]
 
 
@@ -71,7 +72,7 @@ def resolve_db() -> str:
 
 def sidebar(path: str) -> None:
     with st.sidebar:
-        st.caption(f"Study: `{Path(path).name}`", help=path)
+        st.caption(f"Study: {md_escape(Path(path).name)}", help=md_escape(path))
         st.text_input(
             "Reviewer",
             key=state.bind(state.REVIEWER),
@@ -90,7 +91,7 @@ def sidebar(path: str) -> None:
 
 
 def main(default: str = "overview") -> None:
-    st.set_page_config(page_title="mcqaudit", page_icon="🧪", layout="wide")
+    st.set_page_config(page_title="mcqaudit", page_icon=":material/fact_check:", layout="wide")
     state.init_state()
     path = resolve_db()
     if not Path(path).exists():

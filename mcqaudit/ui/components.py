@@ -35,11 +35,11 @@ def provenance(report: Mapping[str, Any] | None, meta: Mapping[str, str | None])
 
     study = (report or {}).get("study", {})
     if study.get("standin_judge"):
-        st.warning(STANDIN_BANNER, icon="⚠️")
+        st.warning(STANDIN_BANNER, icon=":material/warning:")
     if study.get("unaudited") or (report is None and (meta.get("unaudited") or "").lower() == "true"):
-        st.warning(UNAUDITED_BANNER, icon="⚠️")
+        st.warning(UNAUDITED_BANNER, icon=":material/warning:")
     if is_demo(meta):
-        st.info(DEMO_BANNER, icon="ℹ️")
+        st.info(DEMO_BANNER, icon=":material/science:")
 
 
 def page_link(name: str, label: str | None = None, **kw: Any) -> None:
@@ -66,7 +66,7 @@ def flags(
     for k, f in enumerate(shown):
         with st.container(border=True, key=f"flag-{k}-{f['name']}"):
             arm = f" · arm {md_escape(f['arm'])}" if f.get("arm") else ""
-            st.markdown(f"🚩 **{f['name']}**{arm} — {md_escape(FLAG_HELP.get(f['name'], ''))}")
+            st.markdown(f":material/flag: **{f['name']}**{arm} — {md_escape(FLAG_HELP.get(f['name'], ''))}")
             st.markdown(md_escape(f["evidence"]))
             if links and f.get("page"):
                 page_link(f["page"], label=f"Evidence: {f['page']} →")
@@ -84,5 +84,6 @@ def flash() -> None:
     msg = st.session_state.get(state.FLASH)
     if msg:
         kind, text = msg
-        (st.success if kind == "success" else st.error)(text)
+        # success messages are ours; an error may quote user input, so it is shown escaped
+        st.success(text) if kind == "success" else st.error(md_escape(text))
         st.session_state[state.FLASH] = None

@@ -33,6 +33,8 @@ CELL = "cell"  # the selected confusion cell: dict(parser, verdict, parser_verdi
 OTHER_ARM = "other_arm"  # arm whose OTHER rows are listed on OTHER by arm
 FLASH = "flash"  # (kind, message) shown once after a write
 LIST_SELECTION = "list_selection"  # last row selection seen in the Review list (to detect a new click)
+GOTO = "goto"  # the Review page's "row number" input (re-seeded from POS on every run)
+LIST_TOTAL = "list_total"  # rows in the Review list as last drawn (bounds Next after a save in a queue)
 
 ALL_ORIENTATIONS = "all orientations"
 REVIEWED_CHOICES = ("all rows", "unreviewed", "reviewed")
@@ -58,6 +60,7 @@ DEFAULTS: dict[str, Any] = {
     OTHER_ARM: None,
     FLASH: None,
     LIST_SELECTION: None,
+    LIST_TOTAL: 0,
 }
 
 _WIDGET = "w:"

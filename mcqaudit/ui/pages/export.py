@@ -12,7 +12,7 @@ from typing import Any
 import streamlit as st
 
 from mcqaudit.store.reviews import ReviewImportError
-from mcqaudit.ui import components, data, state
+from mcqaudit.ui import components, data, state, tables
 from mcqaudit.ui.pages import load
 
 
@@ -92,7 +92,10 @@ def render_export(report: Mapping[str, Any], meta: Mapping[str, str | None], pat
                 try:
                     res = data.import_review_log(path, str(p), origin=f"import:{up.name}")
                 except ReviewImportError as exc:
-                    st.error("Nothing imported:\n\n" + "\n".join(f"- {x}" for x in exc.problems[:20]))
+                    st.error(
+                        "Nothing imported:\n\n"
+                        + "\n".join(f"- {tables.md_escape(x)}" for x in exc.problems[:20])
+                    )
                 else:
                     state.flash(
                         "success", f"Imported {res.added} reviews ({res.already_present} already present)."

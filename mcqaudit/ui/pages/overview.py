@@ -33,13 +33,13 @@ def render_overview(
             st.markdown(f"**{tables.md_escape(tables.arm_label(report, arm))}** · {m['rows']} rows")
             acc = m["accuracy"]
             st.metric(
-                f"accuracy · {arm}",
+                f"accuracy · {tables.md_escape(arm)}",
                 f"{acc['value'] * 100:.1f} %" if acc else tables.NA,
                 help=f"95 % CI {tables.pct(acc)}; OTHER counts as not correct",
             )
             oth = m["other_rate"]
             st.metric(
-                f"OTHER rate · {arm}",
+                f"OTHER rate · {tables.md_escape(arm)}",
                 f"{oth['value'] * 100:.1f} %" if oth else tables.NA,
                 help=f"95 % CI {tables.pct(oth)}; ungraded rows are counted apart",
             )
@@ -89,7 +89,7 @@ def render_overview(
     if notes:
         with st.expander(f"Notes ({len(notes)}): metrics that could not be computed, and why"):
             for k, v in notes.items():
-                st.markdown(f"- `{k}`: {tables.md_escape(v)}")
+                st.markdown(f"- {tables.md_escape(k)}: {tables.md_escape(v)}")
 
 
 def page() -> None:

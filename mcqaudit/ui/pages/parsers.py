@@ -71,7 +71,7 @@ def render_parsers(report: Mapping[str, Any], meta: Mapping[str, str | None], pa
             above = rate["value"] > PARSER_DISAGREEMENT_MAX
             line = f"{PARSER_DISAGREEMENT_MAX * 100:.0f} % line"
             st.metric(
-                f"disagreement · {parser} · {arm}" + (f" · {o}" if o else ""),
+                tables.md_escape(f"disagreement · {parser} · {arm}" + (f" · {o}" if o else "")),
                 f"{rate['value'] * 100:.1f} %",
                 delta=("above" if above else "below") + f" the {line}",
                 delta_color="inverse" if above else "normal",

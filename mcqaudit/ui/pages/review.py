@@ -7,6 +7,7 @@ text, never Markdown or HTML); question and options are Markdown-escaped.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -80,7 +81,7 @@ def _move(delta: int, total: int) -> None:
 
 
 def _goto() -> None:
-    st.session_state[state.POS] = int(st.session_state["goto"]) - 1
+    st.session_state[state.POS] = int(st.session_state[state.GOTO]) - 1
 
 
 def _clear_cell() -> None:
@@ -241,7 +242,7 @@ def render_filters(choices: Mapping[str, list[str]], blind: bool) -> None:
         c2.button("Clear cell", key="clear_cell", on_click=_clear_cell)
 
 
-def render_list(df: pd.DataFrame, total: int, pos: int, page_start: int, blind: bool) -> None:
+def render_list(df: pd.DataFrame, total: int, pos: int, page_start: int, blind: bool, list_id: str) -> None:
     st.markdown(
         f"**{total}** rows · showing {page_start + 1}–{page_start + len(df)}"
         if total
@@ -258,12 +259,12 @@ def render_list(df: pd.DataFrame, total: int, pos: int, page_start: int, blind: 
         hide_index=True,
         on_select="rerun",
         selection_mode="single-row",
-        key=f"rowlist-{page_start}",
+        key=f"rowlist-{list_id}-{page_start}",  # a new list (filter, page) starts with no selection
         height=min(38 + 35 * len(view), 360),
     )
     sel = list(getattr(getattr(event, "selection", None), "rows", []) or [])
     if sel:
-        mark = (page_start, sel[0])
+        mark = (list_id, page_start, sel[0])
         if st.session_state.get(state.LIST_SELECTION) != mark:
             st.session_state[state.LIST_SELECTION] = mark
             new = page_start + int(sel[0])
@@ -296,7 +297,7 @@ def render_row(row: Mapping[str, Any], *, blind: bool, reviewer: str) -> None:
         lines = []
         for k, opt in enumerate(row["options"]):
             letter = LETTERS[k]
-            mark = "  ✅ **gold**" if letter == row["gold_letter"] else ""
+            mark = "  :material/check_circle: **gold**" if letter == row["gold_letter"] else ""
             lines.append(f"**{letter}.** {tables.md_escape(opt)}{mark}")
         st.markdown("  \n".join(lines))
         st.markdown("**Generation** (verbatim)")
@@ -330,7 +331,7 @@ def render_row(row: Mapping[str, Any], *, blind: bool, reviewer: str) -> None:
                 f"fingerprint {row['judge_fingerprint']}"
             )
             if j.get("standin"):
-                st.warning("Stand-in judge: a heuristic, not an LLM.", icon="⚠️")
+                st.warning("Stand-in judge: a heuristic, not an LLM.", icon=":material/warning:")
             if j.get("error"):
                 st.caption("Error:")
                 components.plain_text(j["error"])
@@ -388,7 +389,7 @@ def _save(
             + ").",
         )
         if queue is not None:
-            _move(1, int(st.session_state.get("_queue_total", 1)))
+            _move(1, int(st.session_state.get(state.LIST_TOTAL) or 1))
     st.rerun()
 
 
@@ -490,21 +491,27 @@ def render_review(path: str) -> None:
     f = current_filter(blind)
     key = data.filter_json(f)
     total = data.row_count(path, v, key)
-    st.session_state["_queue_total"] = total
+    st.session_state[state.LIST_TOTAL] = total
     pos = max(0, min(int(st.session_state.get(state.POS) or 0), max(total - 1, 0)))
     st.session_state[state.POS] = pos
     page_start = (pos // PAGE_SIZE) * PAGE_SIZE
     df = data.row_page(path, v, key, PAGE_SIZE, page_start) if total else pd.DataFrame()
-    render_list(df, total, pos, page_start, blind)
+    render_list(df, total, pos, page_start, blind, hashlib.sha1(key.encode()).hexdigest()[:10])
     if not total:
         return
     st.divider()
     c = st.columns([1, 1, 2, 4])
     c[0].button("◀ Previous", key="prev", on_click=_move, args=(-1, total), disabled=pos == 0)
     c[1].button("Next ▶", key="next", on_click=_move, args=(1, total), disabled=pos >= total - 1)
-    st.session_state["goto"] = pos + 1
+    st.session_state[state.GOTO] = pos + 1
     c[2].number_input(
-        "Row", min_value=1, max_value=total, step=1, key="goto", on_change=_goto, label_visibility="collapsed"
+        "Row",
+        min_value=1,
+        max_value=total,
+        step=1,
+        key=state.GOTO,
+        on_change=_goto,
+        label_visibility="collapsed",
     )
     c[3].markdown(f"Row **{pos + 1}** of **{total}**")
     row_id = str(df.iloc[pos - page_start]["row_id"])

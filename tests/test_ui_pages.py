@@ -1,0 +1,256 @@
+"""Every dashboard page, run with Streamlit's AppTest on the fixture study: the values shown are the report's
+(and the database's), not just "it rendered"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mcqaudit.report import STANDIN_BANNER
+from mcqaudit.store import Study
+from mcqaudit.ui import tables
+from mcqaudit.vocab import VERDICTS
+from tests.test_ui_fixture import BOOT, _ui_db, _ui_template, app, no_exceptions, page_links, report_of  # noqa: F401
+
+
+@pytest.fixture(autouse=True)
+def _bootstrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCQAUDIT_DASHBOARD_BOOTSTRAP", str(BOOT))
+
+
+# st.dataframe keeps no key unless it is selectable: tables are told apart by their columns
+COLUMNS = {
+    "headline": ["arm", "rows", "accuracy %", "answered accuracy %"],
+    "deltas": ["arm", "Δaccuracy (pp)", "MDE (pp)"],
+    "fingerprints": ["fingerprint", "model"],
+    "acc_by_orientation": ["arm", "ABCD", "BCDA"],
+    "delta_by_orientation": ["arm", "overall", "ABCD", "BCDA"],
+    "circular": ["arm", "circular accuracy %", "chance %"],
+    "other_by_arm": ["arm", "OTHER rate %", "ungraded rate %", "accuracy %"],
+    "rates_by_orientation": ["arm", "orientation", "rows", "correct"],
+    "other_rows": ["row_id", "item_id", "orientation", "verdict_source", "judge_status", "generation"],
+    "cell_rows": ["row_id", "item_id", "orientation", "gold_letter", "picked_letter"],
+    "parser_deltas": ["arm", "source", "Δaccuracy (pp)"],
+    "disagreement_rates": ["parser", "base", "steered"],
+    "position_picks": ["arm", "A", "B", "C", "D"],
+    "bias_summary": ["arm", "first-position rate %", "RStd (pp)"],
+    "recall_by_gold": ["arm", "A", "B", "C", "D"],
+}
+
+
+def frame(at, key: str) -> pd.DataFrame:
+    want = COLUMNS[key]
+    hits = [d.value for d in at.dataframe if list(d.value.columns[: len(want)]) == want]
+    if key == "recall_by_gold":
+        hits = hits[1:]  # position_picks comes first with the same columns
+    assert hits, f"no dataframe {key!r}; have {[list(d.value.columns) for d in at.dataframe]}"
+    return hits[0].reset_index(drop=True)
+
+
+def same(shown: pd.DataFrame, expected: pd.DataFrame) -> None:
+    pd.testing.assert_frame_equal(
+        shown.astype(str), expected.reset_index(drop=True).astype(str), check_dtype=False
+    )
+
+
+def test_overview_shows_flags_first_headline_and_provenance(ui_db: Path) -> None:
+    rep = report_of(ui_db)
+    at = app(ui_db, "overview").run()
+    no_exceptions(at)
+    assert [t.value for t in at.title] == ["Overview"]
+    assert STANDIN_BANNER in [w.value for w in at.warning]
+    # flags come first (before the headline) and each links to the page that shows its evidence
+    subheaders = [s.value for s in at.subheader]
+    assert subheaders[0] == f"Flags ({len(rep['flags'])})" and subheaders.index("Headline") == 1
+    assert rep["flags"], "the fixture study should fire flags"
+    shown = " ".join(m.value for m in at.markdown)
+    for f in rep["flags"]:
+        assert f"**{f['name']}**" in shown
+    links = page_links(at)
+    assert {p for _, p in links} >= {
+        {"Parsers vs judge": "parsers", "Orientations": "orientations", "OTHER by arm": "other", "Review": "review",
+         "Overview": "overview", "Bias": "bias"}[f["page"]]
+        for f in rep["flags"]
+    }  # fmt: skip
+    metrics = {m.label: m.value for m in at.metric}
+    for arm in rep["arms"]:
+        assert metrics[f"accuracy · {arm}"] == f"{rep['metrics'][arm]['accuracy']['value'] * 100:.1f} %"
+        assert metrics[f"OTHER rate · {arm}"] == f"{rep['metrics'][arm]['other_rate']['value'] * 100:.1f} %"
+    same(frame(at, "headline"), tables.headline(rep))
+    same(frame(at, "deltas"), tables.deltas(rep))
+    fps = frame(at, "fingerprints")
+    assert list(fps["fingerprint"]) == list(rep["judge_fingerprints"])
+    assert list(fps["stand-in (not an LLM)"]) == ["yes"]
+
+
+def test_overview_control_arm_is_stored_in_the_study(ui_db: Path) -> None:
+    at = app(ui_db, "overview").run()
+    box = [s for s in at.selectbox if s.label == "Compare every other arm with"][0]
+    assert box.value == "base"
+    box.set_value("steered").run()
+    no_exceptions(at)
+    assert Study(ui_db).get_meta("control_arm") == "steered"
+    head = frame(at, "headline")
+    assert list(head["arm"]) == ["base", "steered (control)"]
+    assert list(frame(at, "deltas")["arm"]) == ["base"]
+
+
+def test_orientations_page(ui_db: Path) -> None:
+    rep = report_of(ui_db)
+    at = app(ui_db, "orientations").run()
+    no_exceptions(at)
+    same(frame(at, "acc_by_orientation"), tables.accuracy_by_orientation(rep))
+    same(frame(at, "delta_by_orientation"), tables.delta_by_orientation(rep))
+    same(frame(at, "circular"), tables.circular(rep))
+    acc = frame(at, "acc_by_orientation")
+    # the base arm answers orientation ABCD perfectly in the fixture (strict or judged correct)
+    assert acc.loc[0, "ABCD"].startswith(
+        f"{rep['metrics']['base']['accuracy_by_orientation']['ABCD']['value'] * 100:.1f}"
+    )
+    assert len(at.get("plotly_chart")) == 2
+
+
+def test_other_page_rates_and_rows_a_click_away(ui_db: Path) -> None:
+    rep = report_of(ui_db)
+    s = Study(ui_db)
+    at = app(ui_db, "other").run()
+    no_exceptions(at)
+    same(frame(at, "other_by_arm"), tables.other_by_arm(rep))
+    rates = frame(at, "rates_by_orientation")
+    expected = s.query_df(
+        "SELECT arm, orientation, count(*) FILTER (final_verdict = 'OTHER') AS other FROM graded_rows GROUP BY ALL"
+    )
+    merged = rates.merge(expected, on=["arm", "orientation"], suffixes=("", "_sql"))
+    assert len(merged) == 4 and (merged["other"] == merged["other_sql"]).all()
+    steered = rates[(rates.arm == "steered") & (rates.orientation == "ABCD")].iloc[0]
+    assert steered["OTHER rate %"] == round(100 * steered["other"] / steered["rows"], 1)
+    n_other = s.query("SELECT count(*) FROM graded_rows WHERE arm = 'steered' AND final_verdict = 'OTHER'")[
+        0
+    ][0]
+    listed = frame(at, "other_rows")
+    assert len(listed) == n_other > 0
+    assert set(listed["row_id"]) == {
+        r[0]
+        for r in s.query("SELECT row_id FROM graded_rows WHERE arm = 'steered' AND final_verdict = 'OTHER'")
+    }
+    at.button(key="other_to_review").click().run()
+    no_exceptions(at)
+    assert [t.value for t in at.title] == ["Review"]
+    assert f"**{n_other}** rows" in " ".join(m.value for m in at.markdown)
+
+
+def test_parsers_page_confusion_cell_lists_exactly_its_rows(ui_db: Path) -> None:
+    rep = report_of(ui_db)
+    s = Study(ui_db)
+    at = app(ui_db, "parsers").run()
+    no_exceptions(at)
+    assert at.selectbox[0].value == "naive"
+    at.selectbox[1].set_value("steered").run()
+    conf = rep["metrics"]["steered"]["parser_disagreement"]["naive"]["confusion"]
+    for r in VERDICTS:
+        for c in VERDICTS:
+            assert at.button(key=f"cell-{r}-{c}").label == str(conf[r][c])
+    rate = rep["metrics"]["steered"]["parser_disagreement"]["naive"]["rate"]
+    assert {m.label: m.value for m in at.metric}[
+        "disagreement · naive · steered"
+    ] == f"{rate['value'] * 100:.1f} %"
+    # the cell verdict CORRECT × naive INCORRECT: the prose openers ("A valid choice…") the naive parser misreads
+    at.button(key="cell-CORRECT-INCORRECT").click().run()
+    no_exceptions(at)
+    rows = frame(at, "cell_rows")
+    expected = {
+        r[0]
+        for r in s.query(
+            """SELECT row_id FROM graded_rows WHERE arm = 'steered' AND final_verdict = 'CORRECT'
+               AND naive_letter IS NOT NULL AND naive_letter <> gold_letter"""
+        )
+    }
+    assert len(rows) == conf["CORRECT"]["INCORRECT"] == len(expected) > 0
+    assert set(rows["row_id"]) == expected
+    # one orientation: the matrix and the list follow it
+    at.selectbox[2].set_value("BCDA").run()
+    by = rep["metrics"]["steered"]["parser_disagreement"]["naive"]["by_orientation"]["BCDA"]["confusion"]
+    assert at.button(key="cell-CORRECT-INCORRECT").label == str(by["CORRECT"]["INCORRECT"])
+    at.button(key="cell-CORRECT-INCORRECT").click().run()
+    assert len(frame(at, "cell_rows")) == by["CORRECT"]["INCORRECT"]
+    # every parser's Δ beside the judge's
+    same(frame(at, "parser_deltas"), tables.parser_deltas(rep))
+    same(frame(at, "disagreement_rates"), tables.disagreement_rates(rep))
+    # another parser
+    at.selectbox[0].set_value("user").run()
+    conf_u = rep["metrics"]["steered"]["parser_disagreement"]["user"]["by_orientation"]["BCDA"]["confusion"]
+    assert at.button(key="cell-OTHER-INCORRECT").label == str(conf_u["OTHER"]["INCORRECT"])
+
+
+def test_bias_page(ui_db: Path) -> None:
+    rep = report_of(ui_db)
+    at = app(ui_db, "bias").run()
+    no_exceptions(at)
+    same(frame(at, "position_picks"), tables.position_picks(rep))
+    same(frame(at, "bias_summary"), tables.bias_summary(rep))
+    same(frame(at, "recall_by_gold"), tables.recall_by_gold(rep))
+    picks = frame(at, "position_picks")
+    a = rep["metrics"]["base"]["position_pick_rate"]["A"]
+    assert picks.loc[0, "A"].startswith(f"{a['value'] * 100:.1f}")
+
+
+def test_export_page_offers_every_download(ui_db: Path) -> None:
+    at = app(ui_db, "export").run()
+    no_exceptions(at)
+    labels = {b.label for b in at.get("download_button")}
+    assert labels == {
+        "Report (HTML)",
+        "Report (Markdown)",
+        "Report (JSON)",
+        "Rows (CSV)",
+        "Rows (Parquet)",
+        "Review log (CSV)",
+    }
+
+
+def test_export_data(ui_db: Path) -> None:
+    import io
+
+    from mcqaudit.ui import data
+
+    path = str(ui_db)
+    n = Study(ui_db).query("SELECT count(*) FROM graded_rows")[0][0]
+    csv = pd.read_csv(io.BytesIO(data.export_rows(path, "csv")))
+    pq = pd.read_parquet(io.BytesIO(data.export_rows(path, "parquet")))
+    assert len(csv) == len(pq) == n
+    assert {"row_id", "final_verdict", "verdict_source", "judge_fingerprint"} <= set(csv.columns)
+    assert list(pq["options"].iloc[0]) == __import__("json").loads(csv["options"].iloc[0])
+    assert data.review_log_csv(path).splitlines()[0].startswith("review_id,row_id,arm")
+
+
+def test_unaudited_study_says_so_and_lists_its_ungraded_rows(tmp_path: Path) -> None:
+    from mcqaudit.grade import grade_without_judge
+    from mcqaudit.report import UNAUDITED_BANNER
+    from tests.test_ui_fixture import build_study
+
+    db = build_study(tmp_path / "unaudited.duckdb", grade_it=False)
+    grade_without_judge(Study(db))
+    at = app(db, "overview").run()
+    no_exceptions(at)
+    assert UNAUDITED_BANNER in [w.value for w in at.warning]
+    shown = " ".join(m.value for m in at.markdown)
+    assert "**ungraded_rows**" in shown and "**judge_unaudited**" in shown
+    pending = Study(db).query("SELECT count(*) FROM graded_rows WHERE judge_status = 'pending'")[0][0]
+    rv = app(db, "review").run()
+    rv.multiselect(key="w:f_verdicts").set_value(["UNGRADED"]).run()
+    assert f"**{pending}** rows" in " ".join(m.value for m in rv.markdown)
+    assert {m.label: m.value for m in rv.metric}["final verdict"] == "UNGRADED"
+
+
+def test_dashboard_entry_routes_to_overview(ui_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("MCQAUDIT_DB", str(ui_db))
+    at = AppTest.from_file(
+        str(Path(__file__).resolve().parents[1] / "dashboard.py"), default_timeout=60
+    ).run()
+    no_exceptions(at)
+    assert [t.value for t in at.title] == ["Overview"]
+    assert at.session_state["db_path"] == str(ui_db.resolve())
