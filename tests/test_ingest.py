@@ -396,3 +396,18 @@ def test_empty_and_mixed_option_lists(study: Study, tmp_path: Path) -> None:
     msg = str(exc.value)
     assert "g.jsonl:1: options: needs at least 2 options, got 0" in msg
     assert "g.jsonl:2: options: every option must be a string" in msg
+
+
+def test_blank_lines_crlf_and_bom_keep_line_numbers(study: Study, tmp_path: Path) -> None:
+    f = tmp_path / "g.jsonl"
+    good = json.dumps(row())
+    bad = json.dumps(row(arm="s", gold="Z"))
+    f.write_bytes(("\ufeff" + good + "\r\n\r\n  \n" + bad + "\r\n").encode())
+    with pytest.raises(InputError) as exc:
+        ingest_file(study, f)
+    assert [p.line for p in exc.value.problems] == [4]
+    clean = tmp_path / "c.jsonl"
+    clean.write_bytes(("\ufeff" + good + "\r\n" + json.dumps(row(arm="s")) + "\r\n").encode())
+    res = ingest_file(study, clean)
+    assert res.loaded == 2 and res.blank_lines == 0
+    assert study.query("SELECT source_line FROM gen_rows ORDER BY source_line") == [(1,), (2,)]

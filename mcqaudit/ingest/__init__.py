@@ -8,8 +8,8 @@ means a bad file writes nothing.
 
 from __future__ import annotations
 
-import codecs
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +34,19 @@ FORMATS = {
 IMPORTED = ("inspect", "lm-eval")
 KINDS = ("jsonl", "csv", "parquet", *IMPORTED)
 BATCH_LINES = 100_000
+_BOM = "\ufeff"
+# a whitespace-only line after a newline (the pattern starts with a literal, so the search is fast)
+_BLANK_AFTER_NEWLINE = re.compile(r"\n[ \t\r\f\v]*(?:\n|\Z)")
+
+
+def _has_blank_line(text: str) -> bool:
+    """Whether a chunk of whole lines has an empty or whitespace-only line (those chunks take the careful
+    per-line path); the newline that ends the last line does not make a blank line after it."""
+    body = text[:-1] if text.endswith("\n") else text
+    first = body.split("\n", 1)[0]
+    return not first.strip() or _BLANK_AFTER_NEWLINE.search(body) is not None
+
+
 CHUNK_BYTES = 32 << 20
 
 Progress = Callable[[str, int, int | None], None]  # (stage, done, total)
@@ -122,7 +135,6 @@ def _stage_jsonl(con, path: Path, progress: Progress | None) -> int:
     """Stream the file into the staging table with exact line numbers; returns the count of blank lines."""
     sql.create_staging(con)
     size = path.stat().st_size
-    decoder_errors = 0
     blank = 0
     line_no = 0
     done = 0
@@ -154,41 +166,48 @@ def _stage_jsonl(con, path: Path, progress: Progress | None) -> int:
             if not data:
                 break
             try:
-                text_lines = data.decode("utf-8").split("\n")
-                encoded = None
+                text = data.decode("utf-8")
             except UnicodeDecodeError:
-                text_lines = []
-                encoded = data.split(b"\n")
-            parts = encoded if encoded is not None else text_lines
-            if parts and (parts[-1] == "" or parts[-1] == b""):
-                parts = parts[:-1]
-            for part in parts:
-                line_no += 1
-                if isinstance(part, bytes):
+                text = None
+            if text is not None and not _has_blank_line(text):
+                # the common case, without a Python step per line: a whole chunk of clean lines
+                if "\r" in text:
+                    text = text.replace("\r\n", "\n")
+                parts_s = text.split("\n")
+                if parts_s and parts_s[-1] == "":
+                    parts_s.pop()
+                if line_no == 0 and parts_s and parts_s[0].startswith(_BOM):
+                    parts_s[0] = parts_s[0][1:]
+                flush()
+                sql.stage_batch(
+                    con, range(line_no + 1, line_no + 1 + len(parts_s)), parts_s, [None] * len(parts_s)
+                )
+                line_no += len(parts_s)
+            else:
+                parts = data.split(b"\n")
+                if parts and parts[-1] == b"":
+                    parts.pop()
+                for part in parts:
+                    line_no += 1
                     try:
                         s: str | None = part.decode("utf-8")
                         err = None
                     except UnicodeDecodeError as exc:
-                        s, err = (
-                            None,
-                            f"not valid UTF-8 (byte {part[exc.start]:#04x} at column {exc.start + 1})",
-                        )
-                        decoder_errors += 1
-                else:
-                    s, err = part, None
-                if s is not None:
-                    if s.endswith("\r"):
-                        s = s[:-1]
-                    if not s.strip():
-                        blank += 1
-                        continue
-                    if s.startswith(codecs.BOM_UTF8.decode()) and line_no == 1:
-                        s = s[1:]
-                lines.append(line_no)
-                texts.append(s)
-                pre.append(err)
-                if len(lines) >= BATCH_LINES:
-                    flush()
+                        s = None
+                        err = f"not valid UTF-8 (byte {part[exc.start]:#04x} at column {exc.start + 1})"
+                    if s is not None:
+                        if s.endswith("\r"):
+                            s = s[:-1]
+                        if not s.strip():
+                            blank += 1
+                            continue
+                        if line_no == 1 and s.startswith(_BOM):
+                            s = s[1:]
+                    lines.append(line_no)
+                    texts.append(s)
+                    pre.append(err)
+                    if len(lines) >= BATCH_LINES:
+                        flush()
             if progress:
                 progress("reading", done, size)
             if not chunk:

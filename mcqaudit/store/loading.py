@@ -8,6 +8,7 @@ pre-filter, and only for the short generations that could possibly be bare answe
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -163,6 +164,7 @@ def staged_count(con: duckdb.DuckDBPyConnection) -> int:
 # what Python's str.strip() removes (DuckDB's one-argument trim() removes only spaces)
 _UNICODE_SPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
 
+_FIELD = re.compile(r"\bf\[(\d+)\]")
 _TYPE_OF_FIELD = re.compile(r"json_type\(f\[(\d+)\]\)")
 
 
@@ -325,7 +327,8 @@ def _per_line_checks(default_arm: str | None) -> tuple[str, str]:
     )
     # json_type of each field is computed once per row in `x` (column t)
     union, any_bad = "\nUNION ALL\n".join(checks), " OR ".join(conds)
-    return _TYPE_OF_FIELD.sub(r"t\1", union), _TYPE_OF_FIELD.sub(r"t\1", any_bad)
+    union, any_bad = (_FIELD.sub(r"f\1", _TYPE_OF_FIELD.sub(r"t\1", q)) for q in (union, any_bad))
+    return union, any_bad
 
 
 def load(
@@ -354,48 +357,60 @@ def load(
     con.execute("SET preserve_insertion_order = false")
     con.execute("SET VARIABLE default_arm = ?", [default_arm])
     union, any_bad = _per_line_checks(default_arm)
-    parse = f"""
+
+    def parse_cte(columnar: bool) -> str:
+        """The parsed fields of every staged line. `columnar` reads the fields into one column each (a
+        STRUCT: fast, JSON null reads as absent) for the one-pass flag; otherwise into a list with JSON null
+        kept, for the detailed reasons on the flagged lines."""
+        if columnar:
+            spec = json.dumps({n: "JSON" for n in FIELDS})
+            fields = f"from_json(j, '{spec}') AS s"
+            cols = ", ".join(f's."{n}" AS f{i}' for i, n in enumerate(FIELDS, start=1))
+        else:
+            fields = f"json_extract(j, {list('$.' + n for n in FIELDS)!r}) AS s"
+            cols = ", ".join(f"s[{i}] AS f{i}" for i in range(1, len(FIELDS) + 1))
+        o = f"f{f['options']}"
+        return f"""
         WITH v AS (
             SELECT line, pre_error, CASE WHEN pre_error IS NULL AND json_valid(text) THEN text::JSON END AS j
             FROM staged
         ), e AS (
-            SELECT line, pre_error, j, json_type(j) AS jt,
-                   json_extract(j, {list("$." + n for n in FIELDS)!r}) AS f
-            FROM v
+            SELECT line, pre_error, j, json_type(j) AS jt, {cols}
+            FROM (SELECT *, {fields} FROM v)
         ), x AS (
             SELECT *,
-                {", ".join(f"json_type(f[{i}]) AS t{i}" for i in range(1, len(FIELDS) + 1))},
-                CASE WHEN jt = 'OBJECT' AND json_type(f[{f["options"]}]) = 'ARRAY'
-                      AND (json_array_length(f[{f["options"]}]) = 0
-                           OR list_distinct(json_type(f[{f["options"]}], '$[*]')) = ['VARCHAR'])
-                     THEN from_json(f[{f["options"]}], '["VARCHAR"]') END AS opts,
+                {", ".join(f"json_type(f{i}) AS t{i}" for i in range(1, len(FIELDS) + 1))},
+                CASE WHEN jt = 'OBJECT' AND json_type({o}) = 'ARRAY'
+                      AND (json_array_length({o}) = 0 OR list_distinct(json_type({o}, '$[*]')) = ['VARCHAR'])
+                     THEN from_json({o}, '["VARCHAR"]') END AS opts,
                 len(opts)::INTEGER AS n_opt
             FROM e
         )
-    """
+        """
+
     # One pass over every row: typed columns, and a flag for rows with any problem visible within the line.
     # The typed expressions run only for unflagged rows (CASE), so a bad value cannot raise here.
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE parsed AS
-        {parse}
+        {parse_cte(columnar=True)}
         SELECT line, bad,
-            CASE WHEN NOT bad THEN f[{f["item_id"]}]->>'$' END AS item_id,
-            CASE WHEN NOT bad THEN coalesce(f[{f["arm"]}]->>'$', getvariable('default_arm')) END AS arm,
-            CASE WHEN NOT bad THEN f[{f["question"]}]->>'$' END AS question,
+            CASE WHEN NOT bad THEN f{f["item_id"]}->>'$' END AS item_id,
+            CASE WHEN NOT bad THEN coalesce(f{f["arm"]}->>'$', getvariable('default_arm')) END AS arm,
+            CASE WHEN NOT bad THEN f{f["question"]}->>'$' END AS question,
             CASE WHEN NOT bad THEN opts END AS options,
             n_opt,
             CASE WHEN bad THEN NULL
-                 WHEN t{f["gold"]} = 'VARCHAR' THEN upper(trim(f[{f["gold"]}]->>'$'))
-                 ELSE chr(65 + TRY_CAST(f[{f["gold"]}] AS INTEGER)) END AS gold_letter,
-            CASE WHEN NOT bad THEN f[{f["generation"]}]->>'$' END AS generation,
-            CASE WHEN NOT bad THEN f[{f["orientation"]}]->>'$' END AS given_orientation,
-            CASE WHEN NOT bad THEN f[{f["prompt"]}]->>'$' END AS prompt,
-            CASE WHEN NOT bad THEN coalesce(TRY_CAST(f[{f["sample"]}] AS INTEGER), 0) END AS sample,
-            CASE WHEN NOT bad THEN upper(trim(f[{f["parsed_letter"]}]->>'$')) END AS user_letter,
-            CASE WHEN NOT bad AND t{f["option_logprobs"]} = 'OBJECT' THEN f[{f["option_logprobs"]}] END AS option_logprobs,
-            CASE WHEN NOT bad THEN f[{f["model"]}]->>'$' END AS model,
-            CASE WHEN NOT bad AND t{f["metadata"]} = 'OBJECT' THEN f[{f["metadata"]}] END AS metadata
+                 WHEN t{f["gold"]} = 'VARCHAR' THEN upper(trim(f{f["gold"]}->>'$'))
+                 ELSE chr(65 + TRY_CAST(f{f["gold"]} AS INTEGER)) END AS gold_letter,
+            CASE WHEN NOT bad THEN f{f["generation"]}->>'$' END AS generation,
+            CASE WHEN NOT bad THEN f{f["orientation"]}->>'$' END AS given_orientation,
+            CASE WHEN NOT bad THEN f{f["prompt"]}->>'$' END AS prompt,
+            CASE WHEN NOT bad THEN coalesce(TRY_CAST(f{f["sample"]} AS INTEGER), 0) END AS sample,
+            CASE WHEN NOT bad THEN upper(trim(f{f["parsed_letter"]}->>'$')) END AS user_letter,
+            CASE WHEN NOT bad AND t{f["option_logprobs"]} = 'OBJECT' THEN f{f["option_logprobs"]} END AS option_logprobs,
+            CASE WHEN NOT bad THEN f{f["model"]}->>'$' END AS model,
+            CASE WHEN NOT bad AND t{f["metadata"]} = 'OBJECT' THEN f{f["metadata"]} END AS metadata
         FROM (SELECT *, ({any_bad}) AS bad FROM x)
         """
     )
@@ -405,11 +420,20 @@ def load(
         con.execute(
             f"""
             CREATE OR REPLACE TEMP TABLE xb AS
-            {parse}
+            {parse_cte(columnar=False)}
             SELECT * FROM x WHERE line IN (SELECT line FROM parsed WHERE bad)
             """
         )
         con.execute(f"INSERT INTO errs SELECT line, field, reason FROM ({union})")
+        # the flag and the reasons are two renderings of the same checks: a flagged line without a reason
+        # would vanish silently, so it stops the load instead
+        unexplained = _count(
+            con, "SELECT count(*) FROM parsed WHERE bad AND line NOT IN (SELECT line FROM errs)"
+        )
+        if unexplained:
+            raise RuntimeError(
+                f"internal error: {unexplained} rows flagged bad without a reason; nothing written"
+            )
         con.execute("DELETE FROM parsed WHERE bad")
     # canonical orders: the study's items, else the first good row of this file
     con.execute(
