@@ -80,37 +80,54 @@ class Study:
 
     @contextlib.contextmanager
     def _file_lock(self) -> Iterator[None]:
-        """An exclusive advisory lock on ``<study>.lock`` for the whole open -> close of a connection.
+        """An exclusive advisory lock (a byte-range lock on ``<study>.lock``) for the whole open -> close of a
+        connection.
 
         DuckDB's own lock alone was not enough under load: two mcqaudit processes opening and closing the
         same file in quick succession lost a committed row or failed with a short read (seen in a stress
-        test). Serialising every open->close across mcqaudit processes with flock removed that; DuckDB's
+        test). Serialising every open->close across mcqaudit processes removed that; DuckDB's
         lock (retried in `_open`) still guards against other programs.
         """
+        key = str(self.path.resolve())
+        if _held.get(key):  # nested in this thread (the gate is re-entrant): the lock is already ours
+            yield
+            return
         try:
             fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError:  # a read-only directory: fall back to DuckDB's own lock
             yield
             return
-        try:
-            deadline = time.monotonic() + self.lock_timeout_s
-            delay = 0.005
+        deadline = time.monotonic() + self.lock_timeout_s
+
+        def take(byte: int) -> None:
+            # short polls: a holder's critical section is one batch or one query
             while True:
                 try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
+                    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, byte)
+                    return
+                except OSError:
                     if time.monotonic() >= deadline:
                         raise StudyLocked(
                             f"{self.path}: another mcqaudit process has held the study file for over "
                             f"{self.lock_timeout_s:.0f} s; try again when it is done"
                         ) from None
-                    time.sleep(delay * (0.5 + random.random()))
-                    delay = min(delay * 2, 0.2)
+                    time.sleep(0.001 + 0.002 * random.random())
+
+        try:
+            # A turnstile (byte 0) in front of the file lock (byte 1): a waiter holds the turnstile while it
+            # waits, so a process that reads in a tight loop cannot take the file back at once and starve a
+            # writer; the two alternate instead.
+            take(0)
+            try:
+                take(1)
+            finally:
+                fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0)
+            _held[key] = True
             try:
                 yield
             finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+                _held[key] = False
+                fcntl.lockf(fd, fcntl.LOCK_UN, 1, 1)
         finally:
             os.close(fd)
 
@@ -167,6 +184,9 @@ def set_meta(con: duckdb.DuckDBPyConnection, key: str, value: str | None) -> Non
 
 
 _gates: dict[str, threading.RLock] = {}
+# whether this process holds a study's file lock (read and written only under that study's gate): record
+# locks belong to the process, and closing a second descriptor would drop the first one's lock
+_held: dict[str, bool] = {}
 _gates_lock = threading.Lock()
 
 
