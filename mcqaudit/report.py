@@ -116,7 +116,8 @@ class Section:
     tables: list[Table] = field(default_factory=list)
 
 
-def _pct(m: Mapping[str, Any] | None, *, sign: bool = False, ci: bool = True) -> str:
+def pct(m: Mapping[str, Any] | None, *, sign: bool = False, ci: bool = True) -> str:
+    """A metric in percent (or percentage points) with its CI: ``71.2 [66.1, 75.8]``; ``n/a`` when missing."""
     if m is None or m.get("value") is None:
         return "n/a"
     f = "{:+.1f}" if sign else "{:.1f}"
@@ -126,7 +127,7 @@ def _pct(m: Mapping[str, Any] | None, *, sign: bool = False, ci: bool = True) ->
     return s
 
 
-def _num(m: Mapping[str, Any] | None, digits: int = 2, scale: float = 1.0) -> str:
+def num(m: Mapping[str, Any] | None, digits: int = 2, scale: float = 1.0) -> str:
     if m is None or m.get("value") is None:
         return "n/a"
     s = f"{m['value'] * scale:.{digits}f}"
@@ -135,8 +136,8 @@ def _num(m: Mapping[str, Any] | None, digits: int = 2, scale: float = 1.0) -> st
     return s
 
 
-def _with_chance(m: Mapping[str, Any] | None) -> str:
-    s = _pct(m)
+def with_chance(m: Mapping[str, Any] | None) -> str:
+    s = pct(m)
     if m is not None and m.get("chance") is not None:
         s += f" (chance {m['chance'] * 100:.1f})"
     return s
@@ -210,13 +211,13 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
             [
                 a + (" (control)" if a == ctrl else ""),
                 str(m[a]["rows"]),
-                _pct(m[a]["accuracy"]),
-                _pct(m[a]["answered_accuracy"]),
-                _pct(m[a]["other_rate"]),
-                _pct(m[a]["ungraded_rate"]),
-                _with_chance(m[a]["circular_accuracy"]),
-                _with_chance(m[a]["first_position_rate"]),
-                _num(m[a]["rstd"], 1),
+                pct(m[a]["accuracy"]),
+                pct(m[a]["answered_accuracy"]),
+                pct(m[a]["other_rate"]),
+                pct(m[a]["ungraded_rate"]),
+                with_chance(m[a]["circular_accuracy"]),
+                with_chance(m[a]["first_position_rate"]),
+                num(m[a]["rstd"], 1),
             ]
             for a in arms
         ],
@@ -229,7 +230,7 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
             tables=[
                 Table(
                     ["arm", *orients],
-                    [[a, *[_pct(m[a]["accuracy_by_orientation"].get(o)) for o in orients]] for a in arms],
+                    [[a, *[pct(m[a]["accuracy_by_orientation"].get(o)) for o in orients]] for a in arms],
                 )
             ],
         )
@@ -244,11 +245,11 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
         drows.append(
             [
                 a,
-                _pct(ov, sign=True),
-                _pct({"value": ov["mde"]}, ci=False) if ov and ov.get("mde") is not None else "n/a",
-                *[_pct(d["by_orientation"].get(o), sign=True) for o in orients],
-                _pct(d["other_rate"], sign=True),
-                _pct(d["answered_accuracy"], sign=True),
+                pct(ov, sign=True),
+                pct({"value": ov["mde"]}, ci=False) if ov and ov.get("mde") is not None else "n/a",
+                *[pct(d["by_orientation"].get(o), sign=True) for o in orients],
+                pct(d["other_rate"], sign=True),
+                pct(d["answered_accuracy"], sign=True),
             ]
         )
     if drows:
@@ -273,8 +274,8 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
             rows.append(
                 [
                     a,
-                    _pct(d["overall"], sign=True) if d else "n/a",
-                    *[_pct(by.get(p), sign=True) for p in parsers],
+                    pct(d["overall"], sign=True) if d else "n/a",
+                    *[pct(by.get(p), sign=True) for p in parsers],
                 ]
             )
         out.append(
@@ -297,7 +298,7 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
             cells = []
             for a in arms:
                 e = (m[a].get("parser_disagreement") or {}).get(p)
-                cells.append(f"{_pct(e['rate'])} (n={e['rate']['n']})" if e and e.get("rate") else "n/a")
+                cells.append(f"{pct(e['rate'])} (n={e['rate']['n']})" if e and e.get("rate") else "n/a")
             rows.append([p, *cells])
         out.append(
             Section(
@@ -316,7 +317,7 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
                 letters.append(x)
     for a in arms:
         ppr = m[a].get("position_pick_rate") or {}
-        pos_rows.append([a, *[_with_chance(ppr.get(x)) for x in letters]])
+        pos_rows.append([a, *[with_chance(ppr.get(x)) for x in letters]])
     if letters:
         base = {m[a].get("position_baseline") for a in arms}
         out.append(
@@ -337,10 +338,7 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
             tables=[
                 Table(
                     ["arm", "binary (swapped pairs)", "n-way (plurality share)"],
-                    [
-                        [a, _pct(m[a]["consistency"]["binary"]), _pct(m[a]["consistency"]["nway"])]
-                        for a in arms
-                    ],
+                    [[a, pct(m[a]["consistency"]["binary"]), pct(m[a]["consistency"]["nway"])] for a in arms],
                 )
             ],
         )
@@ -357,10 +355,10 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
             [
                 name,
                 str(ag["agreement"]["n"]) if ag.get("agreement") else "0",
-                _pct(ag["agreement"]),
-                _num(ag["kappa"]),
-                *[_pct(prec.get(v)) for v in ("CORRECT", "INCORRECT", "OTHER")],
-                _pct(ag.get("corrected_accuracy")),
+                pct(ag["agreement"]),
+                num(ag["kappa"]),
+                *[pct(prec.get(v)) for v in ("CORRECT", "INCORRECT", "OTHER")],
+                pct(ag.get("corrected_accuracy")),
             ]
         )
     if ag_rows:
@@ -391,10 +389,10 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
                 [
                     a,
                     str(lp["accuracy_text"]["n"]) if lp.get("accuracy_text") else "0",
-                    _pct(lp["accuracy_logprob"]),
-                    _pct(lp["accuracy_text"]),
-                    _pct(lp["difference"], sign=True),
-                    _pct(lp["mismatch_rate"]),
+                    pct(lp["accuracy_logprob"]),
+                    pct(lp["accuracy_text"]),
+                    pct(lp["difference"], sign=True),
+                    pct(lp["mismatch_rate"]),
                 ]
             )
     if lp_rows:

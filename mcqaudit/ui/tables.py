@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from mcqaudit.report import num, pct, with_chance
 from mcqaudit.vocab import VERDICTS
 
 Report = Mapping[str, Any]
@@ -25,32 +26,6 @@ def md_escape(text: object) -> str:
     could start markup is backslash-escaped; newlines become hard breaks."""
     s = _MD_SPECIAL.sub(r"\\\1", str(text))
     return s.replace("\r\n", "\n").replace("\n", "  \n")
-
-
-def pct(m: Mapping[str, Any] | None, *, sign: bool = False, ci: bool = True) -> str:
-    if m is None or m.get("value") is None:
-        return NA
-    f = "{:+.1f}" if sign else "{:.1f}"
-    s = f.format(m["value"] * 100)
-    if ci and m.get("ci_low") is not None and m.get("ci_high") is not None:
-        s += f" [{f.format(m['ci_low'] * 100)}, {f.format(m['ci_high'] * 100)}]"
-    return s
-
-
-def num(m: Mapping[str, Any] | None, digits: int = 1) -> str:
-    if m is None or m.get("value") is None:
-        return NA
-    s = f"{m['value']:.{digits}f}"
-    if m.get("ci_low") is not None and m.get("ci_high") is not None:
-        s += f" [{m['ci_low']:.{digits}f}, {m['ci_high']:.{digits}f}]"
-    return s
-
-
-def with_chance(m: Mapping[str, Any] | None) -> str:
-    s = pct(m)
-    if m is not None and m.get("chance") is not None:
-        s += f" (chance {m['chance'] * 100:.1f})"
-    return s
 
 
 def arm_label(report: Report, arm: str) -> str:
@@ -72,7 +47,7 @@ def headline(report: Report) -> pd.DataFrame:
                 "ungraded rate %": pct(x["ungraded_rate"]),
                 "circular accuracy %": with_chance(x["circular_accuracy"]),
                 "first-position rate %": with_chance(x["first_position_rate"]),
-                "RStd (pp)": num(x["rstd"]),
+                "RStd (pp)": num(x["rstd"], 1),
             }
         )
     return pd.DataFrame(rows)
@@ -242,7 +217,7 @@ def bias_summary(report: Report) -> pd.DataFrame:
             {
                 "arm": arm_label(report, a),
                 "first-position rate %": with_chance(x.get("first_position_rate")),
-                "RStd (pp)": num(x.get("rstd")),
+                "RStd (pp)": num(x.get("rstd"), 1),
                 "consistency, swapped pairs %": pct(cons.get("binary")),
                 "consistency, plurality share %": pct(cons.get("nway")),
             }
