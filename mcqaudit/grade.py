@@ -47,7 +47,7 @@ from mcqaudit.judge.client import (
     redact_url,
 )
 from mcqaudit.judge.prompts import SYSTEM_PROMPT, Exemplar, JudgeConfig, legal_values, prompt_hash, render
-from mcqaudit.judge.replies import ILLEGAL_KINDS, judged
+from mcqaudit.judge.replies import REPLY_ERROR_KINDS, judged
 from mcqaudit.store import judging
 from mcqaudit.store.db import Study
 from mcqaudit.store.judging import ReplyRecord, TargetRow, VerdictRecord
@@ -132,6 +132,7 @@ class GradeSummary:
     shape: str
     temperature: float
     base_url: str | None
+    rationale: bool = False  # the judge was asked for a rationale (`--rationale`)
     in_scope: int = 0  # rows in scope that need a judge
     already_ok: int = 0  # of those, already ok under this fingerprint (skipped)
     targeted: int = 0  # rows this run set out to grade
@@ -163,6 +164,7 @@ class GradeSummary:
     def lines(self) -> list[str]:
         out = [
             f"judge {self.fingerprint}: {self.model}, {self.shape} shape, temperature {self.temperature:g}"
+            + (", with rationale" if self.rationale else "")
             + (f", at {self.base_url}" if self.base_url else ""),
             f"rows needing the judge: {self.in_scope} (already graded under this fingerprint: {self.already_ok}); "
             f"this run: {self.targeted}",
@@ -359,6 +361,7 @@ def _render_row(config: JudgeConfig, row: TargetRow) -> _Planned:
         row.generation,
         gold_letter=row.gold_letter if config.shape == "gold" else None,
         exemplars=config.exemplars,
+        rationale=config.rationale,
     )
     return _Planned(row, user, prompt_hash(SYSTEM_PROMPT, user))
 
@@ -534,7 +537,7 @@ def _records(
         for r in outcome.replies
     ]
     error = None if outcome.ok else f"{outcome.error_kind}: {outcome.error}"
-    if not outcome.ok and outcome.error_kind not in ILLEGAL_KINDS:
+    if not outcome.ok and outcome.error_kind not in REPLY_ERROR_KINDS:
         # The request failed without a reply text (HTTP error, timeout, bad body): keep that too.
         replies.append(
             ReplyRecord(
@@ -603,6 +606,7 @@ async def grade_async(
         shape=config.shape,
         temperature=config.temperature,
         base_url=engine.base_url,
+        rationale=config.rationale,
     )
     async with engine:
         await asyncio.to_thread(judging.register_config, study, config)
@@ -761,6 +765,7 @@ def summary_json(summary: GradeSummary) -> dict:
         "model": summary.model,
         "shape": summary.shape,
         "temperature": summary.temperature,
+        "rationale": summary.rationale,
         "base_url": redact_url(summary.base_url),
         "in_scope": summary.in_scope,
         "already_ok": summary.already_ok,

@@ -44,6 +44,7 @@ class Reply:
     delay_s: float = 0.0
     model: str | None = None
     system_fingerprint: str | None = None
+    finish_reason: str = "stop"  # "length": the endpoint says it cut the reply off at max_tokens
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,7 @@ class ScriptedJudge:
     async def _perform(self, action: Action, body: dict) -> web.StreamResponse:
         if isinstance(action, Hang):
             await asyncio.sleep(action.seconds)
-            return web.json_response(self._completion("OTHER", body, None, None))
+            return web.json_response(self._completion("OTHER", body, None, None, "stop"))
         if isinstance(action, Garbage):
             return web.Response(text=action.body, content_type=action.content_type)
         if isinstance(action, Status):
@@ -177,9 +178,13 @@ class ScriptedJudge:
             )
         if action.delay_s:
             await asyncio.sleep(action.delay_s)
-        return web.json_response(self._completion(action.text, body, action.model, action.system_fingerprint))
+        return web.json_response(
+            self._completion(action.text, body, action.model, action.system_fingerprint, action.finish_reason)
+        )
 
-    def _completion(self, text: str | None, body: dict, model: str | None, fp: str | None) -> dict[str, Any]:
+    def _completion(
+        self, text: str | None, body: dict, model: str | None, fp: str | None, finish_reason: str
+    ) -> dict[str, Any]:
         return {
             "id": f"chatcmpl-{time.monotonic_ns()}",
             "object": "chat.completion",
@@ -187,7 +192,11 @@ class ScriptedJudge:
             "model": model or self.model,
             "system_fingerprint": fp,
             "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": finish_reason,
+                }
             ],
             "usage": {"prompt_tokens": 100, "completion_tokens": 1, "total_tokens": 101},
         }

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcqaudit.judge.client import JudgeEngine, JudgeRequest
+from mcqaudit.judge.client import JudgeEngine, JudgeOutcome, JudgeRequest
 from mcqaudit.judge.prompts import SYSTEM_PROMPT, JudgeConfig, prompt_hash, render
-from mcqaudit.judge.replies import ILLEGAL_KINDS, judged, parse_reply
+from mcqaudit.judge.replies import ILLEGAL_KINDS, TRUNCATED, cut_off, judged, parse_reply
 from mcqaudit.vocab import LETTERS
 from tests.conftest import read_cases
 from tests.judge_servers import Call, Reply, ScriptedJudge
@@ -32,6 +32,7 @@ def test_reply_case(case: dict) -> None:
     parsed = parse_reply(case["reply"], case["shape"], case["n_options"])
     assert parsed.value == case["value"]
     assert parsed.kind == case["kind"]
+    assert parsed.rationale == case.get("rationale")  # verbatim; an empty one is none
     if parsed.value is None:
         assert parsed.error  # a reason, for the summary and the dashboard
 
@@ -39,6 +40,15 @@ def test_reply_case(case: dict) -> None:
 def test_rationale_is_kept_from_json() -> None:
     parsed = parse_reply('{"choice": "A", "rationale": "it says A twice"}', "extract", 4)
     assert parsed.value == "A" and parsed.rationale == "it says A twice"
+
+
+def test_cut_off_reply_is_truncated_only_when_illegal() -> None:
+    cut = cut_off(parse_reply('{"choice": "B", "rationale": "The resp', "extract", 4), 128)
+    assert (cut.value, cut.kind, cut.rationale) == (None, TRUNCATED, None)
+    assert cut.error and "128" in cut.error
+    # a reply whose text is complete stays legal even when it used up the last token
+    whole = parse_reply('{"choice": "B", "rationale": "It says B."}', "extract", 4)
+    assert cut_off(whole, 12) == whole
 
 
 def test_judged_compares_with_gold_in_code() -> None:
@@ -116,5 +126,38 @@ def test_every_case_over_http(case_server: ScriptedJudge) -> None:
         assert out.value == case["value"], case_id
         assert out.error_kind == case["kind"], case_id
         assert out.reply == case["reply"], case_id  # the raw reply is kept verbatim
+        assert out.rationale == case.get("rationale"), case_id
         assert out.attempts == 1
     assert seen == set(by_id)
+
+
+def test_finish_reason_length_over_http() -> None:
+    """The endpoint's finish_reason reaches the engine: a cut-off illegal reply is `truncated` (and is
+    re-asked once, like any illegal reply); a complete one that used the last token is still legal."""
+    replies = {
+        "cut": Reply('{"choice": "A", "rationale": "The response names', finish_reason="length"),
+        "whole": Reply('{"choice": "B", "rationale": "It names B."}', finish_reason="length"),
+    }
+
+    def responder(call: Call) -> Reply:
+        assert call.parsed is not None
+        return replies[call.parsed.generation]
+
+    async def run() -> dict[str, JudgeOutcome]:
+        config = JudgeConfig(model="scripted", rationale=True)
+        async with JudgeEngine(config, api_key="k", base_url=srv.base_url) as engine:
+            got: list[JudgeOutcome] = []
+            requests = []
+            for gen in replies:
+                user = render("extract", "Q?", ["a", "b"], gen, rationale=True)
+                requests.append(JudgeRequest(prompt_hash(SYSTEM_PROMPT, user), user, 2))
+            await engine.run(requests, got.append)
+        return {o.request.user.split("<<<RESPONSE\n")[-1].split("\nRESPONSE>>>")[0]: o for o in got}
+
+    with ScriptedJudge(responder) as srv:
+        out = asyncio.run(run())
+        assert srv.count == 3  # cut: asked and re-asked; whole: once
+    cut, whole = out["cut"], out["whole"]
+    assert (cut.value, cut.error_kind, cut.rationale) == (None, TRUNCATED, None)
+    assert cut.reply == replies["cut"].text and "max tokens (128)" in cut.error
+    assert (whole.value, whole.rationale) == ("B", "It names B.")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import math
 import random
 from collections import Counter
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from mcqaudit.judge.prompts import SYSTEM_PROMPT, JudgeConfig
-from mcqaudit.judge.replies import ParsedReply, parse_reply
+from mcqaudit.judge.replies import ParsedReply, cut_off, parse_reply
 
 if TYPE_CHECKING:
     import httpx2
@@ -280,6 +281,11 @@ class JudgeEngine:
             text = message.content if message.content is not None else getattr(message, "refusal", None)
             text = self.scrub(text)
             parsed = parse_reply(text, self.config.shape, request.n_options)
+            if getattr(resp.choices[0], "finish_reason", None) == "length":
+                parsed = cut_off(parsed, self.config.max_tokens or 0)
+            if parsed.rationale is not None:
+                # The rationale is decoded JSON: a key the server wrote with \u escapes only shows up now.
+                parsed = dataclasses.replace(parsed, rationale=self.scrub(parsed.rationale))
             usage = getattr(resp, "usage", None)
             standin = _is_standin(getattr(resp, "model", None), getattr(resp, "system_fingerprint", None))
             out.standin = out.standin or standin
@@ -296,7 +302,7 @@ class JudgeEngine:
             )
             out.reply = text
             if parsed.ok:
-                out.value, out.rationale = parsed.value, self.scrub(parsed.rationale)
+                out.value, out.rationale = parsed.value, parsed.rationale
                 out.error_kind = out.error = None
                 break
             out.error_kind, out.error = parsed.kind, self.scrub(parsed.error)

@@ -24,6 +24,10 @@ SEVERAL: Final = "several_values"
 PROSE: Final = "prose"
 BAD_JSON: Final = "bad_json"
 ILLEGAL_KINDS: Final = (EMPTY, OUT_OF_RANGE, WRONG_SHAPE, SEVERAL, PROSE, BAD_JSON)
+# An illegal reply that the endpoint says it cut off at max tokens (finish_reason "length"). The text alone
+# cannot tell, so the client sets it (see :func:`cut_off`); like the kinds above, a reply text exists.
+TRUNCATED: Final = "truncated"
+REPLY_ERROR_KINDS: Final = (*ILLEGAL_KINDS, TRUNCATED)
 
 # Wrappers a bare value may carry: quotes (straight, typographic, backtick), emphasis, brackets.
 _WRAP = "\"'`*“”‘’()[]{}<>"
@@ -133,6 +137,17 @@ def parse_reply(reply: str | None, shape: str, n_options: int) -> ParsedReply:
     if text.startswith("{") and text.endswith("}"):
         return _parse_json(text, shape, n_options)
     return _parse_bare(text, shape, n_options)
+
+
+def cut_off(parsed: ParsedReply, max_tokens: int) -> ParsedReply:
+    """An illegal reply that stopped at the token limit: say so, since raising max tokens is the cure.
+
+    A legal reply stays legal even when the limit was reached: its text is complete (a JSON object is
+    closed, a bare value is whole) and that text is all a verdict is read from.
+    """
+    if parsed.ok:
+        return parsed
+    return _fail(TRUNCATED, f"cut off at max tokens ({max_tokens}) and then illegal: {parsed.error}")
 
 
 def judged(shape: str, value: str, gold_letter: str) -> tuple[str | None, str]:
