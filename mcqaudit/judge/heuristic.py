@@ -54,10 +54,15 @@ How a generation is read (``docs/standin.md`` has the same rules with examples):
 Several picks, no pick, a contradiction or an out-of-range letter all give OTHER. In the ``gold`` shape the
 pick becomes CORRECT/INCORRECT against the prompt's GOLD letter; OTHER stays OTHER. Instructions inside the
 generation are never followed: they are only text to read.
+
+When the prompt asks for a rationale (``grade --rationale``), the reply is the JSON object it asks for, and
+the rationale is one sentence naming the rule above that decided (:func:`explain`): the commitment and its
+tier, the refusal/hedge/injection cue, the single mentioned letter, or the option text found.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from collections.abc import Iterator
@@ -834,25 +839,65 @@ def _text_options(r: _Reader, patterns: tuple[re.Pattern[str] | None, ...]) -> s
     return found
 
 
-def read_pick(options: list[str] | tuple[str, ...], generation: str) -> int | None:
-    """The 0-based displayed index of the single option the generation picks, or None (OTHER)."""
+# What decided a reading (the stand-in's rationale names it).
+CUE_EMPTY, CUE_LOOP, CUE_COMMIT = "empty", "loop", "commitment"
+CUE_REFUSAL, CUE_HEDGE, CUE_INJECTION = "refusal", "hedge", "injection"
+CUE_MENTION, CUE_TEXT, CUE_LAST_WORD, CUE_NOTHING = "mention", "option_text", "last_word", "nothing"
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The option a generation picks (0-based displayed index, None for OTHER) and the rule that decided.
+
+    ``kind`` is the kind of what was found (PICK, MULTI, NONE, INVALID, CONFLICT); ``tier`` the strength
+    of a commitment (rule 4), 0 for the other cues.
+    """
+
+    idx: int | None
+    cue: str
+    kind: str = NONE
+    tier: int = 0
+
+
+def _found(cue: str, found: set[int]) -> Reading:
+    if len(found) == 1:
+        return Reading(next(iter(found)), cue, PICK)
+    return Reading(None, cue, MULTI if found else NONE)
+
+
+def read(options: list[str] | tuple[str, ...], generation: str) -> Reading:
+    """Read a generation against its displayed options, keeping the cue that decided (rules 1–6 above)."""
     t = _clean(generation)
-    if not t.strip() or _is_loop(t):
-        return None
+    if not t.strip():
+        return Reading(None, CUE_EMPTY)
+    if _is_loop(t):
+        return Reading(None, CUE_LOOP)
     r = _Reader(t, _options(tuple(options)))
     last = _decision(r)
     if last is not None:
-        return last.slot.idx if last.slot.kind == PICK else None
-    if _REFUSAL.search(t, r.tl) or _HEDGE.search(t, r.tl) or _INJECTION.search(t, r.tl):
-        return None
+        kind = last.slot.kind
+        return Reading(last.slot.idx if kind == PICK else None, CUE_COMMIT, kind, last.tier)
+    for rx, cue in ((_REFUSAL, CUE_REFUSAL), (_HEDGE, CUE_HEDGE), (_INJECTION, CUE_INJECTION)):
+        if rx.search(t, r.tl):
+            return Reading(None, cue)
     pos_set, neg_set = _mentions(r)
     if pos_set or neg_set:
         left = pos_set - neg_set
-        return next(iter(left)) if len(left) == 1 and len(pos_set) == 1 else None
+        if len(left) == 1 and len(pos_set) == 1:
+            return Reading(next(iter(left)), CUE_MENTION, PICK)
+        return Reading(None, CUE_MENTION, MULTI if len(pos_set) > 1 else NONE)
     found = _text_options(r, r.opts.rx)
-    if not found:
-        found = _text_options(r, r.opts.head)  # "Shakespeare" for "William Shakespeare"
-    return next(iter(found)) if len(found) == 1 else None
+    if found:
+        return _found(CUE_TEXT, found)
+    found = _text_options(r, r.opts.head)  # "Shakespeare" for "William Shakespeare"
+    if found:
+        return _found(CUE_LAST_WORD, found)
+    return Reading(None, CUE_NOTHING)
+
+
+def read_pick(options: list[str] | tuple[str, ...], generation: str) -> int | None:
+    """The 0-based displayed index of the single option the generation picks, or None (OTHER)."""
+    return read(options, generation).idx
 
 
 def pick_letter(options: list[str] | tuple[str, ...], generation: str) -> str | None:
@@ -861,11 +906,79 @@ def pick_letter(options: list[str] | tuple[str, ...], generation: str) -> str | 
     return None if idx is None else LETTERS[idx]
 
 
+# ---- the rationale: one sentence naming the cue -----------------------------------------------------
+
+_HOW = {
+    3: "as its final answer",
+    2: "with an answer phrase",
+    1: "in a weak phrasing or an answer-only sentence",
+}
+_COMMIT_NOUN = {3: "a final answer", 2: "an answer phrase", 1: "a weak phrasing"}
+_NO_PICK = {
+    MULTI: "names several options",
+    NONE: "names none of the options",
+    INVALID: "names a letter outside the options",
+    CONFLICT: "gives a letter together with a different option's text",
+}
+_FIXED = {
+    CUE_EMPTY: "The response is empty.",
+    CUE_LOOP: "The response repeats the same few words over and over, which is broken output.",
+    CUE_REFUSAL: "The response refuses or apologises and commits to no option.",
+    CUE_HEDGE: "The response hedges (unsure, or says the question cannot be told) and commits to no option.",
+    CUE_INJECTION: "The response carries instruction-like text and commits to no option.",
+    CUE_NOTHING: "The response names no option and commits to none.",
+}
+_NO_PICK_BY_CUE = {
+    CUE_MENTION: "The response mentions several options, or only rules options out, without committing to one.",
+    CUE_TEXT: "The response names the texts of several options without committing to one.",
+    CUE_LAST_WORD: "The response names words of several options without committing to one.",
+}
+
+
+def _quote(text: str, limit: int = 60) -> str:
+    flat = " ".join(text.split())
+    return "'" + (flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…") + "'"
+
+
+def explain(reading: Reading, options: list[str] | tuple[str, ...], gold: str | None = None) -> str:
+    """One sentence saying which cue decided ``reading``; with ``gold`` (gold shape), how it compares."""
+    if reading.idx is None:
+        if reading.cue == CUE_COMMIT:
+            return (
+                f"The response's deciding commitment ({_COMMIT_NOUN[reading.tier]}) {_NO_PICK[reading.kind]}."
+            )
+        return _FIXED.get(reading.cue) or _NO_PICK_BY_CUE[reading.cue]
+    letter, text = LETTERS[reading.idx], _quote(options[reading.idx])
+    if reading.cue == CUE_COMMIT:
+        sentence = f"The response commits to option {letter} ({text}) {_HOW[reading.tier]}"
+    elif reading.cue == CUE_MENTION:
+        sentence = f"The response mentions only option {letter} ({text})"
+    elif reading.cue == CUE_TEXT:
+        sentence = f"The response names option text {text} ({letter})"
+    else:
+        sentence = f"The response names the last word of option {letter}'s text {text}"
+    if gold is not None:
+        sentence += ", which is the gold option" if letter == gold else f", not the gold option {gold}"
+    return sentence + "."
+
+
 def judge_reply(parsed: ParsedPrompt) -> str:
-    """The stand-in judge's reply to one rendered prompt: a letter or OTHER (extract), a verdict (gold)."""
-    letter = pick_letter(parsed.options, parsed.generation)
+    """The stand-in judge's reply to one rendered prompt: a letter or OTHER (extract), a verdict (gold).
+
+    When the prompt asks for a rationale (``grade --rationale``), the reply is the JSON object it asks for:
+    ``{"choice" | "verdict": value, "rationale": sentence}``, the sentence naming the cue that decided.
+    """
+    reading = read(parsed.options, parsed.generation)
+    letter = None if reading.idx is None else LETTERS[reading.idx]
     if parsed.shape == "gold":
         if parsed.gold is None:
             raise ValueError("a gold-shape prompt without a GOLD letter")
-        return verdict_for(letter, parsed.gold)
-    return letter if letter is not None else OTHER
+        value = verdict_for(letter, parsed.gold)
+    else:
+        value = letter if letter is not None else OTHER
+    if not parsed.rationale:
+        return value
+    key = "verdict" if parsed.shape == "gold" else "choice"
+    return json.dumps(
+        {key: value, "rationale": explain(reading, parsed.options, parsed.gold)}, ensure_ascii=False
+    )

@@ -10,8 +10,10 @@ Endpoints (``Authorization: Bearer <anything>`` required on ``/v1/*``, else 401,
 - ``POST /v1/chat/completions``: reads the last user message, which must be a prompt made by
   :func:`mcqaudit.judge.prompts.render` (else 400); model must be ``standin-heuristic`` (else 404
   ``model_not_found``); answers a ``chat.completion`` whose content is one legal value (a letter or OTHER
-  in the extract shape, CORRECT/INCORRECT/OTHER in the gold shape), with ``usage`` estimated as
-  characters / 4 and ``system_fingerprint: "standin-heuristic"``. Streaming is refused (400).
+  in the extract shape, CORRECT/INCORRECT/OTHER in the gold shape) — or, when the prompt's reply
+  instruction asks for a rationale (``grade --rationale``), the JSON object it asks for with a one-sentence
+  rationale naming the heuristic's cue — with ``usage`` estimated as characters / 4 and
+  ``system_fingerprint: "standin-heuristic"``. Streaming is refused (400).
 - ``GET /v1/models``, ``GET /v1/models/{id}``.
 - ``GET /stats``: ``{"requests", "in_flight", "by_outcome", "by_model", "tokens"}``; outcomes are ``ok``,
   ``fail_500``, ``rate_limited_429``, ``garbage``, ``hang`` (fault injection) and ``bad_request_400``,
