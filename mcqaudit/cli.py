@@ -457,7 +457,11 @@ def grade(
     ] = "extract",
     concurrency: Annotated[int, typer.Option(help="Requests in flight.")] = 16,
     temperature: Annotated[float, typer.Option(help="Judge temperature; above 0.2 is refused.")] = 0.0,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Judge max tokens per reply.")] = 16,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option("--max-tokens", help="Judge max tokens per reply. Default 16, or 128 with --rationale.",
+                     show_default=False),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed sent with every judge request (part of the fingerprint).")] = 0,
     max_retries: Annotated[
         int, typer.Option("--max-retries", help="Retries per request on 429, 5xx, timeouts (backoff; retry-after honoured).")
@@ -477,6 +481,15 @@ def grade(
             show_default=False,
         ),
     ] = None,
+    rationale: Annotated[
+        bool,
+        typer.Option(
+            "--rationale",
+            help='Ask the judge for a JSON reply {"choice" | "verdict": ..., "rationale": "one sentence"}; the '
+            "rationale is stored in judge_rationale and shown in Review. Part of the fingerprint. A bare legal "
+            "value is still accepted (with no rationale).",
+        ),
+    ] = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print one rendered prompt and the fingerprint; send nothing.")
     ] = False,
@@ -495,9 +508,9 @@ def grade(
 
     Blank generations are OTHER by rule and rows the pre-filter resolved are never sent. Every other
     row gets one judge verdict per judge fingerprint (model, shape, template, exemplars, temperature, max
-    tokens, seed). Re-running skips rows already graded under the same fingerprint, retries rows in error,
-    and never re-sends a prompt that already got a legal reply. Replies are saved as they arrive, so an
-    interrupted run loses at most the replies in flight.
+    tokens, seed, rationale). Re-running skips rows already graded under the same fingerprint, retries rows
+    in error, and never re-sends a prompt that already got a legal reply. Replies are saved as they arrive,
+    so an interrupted run loses at most the replies in flight.
 
     Exit status: 0 every targeted row has a verdict; 3 some rows ended in error (a re-run retries them);
     2 usage errors (no judge configured, temperature above 0.2, bad flags); 1 anything else.
@@ -534,7 +547,7 @@ def grade(
     try:
         ex = grading.load_exemplars(exemplars, shape) if exemplars is not None else ()
         config = JudgeConfig(model=judge_model, shape=shape, temperature=temperature, max_tokens=max_tokens,
-                             seed=seed, exemplars=ex, base_url=judge_base_url)
+                             seed=seed, exemplars=ex, base_url=judge_base_url, rationale=rationale)
         options = grading.GradeOptions(config, base_url=judge_base_url, api_key_env=judge_api_key_env,
                                        concurrency=concurrency, timeout_s=timeout, max_retries=max_retries,
                                        arms=arms, limit=limit)
@@ -579,7 +592,7 @@ def _print_dry_run(plan, config) -> None:
     console.print(
         f"  model {config.model}, {config.shape} shape, temperature {config.temperature:g}, max tokens "
         f"{config.max_tokens}, seed {config.seed}, template {plan.fingerprint_payload['template_version']}, "
-        f"{len(config.exemplars)} exemplars",
+        f"{len(config.exemplars)} exemplars" + (", with rationale (JSON reply)" if config.rationale else ""),
         markup=False, highlight=False,
     )
     console.print(
@@ -608,7 +621,8 @@ def _info_fingerprints(study) -> None:
         model = f["model"] + (" (stand-in judge: a heuristic, not an LLM)" if f["standin"] else "")
         console.print(
             f"  {f['fingerprint']}  {model}, {f['shape']} shape, temperature {f['temperature']:g}, "
-            f"max tokens {f['max_tokens']}, seed {f['seed']}; arms: {', '.join(f['arms']) or '-'}; "
+            f"max tokens {f['max_tokens']}, seed {f['seed']}, rationale {'on' if f['rationale'] else 'off'}; "
+            f"arms: {', '.join(f['arms']) or '-'}; "
             f"rows ok {f['rows_ok']}, error {f['rows_error']}; base URL: {', '.join(f['base_urls']) or '-'}",
             markup=False, highlight=False,
         )

@@ -314,6 +314,8 @@ def fingerprint_summary(study: Study) -> list[dict[str, Any]]:
         )
         SELECT c.fingerprint, c.model, c.shape, c.temperature, c.max_tokens, c.seed, c.template_version,
                c.standin, c.first_used,
+               -- the payload holds "rationale" only when it is on (older configurations never have it)
+               coalesce(json_extract_string(c.config, '$.rationale') = 'true', false) AS rationale,
                coalesce(a.base_urls, []) AS base_urls, coalesce(a.arms, []) AS arms,
                coalesce(a.rows_ok, 0) AS rows_ok, coalesce(a.rows_error, 0) AS rows_error
         FROM judge_configs c LEFT JOIN agg a USING (fingerprint)
