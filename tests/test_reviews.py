@@ -231,3 +231,171 @@ def test_cli_reviews_export_and_import(ui_db: Path, tmp_path: Path) -> None:
     p = run_cli("reviews", "import", str(bad), "--db", str(ui_db))
     assert p.returncode == 1
     assert f"{bad}:2: row_id: 'nope' is not a row of this study" in p.stderr
+
+
+# --- queues: per arm or in total, rename, soft delete ----------------------------------------------------------
+ARM_ITEMS = {"a": 6, "b": 12, "c": 24}  # x 2 orientations: 12, 24 and 48 rows
+
+
+def _three_arms(path: Path) -> Study:
+    """Three arms with unequal row counts; the strict pre-filter resolves two rows in three, the rest is prose."""
+    from mcqaudit.ingest import ingest_file
+    from tests.conftest import write_jsonl
+
+    rows = []
+    for arm, n in ARM_ITEMS.items():
+        for i in range(n):
+            for orient, opts, gold in (("AB", ["yes", "no"], "A"), ("BA", ["no", "yes"], "B")):
+                gen = {0: "I am not sure.", 1: gold, 2: "AB"[gold == "A"]}[i % 3]
+                rows.append(
+                    {
+                        "item_id": f"q{i:02d}",
+                        "arm": arm,
+                        "question": f"Is {i} fine?",
+                        "options": opts,
+                        "gold": gold,
+                        "orientation": orient,
+                        "generation": gen,
+                    }
+                )
+    s = Study(path, create=True)
+    ingest_file(s, write_jsonl(path.with_suffix(".jsonl"), rows))
+    return s
+
+
+def _queue(s: Study, qid: int) -> list[str]:
+    return [
+        r[0]
+        for r in s.query("SELECT row_id FROM spot_check_rows WHERE queue_id = ? ORDER BY position", [qid])
+    ]
+
+
+def _by_arm(s: Study, qid: int) -> dict[str, int]:
+    return dict(
+        s.query(
+            "SELECT g.arm, count(*) FROM spot_check_rows q JOIN gen_rows g USING (row_id) WHERE queue_id = ? GROUP BY ALL",
+            [qid],
+        )
+    )
+
+
+def test_queue_size_per_arm_or_in_total(tmp_path: Path) -> None:
+    import hashlib
+
+    s = _three_arms(tmp_path / "s.duckdb")
+    per = rv.create_spot_check(s, size=10, seed=4)
+    assert (per.per_arm, per.rows, per.by_arm, per.name) == (
+        True,
+        30,
+        {"a": 10, "b": 10, "c": 10},
+        "uniform 10/arm seed 4",
+    )
+    tot = rv.create_spot_check(s, size=21, per_arm=False, seed=4)
+    assert (tot.per_arm, tot.rows, tot.name) == (False, 21, "uniform 21 total seed 4")
+    assert tot.by_arm == _by_arm(s, tot.queue_id) and sum(tot.by_arm.values()) == 21
+    # uniform in total = the first 21 rows of one seeded order over all three arms' rows together
+    ids = [r[0] for r in s.query("SELECT row_id FROM gen_rows")]
+    first = sorted(ids, key=lambda r: (hashlib.md5(f"4:{r}".encode()).hexdigest(), r))[:21]
+    assert sorted(_queue(s, tot.queue_id)) == sorted(first)
+    # stratified in total: 20 split 12:24:48 by largest remainder (2.86, 5.71, 11.43 -> 3, 6, 11)
+    st = rv.create_spot_check(s, size=20, per_arm=False, seed=4, strategy="stratified")
+    assert st.by_arm == _by_arm(s, st.queue_id) == {"a": 3, "b": 6, "c": 11}
+    assert {a: sum(v.values()) for a, v in st.strata.items()} == st.by_arm
+    assert st.name == "stratified 20 total seed 4"
+    # a total larger than the study takes every row once
+    assert rv.create_spot_check(s, size=500, per_arm=False, arms=["a", "b"]).by_arm == {"a": 12, "b": 24}
+    prog = rv.spot_checks(s)
+    assert list(prog["per_arm"]) == [True, False, False, False]
+    assert list(prog["size"]) == [10, 21, 20, 500] and list(prog["rows"]) == [30, 21, 20, 36]
+    per_arm = rv.spot_check_progress(s)
+    assert list(per_arm.columns) == ["queue_id", "arm", "rows", "reviewed"]
+    got = {(int(r.queue_id), r.arm): int(r.rows) for r in per_arm.itertuples()}
+    assert {k: v for k, v in got.items() if k[0] == st.queue_id} == {
+        (st.queue_id, "a"): 3,
+        (st.queue_id, "b"): 6,
+        (st.queue_id, "c"): 11,
+    }
+    with pytest.raises(rv.ReviewError, match="at least one row"):
+        rv.create_spot_check(s, size=0, per_arm=False)
+
+
+def test_split_total_is_proportional_and_deterministic() -> None:
+    assert rv.split_total(20, {"a": 12, "b": 24, "c": 48}, ["a", "b", "c"]) == {"a": 3, "b": 6, "c": 11}
+    assert rv.split_total(3, {"x": 5, "y": 5}, ["x", "y"]) == {"x": 2, "y": 1}  # a tie goes to the first arm
+    assert rv.split_total(3, {"x": 5, "y": 5}, ["y", "x"]) == {"y": 2, "x": 1}
+    assert rv.split_total(9, {"x": 1, "y": 0, "z": 2}, ["x", "y", "z"]) == {"x": 1, "y": 0, "z": 2}
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "stratified"])
+@pytest.mark.parametrize("per_arm", [True, False], ids=["per-arm", "total"])
+def test_queue_draw_is_determined_by_the_seed(tmp_path: Path, strategy: str, per_arm: bool) -> None:
+    s = _three_arms(tmp_path / "s.duckdb")
+    one, two, other = (
+        rv.create_spot_check(s, size=9, per_arm=per_arm, seed=seed, strategy=strategy) for seed in (7, 7, 8)
+    )
+    assert _queue(s, one.queue_id) == _queue(s, two.queue_id)  # same rows, same order
+    assert one.strata == two.strata
+    assert _queue(s, one.queue_id) != _queue(s, other.queue_id)
+    # a second copy of the same rows draws the same sample
+    t = _three_arms(tmp_path / "t.duckdb")
+    again = rv.create_spot_check(t, size=9, per_arm=per_arm, seed=7, strategy=strategy)
+    assert _queue(t, again.queue_id) == _queue(s, one.queue_id)
+
+
+def test_rename_and_delete_a_queue_keep_its_reviews(ui_db: Path) -> None:
+    from mcqaudit.store.frames import load_frames
+
+    s = Study(ui_db)
+    q = rv.create_spot_check(s, size=4, seed=0, created_by="ann")
+    keep = rv.create_spot_check(s, size=2, seed=1, strategy="stratified")
+    rows = rv.queue_row_ids(s, q.queue_id)
+    assert rows == _queue(s, q.queue_id) and len(rows) == 8
+    rid = rows[0]
+    review = rv.add_review(s, rid, reviewer="ann", action="confirm", queue_id=q.queue_id)
+    assert load_frames(s).info.uniform_spot_check_rows == 8
+
+    rv.rename_spot_check(s, q.queue_id, "  first pass  ")
+    assert list(rv.spot_checks(s)["name"]) == ["first pass", keep.name]
+    for bad in ("", "   "):
+        with pytest.raises(rv.ReviewError, match="non-empty name"):
+            rv.rename_spot_check(s, q.queue_id, bad)
+    with pytest.raises(rv.ReviewError, match="no spot-check queue #99"):
+        rv.rename_spot_check(s, 99, "x")
+    with pytest.raises(rv.ReviewError, match="no spot-check queue #99"):
+        rv.delete_spot_check(s, 99)
+
+    rv.delete_spot_check(s, q.queue_id, deleted_by=" ben ")
+    assert list(rv.spot_checks(s)["queue_id"]) == [keep.queue_id]
+    assert set(rv.spot_check_progress(s)["queue_id"]) == {keep.queue_id}
+    assert s.query(
+        "SELECT deleted_by, deleted_at IS NOT NULL FROM spot_checks WHERE queue_id = ?", [q.queue_id]
+    ) == [("ben", True)]
+    # the review is the audit trail: untouched, still effective, still counted as a review
+    assert s.query("SELECT review_id, queue_id FROM reviews") == [(review, q.queue_id)]
+    assert s.query("SELECT verdict_source FROM graded_rows WHERE row_id = ?", [rid]) == [("review",)]
+    assert rv.queue_row_ids(s, q.queue_id) == rows  # the drawn rows are kept too
+    # ... but a deleted queue no longer counts as a uniform spot check
+    frames = load_frames(s)
+    assert (frames.info.uniform_spot_check_rows, frames.info.n_reviews) == (0, 1)
+    with pytest.raises(rv.ReviewError, match="was deleted"):
+        rv.delete_spot_check(s, q.queue_id)
+    with pytest.raises(rv.ReviewError, match="was deleted"):
+        rv.rename_spot_check(s, q.queue_id, "again")
+
+
+def test_queues_drawn_before_migration_3_are_per_arm(tmp_path: Path) -> None:
+    import duckdb
+
+    from mcqaudit.store.schema import MIGRATIONS
+
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ)")
+    for v in (1, 2):
+        con.execute(MIGRATIONS[v - 1])
+        con.execute("INSERT INTO schema_migrations VALUES (?, now())", [v])
+    con.execute("INSERT INTO spot_checks VALUES (1, 'old', 'uniform', 0, 5, ['base'], NULL, now())")
+    con.close()
+    s = Study(path)
+    assert s.query("SELECT max(version) FROM schema_migrations") == [(3,)]
+    assert list(rv.spot_checks(s)["per_arm"]) == [True]
