@@ -399,3 +399,306 @@ def test_queues_drawn_before_migration_3_are_per_arm(tmp_path: Path) -> None:
     s = Study(path)
     assert s.query("SELECT max(version) FROM schema_migrations") == [(3,)]
     assert list(rv.spot_checks(s)["per_arm"]) == [True]
+
+
+# --- labels your team already has -----------------------------------------------------------------------------
+def _pick(s: Study, where: str) -> tuple:
+    return s.query(
+        f"""SELECT row_id, arm, item_id, orientation, sample, gold_letter, final_verdict, verdict_source, picked_letter
+            FROM graded_rows WHERE {where} ORDER BY row_id LIMIT 1"""
+    )[0]
+
+
+def _write_csv(path: Path, header: list[str], rows: list[list]) -> Path:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    w.writerows(rows)
+    path.write_text(buf.getvalue(), encoding="utf-8")
+    return path
+
+
+def test_label_import_by_row_id_with_reviewer(tmp_path: Path) -> None:
+    s = _three_arms(tmp_path / "s.duckdb")
+    ok = _pick(s, "verdict_source = 'prefilter' AND final_verdict = 'CORRECT'")
+    wrong = _pick(s, "verdict_source = 'prefilter' AND final_verdict = 'INCORRECT'")
+    other = _pick(s, f"verdict_source = 'prefilter' AND final_verdict = 'CORRECT' AND row_id > '{ok[0]}'")
+    pending = _pick(s, "final_verdict IS NULL")
+    labels = _write_csv(
+        tmp_path / "labels.csv",
+        ["row_id", "verdict", "picked_letter", "note"],
+        [
+            [ok[0], "correct", "", ""],  # agrees: confirm (case of the verdict does not matter)
+            [wrong[0], "INCORRECT", "", "  agrees  "],  # agrees: confirm, keeps the picked letter
+            [other[0], "OTHER", "", "hedges"],  # disagrees: override
+            [pending[0], "INCORRECT", "AB"[pending[5] == "A"], ""],  # no verdict yet: override
+        ],
+    )
+    with pytest.raises(rv.ReviewImportError) as e:
+        rv.import_review_log(s, labels)
+    assert e.value.problems == [
+        f"{labels}:1: reviewer: the file has no reviewer column; name the reviewer with --reviewer NAME"
+    ]
+    before = datetime.now(UTC)
+    res = rv.import_review_log(s, labels, reviewer=" ann ")
+    after = datetime.now(UTC)
+    assert (res.added, res.already_present, res.confirms, res.overrides) == (4, 0, 2, 2)
+    got = s.query(
+        """SELECT row_id, action, verdict, picked_letter, note, reviewer, prior_verdict, prior_source, origin, created_at
+           FROM reviews ORDER BY review_id"""
+    )
+    assert [g[:9] for g in got] == [
+        (ok[0], "confirm", "CORRECT", ok[5], None, "ann", "CORRECT", "prefilter", "import:labels.csv"),
+        (
+            wrong[0],
+            "confirm",
+            "INCORRECT",
+            wrong[8],
+            "agrees",
+            "ann",
+            "INCORRECT",
+            "prefilter",
+            "import:labels.csv",
+        ),
+        (other[0], "override", "OTHER", None, "hedges", "ann", "CORRECT", "prefilter", "import:labels.csv"),
+        (
+            pending[0],
+            "override",
+            "INCORRECT",
+            "AB"[pending[5] == "A"],
+            None,
+            "ann",
+            None,
+            None,
+            "import:labels.csv",
+        ),
+    ]
+    assert all(before <= g[9] <= after for g in got)  # no reviewed_at: the time of the import
+    assert s.query("SELECT final_verdict, verdict_source FROM graded_rows WHERE row_id = ?", [other[0]]) == [
+        ("OTHER", "review")
+    ]
+    # the same file again adds nothing; another reviewer's identical labels are new reviews
+    again = rv.import_review_log(s, labels, reviewer="ann")
+    assert (again.added, again.already_present) == (0, 4)
+    assert rv.import_review_log(s, labels, reviewer="ben").added == 4
+    assert s.query("SELECT count(*) FROM reviews")[0][0] == 8
+
+
+def test_label_import_by_row_key_jsonl_with_times(tmp_path: Path) -> None:
+    import json
+
+    s = _three_arms(tmp_path / "s.duckdb")
+    a = _pick(s, "arm = 'c' AND final_verdict = 'CORRECT'")
+    b = _pick(s, "arm = 'a' AND final_verdict = 'CORRECT'")
+    lines = [
+        {"arm": a[1], "item_id": a[2], "orientation": a[3], "sample": a[4], "verdict": "OTHER",
+         "reviewer": "cho", "reviewed_at": "2025-03-04T05:06:07Z"},
+        {"arm": b[1], "item_id": b[2], "orientation": b[3], "sample": str(b[4]), "verdict": "CORRECT",
+         "picked_letter": b[5], "reviewer": "cho", "note": "fine", "reviewed_at": "2025-03-04 06:00:00"},
+    ]  # fmt: skip
+    f = tmp_path / "labels.jsonl"
+    f.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    res = rv.import_review_log(s, f, reviewer="ignored: the file names its reviewer")
+    assert (res.added, res.confirms, res.overrides) == (2, 1, 1)
+    assert s.query("SELECT row_id, action, reviewer, created_at FROM reviews ORDER BY review_id") == [
+        (a[0], "override", "cho", datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)),
+        (b[0], "confirm", "cho", datetime(2025, 3, 4, 6, 0, 0, tzinfo=UTC)),  # no zone given: UTC
+    ]
+    assert (rv.import_review_log(s, f).already_present, s.query("SELECT count(*) FROM reviews")[0][0]) == (
+        2,
+        2,
+    )
+
+
+def test_reimporting_labels_does_not_bring_back_a_retracted_one(tmp_path: Path) -> None:
+    s = _three_arms(tmp_path / "s.duckdb")
+    r = _pick(s, "final_verdict = 'CORRECT'")
+    f = _write_csv(tmp_path / "l.csv", ["row_id", "verdict", "reviewer"], [[r[0], "OTHER", "ann"]])
+    rv.import_review_log(s, f)
+    (rid,) = s.query("SELECT review_id FROM reviews")[0]
+    rv.retract_review(s, rid, reviewer="ann", note="mislabelled")
+    assert rv.import_review_log(s, f).added == 0
+    assert s.query("SELECT final_verdict FROM graded_rows WHERE row_id = ?", [r[0]]) == [("CORRECT",)]
+    # a dashboard review with the same values is no imported label: the file's label is still new
+    t = _pick(s, "final_verdict = 'INCORRECT'")
+    rv.add_review(s, t[0], reviewer="ann", verdict="OTHER")
+    g = _write_csv(tmp_path / "m.csv", ["row_id", "verdict", "reviewer"], [[t[0], "OTHER", "ann"]])
+    assert (rv.import_review_log(s, g).confirms, rv.import_review_log(s, g).added) == (1, 0)
+
+
+def test_label_import_refuses_bad_files_whole(tmp_path: Path) -> None:
+    s = _three_arms(tmp_path / "s.duckdb")
+    r = _pick(s, "arm = 'c' AND final_verdict = 'CORRECT'")
+    wrong = "AB"[r[5] == "A"]
+    f = _write_csv(
+        tmp_path / "bad.csv",
+        [
+            "row_id",
+            "arm",
+            "item_id",
+            "orientation",
+            "sample",
+            "verdict",
+            "picked_letter",
+            "reviewer",
+            "reviewed_at",
+        ],
+        [
+            [r[0], "", "", "", "", "OTHER", "", "ann", ""],  # 2: fine
+            ["r-nope", "", "", "", "", "OTHER", "", "ann", ""],  # 3
+            ["", "a", "q99", "AB", "0", "OTHER", "", "ann", ""],  # 4
+            [r[0], "", "", "", "", "MAYBE", "", "ann", ""],  # 5
+            [r[0], "", "", "", "", "CORRECT", wrong, "ann", ""],  # 6
+            [r[0], "", "", "", "", "OTHER", "", "ann", "yesterday"],  # 7
+            ["", "a", "", "AB", "", "OTHER", "", "ann", ""],  # 8
+            ["", "a", "q00", "AB", "zero", "OTHER", "", "ann", ""],  # 9
+            [r[0], "b", "", "", "", "OTHER", "", "ann", ""],  # 10
+            [r[0], "", "", "", "", "", "", "ann", ""],  # 11
+            [r[0], "", "", "", "", "OTHER", "", "", ""],  # 12
+        ],
+    )
+    with pytest.raises(rv.ReviewImportError) as e:
+        rv.import_review_log(s, f)
+    assert e.value.problems == [
+        f"{f}:3: row_id: 'r-nope' is not a row of this study",
+        f"{f}:4: arm, item_id, orientation, sample: no row of this study is arm 'a', item_id 'q99', "
+        "orientation 'AB', sample 0",
+        f"{f}:5: verdict: verdict must be one of CORRECT, INCORRECT, OTHER, not 'MAYBE'",
+        f"{f}:6: picked_letter: a CORRECT verdict picks the gold letter {r[5]}, not {wrong}",
+        f"{f}:7: reviewed_at: not an ISO-8601 time: 'yesterday'",
+        f"{f}:8: row_id: missing, and so is item_id, sample: name the row by row_id or by arm, item_id, "
+        "orientation, sample",
+        f"{f}:9: sample: not an integer: 'zero'",
+        f"{f}:10: arm: 'b', but row {r[0]!r} has arm {r[1]!r}",
+        f"{f}:11: verdict: missing (one of CORRECT, INCORRECT, OTHER)",
+        f"{f}:12: reviewer: missing (or name one for the whole file with --reviewer)",
+    ]
+    assert s.query("SELECT count(*) FROM reviews")[0][0] == 0  # line 2 was fine, and is not written either
+    # the command line: every problem on stderr, exit 1, no traceback, nothing written
+    p = run_cli("reviews", "import", str(f), "--db", str(s.path))
+    assert p.returncode == 1 and "Traceback" not in p.stderr and p.stdout == ""
+    assert f"error: {f}: 10 problem(s); nothing imported" in p.stderr
+    assert f"{f}:9: sample: not an integer: 'zero'" in p.stderr
+    for bad, why in (
+        ("\xff\xfe not text", "not UTF-8 text"),
+        ('{"row_id": 1}\n[1]\n', ":2: not a JSON object"),
+    ):
+        g = tmp_path / ("x.jsonl" if "{" in bad else "x.csv")
+        g.write_bytes(bad.encode("latin-1"))
+        p = run_cli("reviews", "import", str(g), "--db", str(s.path), "--reviewer", "x")
+        assert p.returncode == 1 and why in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert s.query("SELECT count(*) FROM reviews")[0][0] == 0
+
+
+def test_an_export_imports_back_unchanged(ui_db: Path, tmp_path: Path) -> None:
+    from tests.test_ui_fixture import build_study
+
+    src = Study(ui_db)
+    r1 = _pick(src, "final_verdict = 'CORRECT'")
+    r2 = _pick(src, "final_verdict = 'OTHER'")
+    a = rv.add_review(src, r1[0], reviewer="ann", verdict="INCORRECT", note='picks, "quoted"\nsecond line')
+    rv.add_review(src, r2[0], reviewer="ben", action="confirm")
+    rv.retract_review(src, a, reviewer="ann")
+    labels = _write_csv(tmp_path / "labels.csv", ["row_id", "verdict", "reviewer"], [[r1[0], "OTHER", "cho"]])
+    rv.import_review_log(src, labels)
+    log = tmp_path / "log.csv"
+    log.write_text(rv.review_log_csv(src), encoding="utf-8")
+    assert rv.import_review_log(src, log).added == 0  # back into its own study: nothing new
+
+    dst = Study(build_study(tmp_path / "copy" / "dst.duckdb"))
+    res = rv.import_review_log(dst, log)
+    assert (res.added, res.confirms, res.overrides, res.retractions) == (4, 1, 2, 1)
+    local = {"review_id", "retracts", "queue_id", "origin"}  # ids are the study's own; origin says "import"
+
+    def rows(s: Study) -> list[dict]:
+        df = rv.review_log(s)
+        ids = dict(zip(df["review_id"], range(len(df)), strict=True))
+        out = []
+        for rec in df.to_dict("records"):
+            rec = {k: (None if pd.isna(v) else v) for k, v in rec.items()}
+            rec["retracts"] = None if rec["retracts"] is None else ids[rec["retracts"]]  # as a position
+            out.append(rec)
+        return out
+
+    import pandas as pd
+
+    src_rows, dst_rows = rows(src), rows(dst)
+    keep = [c for c in rv.LOG_COLUMNS if c not in local - {"retracts"}]
+    assert [{k: r[k] for k in keep} for r in dst_rows] == [{k: r[k] for k in keep} for r in src_rows]
+    verdicts = "SELECT row_id, final_verdict, verdict_source, picked_letter, reviewer FROM graded_rows ORDER BY row_id"
+    assert dst.query(verdicts) == src.query(verdicts)
+    assert rv.import_review_log(dst, log).added == 0
+
+
+def test_cli_reviews_queue_and_friends(tmp_path: Path) -> None:
+    import json
+
+    s = _three_arms(tmp_path / "s.duckdb")
+    db = str(s.path)
+    p = run_cli(
+        "reviews", "queue", "--db", db, "--size", "20", "--strategy", "stratified", "--seed", "3", "--json"
+    )
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)  # stdout is the JSON object and nothing else
+    assert list(out) == ["queue_id", "rows"]
+    assert out["rows"] == rv.queue_row_ids(s, out["queue_id"]) and len(out["rows"]) == 20
+    assert _by_arm(s, out["queue_id"]) == {"a": 3, "b": 6, "c": 11}  # 20 is the total without --per-arm
+
+    p = run_cli("reviews", "queue", "--db", db, "--size", "4", "--per-arm", "--arm", "a", "--arm", "c",
+                "--name", "first look", "--reviewer", "ann", check=True)  # fmt: skip
+    qid = out["queue_id"] + 1
+    assert f"queue #{qid} 'first look': 8 rows (uniform, seed 0, 4/arm; arms a, c)" in p.stdout
+    assert f"http://127.0.0.1:8501/review?queue={qid}" in p.stdout
+    rv.add_review(s, rv.queue_row_ids(s, qid)[0], reviewer="ann", verdict="OTHER", queue_id=qid)
+
+    p = run_cli("reviews", "queues", "--db", db, "--json", check=True)
+    listed = json.loads(p.stdout)
+    assert [(q["queue_id"], q["per_arm"], q["size"], q["rows"]) for q in listed] == [
+        (out["queue_id"], False, 20, 20),
+        (qid, True, 4, 8),
+    ]
+    assert listed[1]["created_by"] == "ann" and listed[1]["reviewed"] == 1
+    assert sum(v["reviewed"] for v in listed[1]["by_arm"].values()) == 1
+    assert {a: v["rows"] for a, v in listed[1]["by_arm"].items()} == {"a": 4, "c": 4}
+    p = run_cli("reviews", "queues", "--db", db, check=True)
+    assert f"#{qid} 'first look': uniform, seed 0, 4/arm; reviewed 1/8" in p.stdout
+
+    run_cli("reviews", "queue-rename", str(qid), "  second look ", "--db", db, check=True)
+    run_cli("reviews", "queue-delete", str(out["queue_id"]), "--db", db, "--reviewer", "ben", check=True)
+    assert list(rv.spot_checks(s)["name"]) == ["second look"]
+    assert s.query("SELECT count(*) FROM reviews")[0][0] == 1
+    for args, code, msg in (
+        (["queue-delete", str(out["queue_id"])], 1, "was deleted"),
+        (["queue-rename", "99", "x"], 1, "no spot-check queue #99"),
+        (["queue", "--size", "5", "--arm", "zz"], 1, "unknown arm(s): zz"),
+        (["queue", "--size", "0"], 2, "--size must be at least 1"),
+        (
+            ["queue", "--size", "5", "--strategy", "random"],
+            2,
+            "--strategy must be one of uniform, stratified",
+        ),
+    ):
+        p = run_cli("reviews", *args, "--db", db)
+        assert (p.returncode, "Traceback" in p.stderr) == (code, False) and msg in p.stderr, p.stderr
+
+
+def test_cli_reviews_import_labels_summary(tmp_path: Path) -> None:
+    s = _three_arms(tmp_path / "s.duckdb")
+    ok = _pick(s, "final_verdict = 'CORRECT'")
+    f = _write_csv(
+        tmp_path / "labels.csv",
+        ["arm", "item_id", "orientation", "sample", "verdict"],
+        [
+            [ok[1], ok[2], ok[3], ok[4], "CORRECT"],
+            [ok[1], ok[2], "BA" if ok[3] == "AB" else "AB", 0, "OTHER"],
+        ],
+    )
+    p = run_cli("reviews", "import", str(f), "--db", str(s.path))
+    assert p.returncode == 1 and "no reviewer column; name the reviewer with --reviewer NAME" in p.stderr
+    p = run_cli("reviews", "import", str(f), "--db", str(s.path), "--reviewer", "ann", check=True)
+    assert (
+        p.stdout.strip()
+        == f"{f}: 2 reviews imported; 0 already in the study (imported: 1 confirmation, 1 override)"
+    )
+    p = run_cli("reviews", "import", str(f), "--db", str(s.path), "--reviewer", "ann", check=True)
+    assert p.stdout.strip() == f"{f}: 0 reviews imported; 2 already in the study"
