@@ -724,7 +724,9 @@ def import_review_log(
     problems: list[str] = []
     with study.write() as con:
         ids = sorted({r.get("row_id", "").strip() for _, r in records} - {""})
-        keys = [k for _, r in records if not r.get("row_id", "").strip() and (k := _row_key(r)) is not None]
+        keys = [
+            key for _, r in records if not r.get("row_id", "").strip() and (key := _row_key(r)) is not None
+        ]
         known = _rows_for(con, ids, keys)
         by_key = {row.key: row for row in known.values()}
         existing: dict[tuple[Any, ...], int] = {}
@@ -754,10 +756,10 @@ def import_review_log(
                 if row is None:
                     errs.append(f"{where}: row_id: {rid!r} is not a row of this study")
                 else:
-                    for k, have in zip(ROW_KEY, row.key, strict=True):
-                        given = r.get(k, "").strip()
+                    for col, have in zip(ROW_KEY, row.key, strict=True):
+                        given = r.get(col, "").strip()
                         if given and given != str(have):
-                            errs.append(f"{where}: {k}: {given!r}, but row {rid!r} has {k} {have!r}")
+                            errs.append(f"{where}: {col}: {given!r}, but row {rid!r} has {col} {have!r}")
             elif all(r.get(k, "").strip() for k in ROW_KEY):
                 key = _row_key(r)
                 if key is None:
