@@ -702,3 +702,57 @@ def test_cli_reviews_import_labels_summary(tmp_path: Path) -> None:
     )
     p = run_cli("reviews", "import", str(f), "--db", str(s.path), "--reviewer", "ann", check=True)
     assert p.stdout.strip() == f"{f}: 0 reviews imported; 2 already in the study"
+
+
+def test_a_read_only_study_reads_and_refuses_writes(ui_db: Path, tmp_path: Path) -> None:
+    from mcqaudit.store import StudyReadOnly
+    from mcqaudit.store.frames import load_frames
+
+    rw = Study(ui_db)
+    rv.create_spot_check(rw, size=3, per_arm=False)
+    rv.add_review(rw, rv.queue_row_ids(rw, 1)[0], reviewer="ann", verdict="OTHER")
+    ro = Study(ui_db, read_only=True)
+    assert list(rv.spot_checks(ro)["rows"]) == [3] and len(rv.spot_check_progress(ro)) == 2
+    assert rv.review_log_csv(ro) == rv.review_log_csv(rw)
+    assert load_frames(ro).info.n_reviews == 1
+    with pytest.raises(StudyReadOnly, match="read-only"):
+        rv.create_spot_check(ro, size=3)
+    with pytest.raises(StudyReadOnly, match="read-only"):
+        rv.import_review_log(ro, _write_csv(tmp_path / "l.csv", ["row_id", "verdict", "reviewer"], []))
+
+
+def test_a_read_only_file_is_opened_read_only(ui_db: Path) -> None:
+    import json
+    import os
+
+    rv.create_spot_check(Study(ui_db), size=2)
+    folder = ui_db.parent
+    ui_db.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        if os.access(ui_db, os.W_OK):
+            pytest.skip("running as root: permissions do not make a file read-only")
+        assert Study(ui_db).read_only
+        p = run_cli("reviews", "queues", "--db", str(ui_db), "--json", check=True)
+        assert [q["rows"] for q in json.loads(p.stdout)] == [4]
+        p = run_cli("reviews", "queue", "--db", str(ui_db), "--size", "2")
+        assert p.returncode == 1 and "read-only" in p.stderr and "Traceback" not in p.stderr
+    finally:
+        folder.chmod(0o755)
+        ui_db.chmod(0o644)
+
+
+def test_a_read_only_study_of_an_older_schema_says_so(tmp_path: Path) -> None:
+    import duckdb
+
+    from mcqaudit.store import StudyError
+    from mcqaudit.store.schema import MIGRATIONS
+
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ)")
+    con.execute(MIGRATIONS[0])
+    con.execute("INSERT INTO schema_migrations VALUES (1, now())")
+    con.close()
+    with pytest.raises(StudyError, match=r"read-only and was written by an older mcqaudit \(schema 1"):
+        Study(path, read_only=True)
