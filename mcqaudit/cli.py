@@ -723,7 +723,8 @@ def dashboard(
 
 # --------------------------------------------------------------------------------------------- reviews
 reviews_app = typer.Typer(
-    help="Review logs: export a study's reviews (CSV), import a collaborator's.",
+    help="Reviews from the command line: draw and manage spot-check queues, export the review log, import a "
+    "collaborator's log or the labels your team already has.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -764,34 +765,286 @@ def reviews_import(
     file: Annotated[
         Path,
         typer.Argument(
-            help="A review log (CSV from `reviews export` or the dashboard; or JSONL).", show_default=False
+            help="A review log (CSV or JSONL from `reviews export` or the dashboard), or a label file (CSV or "
+            "JSONL: row_id or arm, item_id, orientation, sample; verdict; optional picked_letter, reviewer, "
+            "note, reviewed_at).",
+            show_default=False,
         ),
     ],
     db: DbOption,
+    reviewer: Annotated[
+        str | None,
+        typer.Option(
+            "--reviewer",
+            help="The reviewer of records that name none (required when the file has no reviewer column).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Bring a review log into the study (e.g. a collaborator's).
+    """Bring reviews into the study: a collaborator's review log, or labels your team already has.
 
-    Idempotent: a review is known by (row_id, action, reviewer, created_at), so importing the same log twice
-    adds nothing. A log that names a row the study does not have, or holds an illegal value, is refused
-    whole: each problem is printed as FILE:LINE: field: reason and nothing is written (exit 1).
+    A record with an `action` (confirm, override, retract) is a review-log record and keeps its time and
+    provenance. A record without one is a label: it is recorded as a confirm when its verdict equals the
+    row's current final verdict, else as an override, with the row's current verdict as the prior;
+    `reviewed_at` (ISO-8601) is its time, else the time of the import. Rows are named by row_id or by
+    arm, item_id, orientation and sample.
+
+    Idempotent: importing the same file twice adds nothing. A file with any problem (a row the study does
+    not have, an illegal verdict, a picked letter contradicting the verdict, a bad time, no way to name the
+    row) is refused whole: each problem is printed as FILE:LINE: field: reason and nothing is written (exit 1).
     """
+    from mcqaudit.store import StudyError
     from mcqaudit.store.reviews import ReviewImportError, import_review_log
 
     if not db.exists():
         raise _fail(f"error: {db}: no such study file")
     study = _open_study(db)
     try:
-        res = import_review_log(study, file)
+        res = import_review_log(study, file, reviewer=reviewer)
     except ReviewImportError as exc:
         err.print(
             f"error: {file}: {len(exc.problems)} problem(s); nothing imported", markup=False, highlight=False
         )
         raise _fail(str(exc)) from None
+    except StudyError as exc:
+        raise _fail(f"error: {exc}") from None
+    kinds = [
+        f"{n} {word}{'s' if n != 1 else ''}"
+        for n, word in (
+            (res.confirms, "confirmation"),
+            (res.overrides, "override"),
+            (res.retractions, "retraction"),
+        )
+        if n
+    ]
     console.print(
-        f"{file}: {res.added} reviews imported; {res.already_present} already in the study",
+        f"{file}: {res.added} reviews imported; {res.already_present} already in the study"
+        + (f" (imported: {', '.join(kinds)})" if kinds else ""),
         markup=False,
         highlight=False,
     )
+
+
+DASHBOARD_QUEUE_URL = "http://127.0.0.1:8501/review?queue={queue_id}"
+
+
+def _queue_size(size: int, per_arm: bool) -> str:
+    return f"{size}/arm" if per_arm else f"{size} total"
+
+
+@reviews_app.command("queue")
+def reviews_queue(
+    db: DbOption,
+    size: Annotated[
+        int,
+        typer.Option(
+            "--size", help="Rows in the queue: in total, or per arm with --per-arm.", show_default=False
+        ),
+    ],
+    per_arm: Annotated[
+        bool,
+        typer.Option(
+            "--per-arm",
+            help="--size rows from each arm. Without it, --size is the queue's total, shared over the arms in "
+            "proportion to their rows.",
+        ),
+    ] = False,
+    strategy: Annotated[
+        str,
+        typer.Option(
+            help="uniform: every row equally likely (the sample that unbiased judge-agreement figures need). "
+            "stratified: a third each from rows where a parser disagrees with the verdict, OTHER or ungraded "
+            "rows, and the rest (for hunting artifacts)."
+        ),
+    ] = "uniform",
+    seed: Annotated[
+        int, typer.Option(help="Seed of the draw: the same seed on the same rows draws the same queue.")
+    ] = 0,
+    name: Annotated[
+        str | None,
+        typer.Option(help="Name of the queue. Default: e.g. 'uniform 20 total seed 0'.", show_default=False),
+    ] = None,
+    arm: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--arm", help="Draw from this arm only (repeatable). Default: every arm.", show_default=False
+        ),
+    ] = None,
+    reviewer: Annotated[
+        str | None,
+        typer.Option("--reviewer", help="Who drew the queue (stored with it).", show_default=False),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help='Print only {"queue_id": ID, "rows": [row_id, ...]} (queue order) on stdout.'
+        ),
+    ] = False,
+) -> None:
+    """Draw a seeded spot-check queue for review, and say how to open it in the dashboard.
+
+    The queue is stored in the study with its seed; the dashboard's Review page works through it at
+    http://127.0.0.1:8501/review?queue=ID (start it with `mcqaudit dashboard STUDY`). A uniform queue is the
+    sample that judge-vs-human agreement (report: judge_agreement) is computed on.
+    """
+    from mcqaudit.store import StudyError
+    from mcqaudit.store.reviews import STRATEGIES, ReviewError, create_spot_check, queue_row_ids
+
+    if strategy not in STRATEGIES:
+        raise _fail(f"error: --strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}", 2)
+    if size < 1:
+        raise _fail("error: --size must be at least 1", 2)
+    if not db.exists():
+        raise _fail(f"error: {db}: no such study file (create one with `mcqaudit ingest`)")
+    study = _open_study(db)
+    try:
+        sc = create_spot_check(
+            study,
+            size=size,
+            per_arm=per_arm,
+            seed=seed,
+            strategy=strategy,
+            arms=arm or None,
+            name=name,
+            created_by=(reviewer or "").strip() or None,
+        )
+        rows = queue_row_ids(study, sc.queue_id)
+    except ReviewError as exc:
+        raise _fail(f"error: {exc}") from None
+    except StudyError as exc:
+        raise _fail(f"error: {exc}") from None
+    if as_json:
+        sys.stdout.write(json.dumps({"queue_id": sc.queue_id, "rows": rows}) + "\n")
+        return
+    import pandas as pd
+
+    console.print(
+        f"queue #{sc.queue_id} {sc.name!r}: {sc.rows} rows ({sc.strategy}, seed {sc.seed}, "
+        f"{_queue_size(sc.size, sc.per_arm)}; arms {', '.join(sc.arms)})",
+        markup=False,
+        highlight=False,
+    )
+    strata = sorted({s for v in sc.strata.values() for s in v}, key=lambda s: (s == "all", s))
+    table = pd.DataFrame(
+        [
+            {
+                "arm": a,
+                "rows": sc.by_arm[a],
+                **({s: sc.strata[a].get(s, 0) for s in strata} if strata != ["all"] else {}),
+            }
+            for a in sc.arms
+        ]
+    )
+    console.print(_table("rows per arm" + (" and stratum" if strata != ["all"] else ""), table))
+    console.print(
+        f"open it: mcqaudit dashboard {db}  then  {DASHBOARD_QUEUE_URL.format(queue_id=sc.queue_id)}",
+        markup=False,
+        highlight=False,
+    )
+
+
+@reviews_app.command("queues")
+def reviews_queues(
+    db: DbOption,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the queues as a JSON list on stdout.")
+    ] = False,
+) -> None:
+    """List the spot-check queues (deleted ones left out) with their progress: rows reviewed, per arm."""
+    from mcqaudit.store.reviews import spot_check_progress, spot_checks
+
+    if not db.exists():
+        raise _fail(f"error: {db}: no such study file")
+    study = _open_study(db)
+    queues = spot_checks(study)
+    progress = spot_check_progress(study)
+    by_queue: dict[int, dict[str, dict[str, int]]] = {}
+    for r in progress.itertuples(index=False):
+        by_queue.setdefault(int(r.queue_id), {})[str(r.arm)] = {
+            "rows": int(r.rows),
+            "reviewed": int(r.reviewed),
+        }
+    out = [
+        {
+            "queue_id": int(q.queue_id),
+            "name": q.name,
+            "strategy": q.strategy,
+            "seed": int(q.seed),
+            "size": int(q.size),
+            "per_arm": bool(q.per_arm),
+            "arms": [str(a) for a in q.arms],
+            "created_by": None if q.created_by is None or q.created_by != q.created_by else q.created_by,
+            "created_at": q.created_at.isoformat(),
+            "rows": int(q.rows),
+            "reviewed": int(q.reviewed),
+            "by_arm": by_queue.get(int(q.queue_id), {}),
+            "url": DASHBOARD_QUEUE_URL.format(queue_id=int(q.queue_id)),
+        }
+        for q in queues.itertuples(index=False)
+    ]
+    if as_json:
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        return
+    if not out:
+        console.print("no spot-check queues yet (draw one with `mcqaudit reviews queue`)", markup=False)
+        return
+    for q in out:
+        arms = ", ".join(f"{a} {v['reviewed']}/{v['rows']}" for a, v in q["by_arm"].items())
+        who = f" by {q['created_by']}" if q["created_by"] else ""
+        console.print(
+            f"#{q['queue_id']} {q['name']!r}: {q['strategy']}, seed {q['seed']}, "
+            f"{_queue_size(q['size'], q['per_arm'])}; reviewed {q['reviewed']}/{q['rows']} ({arms}); "
+            f"drawn {q['created_at'][:16].replace('T', ' ')} UTC{who}",
+            markup=False,
+            highlight=False,
+        )
+    console.print(
+        f"open one: mcqaudit dashboard {db}  then  {DASHBOARD_QUEUE_URL.format(queue_id='ID')}",
+        markup=False,
+        highlight=False,
+    )
+
+
+@reviews_app.command("queue-rename")
+def reviews_queue_rename(
+    queue_id: Annotated[int, typer.Argument(help="The queue (see `reviews queues`).", show_default=False)],
+    name: Annotated[str, typer.Argument(help="Its new name.", show_default=False)],
+    db: DbOption,
+) -> None:
+    """Rename a spot-check queue (its rows and seed do not change)."""
+    from mcqaudit.store import StudyError
+    from mcqaudit.store.reviews import ReviewError, rename_spot_check
+
+    if not db.exists():
+        raise _fail(f"error: {db}: no such study file")
+    try:
+        rename_spot_check(_open_study(db), queue_id, name)
+    except (ReviewError, StudyError) as exc:
+        raise _fail(f"error: {exc}") from None
+    console.print(f"queue #{queue_id} is now {name.strip()!r}", markup=False, highlight=False)
+
+
+@reviews_app.command("queue-delete")
+def reviews_queue_delete(
+    queue_id: Annotated[int, typer.Argument(help="The queue (see `reviews queues`).", show_default=False)],
+    db: DbOption,
+    reviewer: Annotated[
+        str | None,
+        typer.Option("--reviewer", help="Who deletes it (stored with the queue).", show_default=False),
+    ] = None,
+) -> None:
+    """Delete a spot-check queue: it disappears from the lists and no longer counts as a uniform spot check
+    for the judge-agreement figures. The reviews made in it stay, and still count as reviews."""
+    from mcqaudit.store import StudyError
+    from mcqaudit.store.reviews import ReviewError, delete_spot_check
+
+    if not db.exists():
+        raise _fail(f"error: {db}: no such study file")
+    try:
+        delete_spot_check(_open_study(db), queue_id, deleted_by=reviewer)
+    except (ReviewError, StudyError) as exc:
+        raise _fail(f"error: {exc}") from None
+    console.print(f"queue #{queue_id} deleted; its reviews are kept", markup=False, highlight=False)
 
 
 def main() -> None:

@@ -187,7 +187,8 @@ class StudyBuilder:
                 )
             for q, (strategy, row_ids) in enumerate(self.spot, start=1):
                 con.execute(
-                    "INSERT INTO spot_checks VALUES (?, ?, ?, 0, ?, NULL, 'tester', ?)",
+                    "INSERT INTO spot_checks (queue_id, name, strategy, seed, size, arms, created_by, created_at)"
+                    " VALUES (?, ?, ?, 0, ?, NULL, 'tester', ?)",
                     [q, f"q{q}", strategy, len(row_ids), T0],
                 )
             if spot_rows:

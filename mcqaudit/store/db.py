@@ -33,6 +33,10 @@ class StudyLocked(StudyError):
     pass
 
 
+class StudyReadOnly(StudyError):
+    """A write to a study that was opened read-only."""
+
+
 def _is_lock_error(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.Error) and any(m in str(exc) for m in LOCK_MARKERS)
 
@@ -45,7 +49,12 @@ class Study:
     """One DuckDB study file. The only owner of connections; everything else asks it for one."""
 
     def __init__(
-        self, path: str | Path, *, create: bool = False, lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S
+        self,
+        path: str | Path,
+        *,
+        create: bool = False,
+        lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+        read_only: bool | None = None,
     ):
         self.path = Path(path)
         self.lock_timeout_s = lock_timeout_s
@@ -53,18 +62,32 @@ class Study:
         # opening/closing it from several threads at once is where wrong results came from.
         self._gate = _gate_for(self.path)
         if not self.path.exists():
-            if not create:
+            if not create or read_only:
                 raise StudyError(f"{self.path}: no such study file (create one with `mcqaudit ingest`)")
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.write() as con:
-            _migrate(con, self.path)
+        # A study shared read-only (the file, its folder, or the disk) is opened read-only, so that every
+        # command that only reads still works on it (DESIGN §6); DuckDB would refuse a read-write open.
+        self.read_only = (
+            read_only
+            if read_only is not None
+            else not (
+                (not self.path.exists() or os.access(self.path, os.W_OK))
+                and os.access(self.path.parent, os.W_OK)
+            )
+        )
+        if self.read_only:
+            with self.connect() as con:
+                _check_schema(con, self.path)
+        else:
+            with self.write() as con:
+                _migrate(con, self.path)
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         deadline = time.monotonic() + self.lock_timeout_s
         delay = 0.02
         while True:
             try:
-                con = duckdb.connect(str(self.path))
+                con = duckdb.connect(str(self.path), read_only=self.read_only)
                 con.execute("SET TimeZone = 'UTC'")
                 return con
             except duckdb.Error as exc:
@@ -148,6 +171,10 @@ class Study:
     @contextlib.contextmanager
     def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A short-lived connection inside one transaction: all of it is written, or none of it."""
+        if self.read_only:
+            raise StudyReadOnly(
+                f"{self.path}: the study file is read-only (file, folder or disk): nothing can be written to it"
+            )
         with self.connect() as con:
             con.execute("BEGIN TRANSACTION")
             try:
@@ -196,16 +223,35 @@ def _gate_for(path: Path) -> threading.RLock:
         return _gates.setdefault(key, threading.RLock())
 
 
-def _migrate(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    con.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ)"
-    )
-    done = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
+def _not_newer(done: set[int], path: Path) -> None:
     if done and max(done) > len(MIGRATIONS):
         raise StudyError(
             f"{path}: the study was written by a newer mcqaudit (schema {max(done)}, this one knows "
             f"{len(MIGRATIONS)}); upgrade mcqaudit"
         )
+
+
+def _check_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """A read-only study cannot be migrated: it must already have this version's schema."""
+    try:
+        done = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
+    except duckdb.CatalogException:
+        raise StudyError(f"{path}: not a study file (no schema_migrations table)") from None
+    _not_newer(done, path)
+    if len(done) < len(MIGRATIONS):
+        raise StudyError(
+            f"{path}: the study file is read-only and was written by an older mcqaudit (schema "
+            f"{max(done, default=0)}, this one needs {len(MIGRATIONS)}); open it once where it can be written "
+            "to upgrade it"
+        )
+
+
+def _migrate(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ)"
+    )
+    done = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
+    _not_newer(done, path)
     for version, sql in enumerate(MIGRATIONS, start=1):
         if version in done:
             continue

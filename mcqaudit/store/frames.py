@@ -113,7 +113,7 @@ WHERE p.parser NOT IN ('strict', 'naive', 'user')
 _UNIFORM_SQL = """
 SELECT DISTINCT g.rowid AS rn FROM spot_check_rows s
 JOIN spot_checks q USING (queue_id) JOIN gen_rows g USING (row_id)
-WHERE q.strategy = 'uniform'
+WHERE q.strategy = 'uniform' AND q.deleted_at IS NULL  -- a deleted queue is no spot check any more
 """
 
 _LOGPROB_SQL = """

@@ -317,6 +317,9 @@ def allocate(size: int, available: dict[str, int]) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class SpotCheck:
+    """A drawn queue. ``size`` is per arm when ``per_arm``, else the queue's total; ``strata`` is the number of
+    rows drawn per arm and stratum (stratum ``all`` for a uniform draw), so each arm's share stays visible."""
+
     queue_id: int
     name: str
     strategy: str
@@ -325,30 +328,59 @@ class SpotCheck:
     arms: list[str]
     rows: int
     strata: dict[str, dict[str, int]] = field(default_factory=dict)
+    per_arm: bool = True
+
+    @property
+    def by_arm(self) -> dict[str, int]:
+        """Rows drawn per arm, in the order of ``arms``."""
+        return {a: sum(self.strata.get(a, {}).values()) for a in self.arms}
+
+
+def split_total(size: int, available: dict[str, int], order: Sequence[str]) -> dict[str, int]:
+    """Split a queue's total ``size`` over arms in proportion to their rows (largest remainder; ties go to the
+    arm earlier in ``order``), never more than an arm has."""
+    total = sum(available.get(a, 0) for a in order)
+    size = min(size, total)
+    if total == 0:
+        return dict.fromkeys(order, 0)
+    exact = {a: size * available.get(a, 0) / total for a in order}
+    share = {a: int(exact[a]) for a in order}
+    left = size - sum(share.values())
+    by_remainder = sorted(order, key=lambda a: (-(exact[a] - share[a]), order.index(a)))
+    for a in by_remainder[:left]:
+        share[a] += 1
+    return share
+
+
+def _label(strategy: str, size: int, per_arm: bool, seed: int) -> str:
+    return f"{strategy} {size}/arm seed {seed}" if per_arm else f"{strategy} {size} total seed {seed}"
 
 
 def create_spot_check(
     study: Study,
     *,
     size: int,
+    per_arm: bool = True,
     seed: int = 0,
     strategy: str = UNIFORM,
     arms: Iterable[str] | None = None,
     name: str | None = None,
     created_by: str | None = None,
 ) -> SpotCheck:
-    """Draw and persist a seeded sample of ``size`` rows *per arm*.
+    """Draw and persist a seeded sample of ``size`` rows per arm (``per_arm``) or in total.
 
-    ``uniform``: every row of the arm equally likely (for unbiased judge-agreement figures). ``stratified``:
+    ``uniform``: every row equally likely (for unbiased judge-agreement figures): per arm, within each arm;
+    in total, over the chosen arms' rows together, so each arm's share follows its row count. ``stratified``:
     a third each from rows where a parser disagrees with the verdict, rows that are OTHER or ungraded, and
-    the rest (for hunting artifacts). The draw orders rows by ``md5(seed:row_id)``, so the same seed on the
-    same rows gives the same sample; the queue interleaves arms in a seeded order.
+    the rest (for hunting artifacts); in total, the size is first split over arms in proportion to their rows
+    (:func:`split_total`), then over strata inside each arm. The draw orders rows by ``md5(seed:row_id)``, so
+    the same seed on the same rows gives the same sample; the queue interleaves arms in a seeded order.
     """
     if strategy not in STRATEGIES:
         raise ReviewError(f"strategy must be uniform or stratified, not {strategy!r}")
     if size < 1:
-        raise ReviewError("a spot check needs at least one row per arm")
-    seed = int(seed)
+        raise ReviewError("a spot check needs at least one row" + (" per arm" if per_arm else ""))
+    seed, size, per_arm = int(seed), int(size), bool(per_arm)
     with study.write() as con:
         known = [r[0] for r in con.execute("SELECT DISTINCT arm FROM gen_rows ORDER BY arm").fetchall()]
         chosen = list(dict.fromkeys(arms)) if arms else known
@@ -368,21 +400,37 @@ def create_spot_check(
         avail: dict[str, dict[str, int]] = {}
         for arm, stratum, n in counts:
             avail.setdefault(arm, {})[stratum] = int(n)
+        if per_arm:
+            arm_size = dict.fromkeys(chosen, size)
+        elif strategy == UNIFORM:
+            # the first `size` rows of the whole draw; taking each arm's first k_a rows below gives the same set
+            arm_size = dict.fromkeys(chosen, 0)
+            arm_size.update(
+                (arm, int(n))
+                for arm, n in con.execute(
+                    "SELECT arm, count(*) FROM (SELECT arm FROM mq_cand ORDER BY draw, row_id LIMIT ?) GROUP BY arm",
+                    [size],
+                ).fetchall()
+            )
+        else:
+            arm_size = split_total(size, {a: sum(avail.get(a, {}).values()) for a in chosen}, chosen)
         q_arm, q_stratum, q_n = [], [], []
         strata: dict[str, dict[str, int]] = {}
         for arm in chosen:
             a = avail.get(arm, {})
-            quota = allocate(size, a) if strategy == STRATIFIED else {"all": min(size, a.get("all", 0))}
-            strata[arm] = {k: v for k, v in quota.items()}
+            k = arm_size[arm]
+            quota = allocate(k, a) if strategy == STRATIFIED else {"all": min(k, a.get("all", 0))}
+            strata[arm] = dict(quota)
             for s, n in quota.items():
                 q_arm.append(arm)
                 q_stratum.append(s)
                 q_n.append(n)
         qid = int(con.execute("SELECT nextval('queue_seq')").fetchone()[0])  # type: ignore[index]
-        label = (name or "").strip() or f"{strategy} {size}/arm seed {seed}"
+        label = (name or "").strip() or _label(strategy, size, per_arm, seed)
         con.execute(
-            "INSERT INTO spot_checks VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [qid, label, strategy, seed, int(size), chosen, created_by, utcnow()],
+            """INSERT INTO spot_checks (queue_id, name, strategy, seed, size, arms, created_by, created_at, per_arm)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            [qid, label, strategy, seed, size, chosen, created_by, utcnow(), per_arm],
         )
         con.execute(
             """INSERT INTO spot_check_rows
@@ -398,19 +446,87 @@ def create_spot_check(
         got = con.execute("SELECT count(*) FROM spot_check_rows WHERE queue_id = ?", [qid]).fetchone()
         n_rows = int(got[0]) if got else 0
         con.execute("DROP TABLE mq_cand")
-    return SpotCheck(qid, label, strategy, seed, int(size), chosen, n_rows, strata)
+    return SpotCheck(qid, label, strategy, seed, size, chosen, n_rows, strata, per_arm)
+
+
+def _live_queue(con: duckdb.DuckDBPyConnection, queue_id: int) -> None:
+    rec = con.execute("SELECT deleted_at FROM spot_checks WHERE queue_id = ?", [int(queue_id)]).fetchone()
+    if rec is None:
+        raise ReviewError(f"no spot-check queue #{queue_id}")
+    if rec[0] is not None:
+        raise ReviewError(f"spot-check queue #{queue_id} was deleted")
+
+
+def rename_spot_check(study: Study, queue_id: int, name: str) -> None:
+    """Give a queue a new name (trimmed, non-empty). Its rows and seed do not change."""
+    label = (name or "").strip()
+    if not label:
+        raise ReviewError("a spot-check queue needs a non-empty name")
+    with study.write() as con:
+        _live_queue(con, queue_id)
+        con.execute("UPDATE spot_checks SET name = ? WHERE queue_id = ?", [label, int(queue_id)])
+
+
+def delete_spot_check(study: Study, queue_id: int, *, deleted_by: str | None = None) -> None:
+    """Soft-delete a queue: it is hidden from :func:`spot_checks` and no longer counts as a uniform spot check
+    (judge agreement, the parser-disagreement sample); who and when are kept with it. The reviews made while
+    working through it are untouched: they are the audit trail, and still count as reviews everywhere."""
+    with study.write() as con:
+        _live_queue(con, queue_id)
+        con.execute(
+            "UPDATE spot_checks SET deleted_at = ?, deleted_by = ? WHERE queue_id = ?",
+            [utcnow(), (deleted_by or "").strip() or None, int(queue_id)],
+        )
 
 
 def spot_checks(study: Study) -> pd.DataFrame:
-    """Every queue with its progress: rows, and rows with an effective review."""
+    """Every queue that is not deleted, with its progress: rows, and rows with an effective review.
+
+    Columns: queue_id, name, strategy, seed, size, per_arm, arms, created_by, created_at, rows, reviewed.
+    """
     return study.query_df(
-        """SELECT s.queue_id, s.name, s.strategy, s.seed, s.size, s.arms, s.created_by, s.created_at,
+        """SELECT s.queue_id, s.name, s.strategy, s.seed, s.size, s.per_arm, s.arms, s.created_by, s.created_at,
                   count(r.row_id) AS rows, count(e.row_id) AS reviewed
            FROM spot_checks s
            LEFT JOIN spot_check_rows r USING (queue_id)
            LEFT JOIN effective_reviews e ON e.row_id = r.row_id
+           WHERE s.deleted_at IS NULL
            GROUP BY ALL ORDER BY s.queue_id"""
     )
+
+
+def spot_check_progress(study: Study) -> pd.DataFrame:
+    """Per queue (not deleted) and arm: rows drawn and rows with an effective review.
+
+    Columns: queue_id, arm, rows, reviewed; every arm the queue was drawn over appears (with 0 rows when a
+    small total left it none), in the queue's arm order.
+    """
+    return study.query_df(
+        """WITH qa AS (
+               SELECT s.queue_id, a.arm, a.k
+               FROM spot_checks s, unnest(s.arms) WITH ORDINALITY AS a(arm, k)
+               WHERE s.deleted_at IS NULL
+           )
+           SELECT qa.queue_id, qa.arm, count(r.row_id) AS rows, count(e.row_id) AS reviewed
+           FROM qa
+           LEFT JOIN (spot_check_rows r JOIN gen_rows g USING (row_id))
+                  ON r.queue_id = qa.queue_id AND g.arm = qa.arm
+           LEFT JOIN effective_reviews e ON e.row_id = r.row_id
+           GROUP BY qa.queue_id, qa.arm, qa.k ORDER BY qa.queue_id, qa.k"""
+    )
+
+
+def queue_row_ids(study: Study, queue_id: int) -> list[str]:
+    """The row_ids of a queue in queue order (a deleted queue's too: its rows are kept)."""
+    with study.connect() as con:
+        if con.execute("SELECT 1 FROM spot_checks WHERE queue_id = ?", [int(queue_id)]).fetchone() is None:
+            raise ReviewError(f"no spot-check queue #{queue_id}")
+        return [
+            r[0]
+            for r in con.execute(
+                "SELECT row_id FROM spot_check_rows WHERE queue_id = ? ORDER BY position", [int(queue_id)]
+            ).fetchall()
+        ]
 
 
 # --- the review log ----------------------------------------------------------------------------------------
@@ -455,13 +571,27 @@ class ImportResult:
     added: int = 0
     already_present: int = 0
     lines: int = 0
+    confirms: int = 0  # of the added reviews
+    overrides: int = 0
+    retractions: int = 0
 
 
-def _read_log(path: Path) -> list[tuple[int, dict[str, str]]]:
-    """(line number, record) pairs; every value a string, "" for none."""
-    text = path.read_text(encoding="utf-8-sig")
+ROW_KEY = ("arm", "item_id", "orientation", "sample")
+LABEL_COLUMNS = ["row_id", *ROW_KEY, "verdict", "picked_letter", "reviewer", "note", "reviewed_at"]
+
+
+def _read_log(path: Path) -> tuple[list[tuple[int, dict[str, str]]], set[str], bool]:
+    """(line number, record) pairs with every value a string ("" for none), the columns the file has, and
+    whether it is CSV (which has a header line)."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ReviewImportError([f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"]) from None
+    except OSError as exc:
+        raise ReviewImportError([f"{path}: cannot read the file: {exc.strerror or exc}"]) from None
     out: list[tuple[int, dict[str, str]]] = []
-    if path.suffix.lower() in (".jsonl", ".ndjson"):
+    if path.suffix.lower() in (".jsonl", ".ndjson", ".json") or text.lstrip().startswith("{"):
+        cols: set[str] = set()
         for k, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
@@ -471,20 +601,20 @@ def _read_log(path: Path) -> list[tuple[int, dict[str, str]]]:
                 raise ReviewImportError([f"{path}:{k}: not a JSON object ({exc.msg})"]) from None
             if not isinstance(obj, dict):
                 raise ReviewImportError([f"{path}:{k}: not a JSON object"])
-            out.append((k, {key: "" if v is None else str(v) for key, v in obj.items()}))
-        return out
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [
-        c for c in ("row_id", "action", "reviewer", "created_at") if c not in (reader.fieldnames or [])
-    ]
-    if missing:
-        raise ReviewImportError([f"{path}:1: header: missing column(s) {', '.join(missing)}"])
-    last = 1
-    for rec in reader:
-        start = last + 1  # a quoted field may span lines: the record starts after the previous one ended
-        last = reader.line_num
-        out.append((start, {k: (v or "") for k, v in rec.items() if k is not None}))
-    return out
+            cols.update(obj)
+            out.append((k, {str(key): "" if v is None else str(v) for key, v in obj.items()}))
+        return out, cols, False
+    try:
+        reader = csv.DictReader(io.StringIO(text))
+        header = set(reader.fieldnames or [])
+        last = 1
+        for rec in reader:
+            start = last + 1  # a quoted field may span lines: the record starts after the previous one ended
+            last = reader.line_num
+            out.append((start, {k: (v or "") for k, v in rec.items() if k is not None}))
+    except csv.Error as exc:
+        raise ReviewImportError([f"{path}:{reader.line_num}: not readable as CSV ({exc})"]) from None
+    return out, header, True
 
 
 def _parse_time(s: str) -> datetime:
@@ -492,83 +622,215 @@ def _parse_time(s: str) -> datetime:
     return (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC)
 
 
-def import_review_log(study: Study, path: str | Path, *, origin: str | None = None) -> ImportResult:
-    """Append the reviews of a log that the study does not have yet (see the module docstring)."""
+@dataclass
+class _Row:
+    """What an import needs of one row: its identity, legal letters, and its current verdict (kept up to date
+    as the import records reviews, so that a later label of the same row compares with the newer verdict)."""
+
+    row_id: str
+    key: tuple[str, str, str, int]
+    gold: str
+    n_options: int
+    final_verdict: str | None
+    verdict_source: str | None
+    picked_letter: str | None
+    fingerprint: str | None
+    reviewed_at: datetime | None
+
+    def reviewed(self, verdict: str, letter: str | None, at: datetime) -> None:
+        # the effective review is the latest by time, then review_id (schema migration 2): a new one wins ties
+        if self.reviewed_at is None or at >= self.reviewed_at:
+            self.final_verdict, self.verdict_source, self.picked_letter = verdict, "review", letter
+            self.reviewed_at = at
+
+
+def _row_key(r: dict[str, str]) -> tuple[str, str, str, int] | None:
+    """(arm, item_id, orientation, sample) of a record that names its row so; None when incomplete or the
+    sample is not an integer."""
+    arm, item, orient, sample = (r.get(k, "").strip() for k in ROW_KEY)
+    if not (arm and item and orient) or not sample.lstrip("-").isdigit():
+        return None
+    return arm, item, orient, int(sample)
+
+
+def _rows_for(
+    con: duckdb.DuckDBPyConnection, ids: list[str], keys: list[tuple[str, str, str, int]]
+) -> dict[str, _Row]:
+    rows: dict[str, _Row] = {}
+    for rec in con.execute(
+        """SELECT g.row_id, g.arm, g.item_id, g.orientation, g.sample, g.gold_letter, len(g.options),
+                  g.final_verdict, g.verdict_source, g.picked_letter, g.judge_fingerprint, g.reviewed_at
+           FROM graded_rows g
+           WHERE g.row_id IN (SELECT unnest(?))
+              OR (g.arm, g.item_id, g.orientation, g.sample) IN (
+                    SELECT (unnest(?), unnest(?), unnest(?), unnest(?)))""",
+        [ids, *([k[i] for k in keys] for i in range(4))],
+    ).fetchall():
+        rid, arm, item, orient, sample, gold, n, final, source, letter, fp, at = rec
+        rows[rid] = _Row(rid, (arm, item, orient, int(sample)), gold, int(n), final, source, letter, fp, at)
+    return rows
+
+
+def _check_letters(
+    where: str, verdict: str | None, letter: str | None, row: _Row
+) -> tuple[tuple[str, str | None] | None, str | None]:
+    """check_verdict, with its complaint filed under the field it is about."""
+    try:
+        return check_verdict(verdict, letter, row.gold, row.n_options), None
+    except ReviewError as exc:
+        field_ = "verdict" if verdict not in VERDICTS else "picked_letter"
+        return None, f"{where}: {field_}: {exc}"
+
+
+def import_review_log(
+    study: Study, path: str | Path, *, origin: str | None = None, reviewer: str | None = None
+) -> ImportResult:
+    """Append the reviews of a review log or a label file that the study does not have yet.
+
+    A record with an ``action`` is a review-log record (the columns of :data:`LOG_COLUMNS`, as ``reviews
+    export`` writes them), known by (row_id, action, reviewer, created_at). A record without one is a *label*
+    (:data:`LABEL_COLUMNS`: a person's verdict from elsewhere): it is recorded as ``confirm`` when it agrees
+    with the row's current final verdict (and picked letter, when it names one), else as ``override``, with
+    the row's current verdict, source and judge fingerprint as the prior; ``reviewed_at`` (ISO-8601) is its
+    time, else the time of the import. A row is named by ``row_id`` or by (arm, item_id, orientation, sample).
+    ``reviewer`` names the reviewer of records that have none.
+
+    Idempotent: a timed label is known by (row_id, reviewer, time) among the study's confirms and overrides; an
+    untimed one by (row_id, reviewer, verdict, note, picked letter when given) among the confirms and
+    overrides earlier imports recorded, retracted ones included, so re-importing a file never brings back a
+    review that someone withdrew. A file with any problem is refused whole (:class:`ReviewImportError`, each
+    problem as "FILE:LINE: field: reason") and nothing of it is written.
+    """
     p = Path(path)
     if not p.exists():
         raise ReviewImportError([f"{p}: no such file"])
-    records = _read_log(p)
+    if p.is_dir():
+        raise ReviewImportError([f"{p}: is a folder, not a review log"])
+    records, cols, is_csv = _read_log(p)
     origin = origin or f"import:{p.name}"
+    default_reviewer = (reviewer or "").strip()
+    head: list[str] = []
+    if is_csv and "row_id" not in cols and not set(ROW_KEY) <= cols:
+        head.append(f"{p}:1: header: no row_id column (nor all of {', '.join(ROW_KEY)}) to name the rows")
+    if is_csv and "action" not in cols and "verdict" not in cols:
+        head.append(f"{p}:1: header: no verdict column")
+    if records and "reviewer" not in cols and not default_reviewer:
+        head.append(
+            f"{p}:1: reviewer: the file has no reviewer column; name the reviewer with --reviewer NAME"
+        )
+    if head:
+        raise ReviewImportError(head)
+    now = utcnow()
     problems: list[str] = []
     with study.write() as con:
         ids = sorted({r.get("row_id", "").strip() for _, r in records} - {""})
-        known: dict[str, tuple[str, int, str]] = {
-            rid: (gold, int(n), arm)
-            for rid, gold, n, arm in con.execute(
-                "SELECT row_id, gold_letter, len(options), arm FROM gen_rows WHERE row_id IN (SELECT unnest(?))",
-                [ids],
-            ).fetchall()
-        }
-        existing = {
-            (rid, action, reviewer, t.astimezone(UTC)): int(review_id)
-            for review_id, rid, action, reviewer, t in con.execute(
-                "SELECT review_id, row_id, action, reviewer, created_at FROM reviews WHERE row_id IN (SELECT unnest(?))",
-                [ids],
-            ).fetchall()
-        }
+        keys = [
+            key for _, r in records if not r.get("row_id", "").strip() and (key := _row_key(r)) is not None
+        ]
+        known = _rows_for(con, ids, keys)
+        by_key = {row.key: row for row in known.values()}
+        existing: dict[tuple[Any, ...], int] = {}
+        untimed: dict[tuple[Any, ...], list[tuple[str | None, int]]] = {}
+        for review_id, rid, action, who, t, verdict, letter, note, from_import in con.execute(
+            """SELECT review_id, row_id, action, reviewer, created_at, verdict, picked_letter, note,
+                      starts_with(coalesce(origin, ''), 'import:')
+               FROM reviews WHERE row_id IN (SELECT unnest(?))""",
+            [sorted(known)],
+        ).fetchall():
+            at = t.astimezone(UTC)
+            existing[("log", rid, action, who, at)] = int(review_id)
+            if action != RETRACT:
+                existing.setdefault(("label", rid, who, at), int(review_id))
+                if from_import:
+                    untimed.setdefault((rid, who, verdict, note), []).append((letter, int(review_id)))
+
         parsed: list[dict[str, Any]] = []
-        by_source_id: dict[str, tuple[str, str, str, datetime]] = {}
+        by_source_id: dict[str, tuple[Any, ...]] = {}
         for line, r in records:
             where = f"{p}:{line}"
-            rid = r.get("row_id", "").strip()
-            action = r.get("action", "").strip().lower()
             errs: list[str] = []
-            if not rid:
-                errs.append(f"{where}: row_id: missing")
-            elif rid not in known:
-                errs.append(f"{where}: row_id: {rid!r} is not a row of this study")
-            elif r.get("arm") and r["arm"] != known[rid][2]:
-                errs.append(f"{where}: arm: {r['arm']!r}, but row {rid!r} belongs to arm {known[rid][2]!r}")
-            if action not in ACTIONS:
+            row: _Row | None = None
+            rid = r.get("row_id", "").strip()
+            if rid:
+                row = known.get(rid)
+                if row is None:
+                    errs.append(f"{where}: row_id: {rid!r} is not a row of this study")
+                else:
+                    for col, have in zip(ROW_KEY, row.key, strict=True):
+                        given = r.get(col, "").strip()
+                        if given and given != str(have):
+                            errs.append(f"{where}: {col}: {given!r}, but row {rid!r} has {col} {have!r}")
+            elif all(r.get(k, "").strip() for k in ROW_KEY):
+                key = _row_key(r)
+                if key is None:
+                    errs.append(f"{where}: sample: not an integer: {r['sample'].strip()!r}")
+                else:
+                    row = by_key.get(key)
+                    if row is None:
+                        errs.append(
+                            f"{where}: {', '.join(ROW_KEY)}: no row of this study is arm {key[0]!r}, "
+                            f"item_id {key[1]!r}, orientation {key[2]!r}, sample {key[3]}"
+                        )
+            else:
+                lacking = [k for k in ROW_KEY if not r.get(k, "").strip()]
+                errs.append(
+                    f"{where}: row_id: missing, and so is {', '.join(lacking)}: name the row by row_id or by "
+                    f"{', '.join(ROW_KEY)}"
+                )
+            action = r.get("action", "").strip().lower()
+            if action and action not in ACTIONS:
                 errs.append(f"{where}: action: must be one of {', '.join(ACTIONS)}, not {action!r}")
-            reviewer = r.get("reviewer", "").strip()
-            if not reviewer:
-                errs.append(f"{where}: reviewer: missing")
-            try:
-                created = _parse_time(r.get("created_at", ""))
-            except ValueError:
-                errs.append(f"{where}: created_at: not an ISO-8601 time: {r.get('created_at', '')!r}")
-                created = None
+            who = r.get("reviewer", "").strip() or default_reviewer
+            if not who:
+                errs.append(f"{where}: reviewer: missing (or name one for the whole file with --reviewer)")
+            time_field = "created_at" if r.get("created_at", "").strip() or action else "reviewed_at"
+            raw_time = r.get(time_field, "").strip() or r.get("reviewed_at", "").strip()
+            created: datetime | None = None
+            if raw_time or action:
+                try:
+                    created = _parse_time(raw_time)
+                except ValueError:
+                    errs.append(f"{where}: {time_field}: not an ISO-8601 time: {raw_time!r}")
             verdict = r.get("verdict", "").strip().upper() or None
             letter = r.get("picked_letter", "").strip().upper() or None
             retracts = r.get("retracts", "").strip()
-            if action in (CONFIRM, OVERRIDE) and rid in known:
-                gold, n, _ = known[rid]
-                try:
-                    verdict, letter = check_verdict(verdict, letter, gold, n)
-                except ReviewError as exc:
-                    errs.append(f"{where}: verdict: {exc}")
+            if not action and verdict is None:
+                errs.append(f"{where}: verdict: missing (one of {', '.join(VERDICTS)})")
+            elif action != RETRACT and row is not None:
+                checked, problem = _check_letters(where, verdict, letter, row)
+                if problem:
+                    errs.append(problem)
+                elif checked:
+                    verdict, letter = checked
             if action == RETRACT and not retracts:
                 errs.append(f"{where}: retracts: a retraction names the review_id it withdraws")
-            queue = r.get("queue_id", "").strip()
             if errs:
                 problems += errs
                 continue
-            assert created is not None
-            key = (rid, action, reviewer, created)
+            assert row is not None
+            note = (r.get("note") or "").strip() or None
+            if action:
+                assert created is not None
+                key_: tuple[Any, ...] = ("log", row.row_id, action, who, created)
+            elif created is not None:
+                key_ = ("label", row.row_id, who, created)
+            else:
+                key_ = ("untimed", row.row_id, who, verdict, note, letter)
             src = r.get("review_id", "").strip()
             if src:
-                by_source_id[src] = key
+                by_source_id[src] = key_
+            queue = r.get("queue_id", "").strip()
             parsed.append(
                 {
                     "line": line,
-                    "key": key,
-                    "row_id": rid,
+                    "key": key_,
+                    "row": row,
                     "action": action,
                     "verdict": verdict if action != RETRACT else None,
                     "picked_letter": letter if action != RETRACT else None,
-                    "note": r.get("note") or None,
-                    "reviewer": reviewer,
+                    "given_letter": r.get("picked_letter", "").strip().upper() or None,
+                    "note": note,
+                    "reviewer": who,
                     "created_at": created,
                     "prior_verdict": r.get("prior_verdict") or None,
                     "prior_source": r.get("prior_source") or None,
@@ -585,13 +847,31 @@ def import_review_log(study: Study, path: str | Path, *, origin: str | None = No
         if problems:
             raise ReviewImportError(problems)
         result = ImportResult(lines=len(records))
-        seen: dict[tuple[str, str, str, datetime], int] = dict(existing)
-        # targets before retractions, then time order: the log's own order may be anything
-        parsed.sort(key=lambda x: (x["action"] == RETRACT, x["created_at"]))
+        seen: dict[tuple[Any, ...], int] = dict(existing)
+        # targets before retractions, then time order (untimed labels: the import's time, in file order)
+        parsed.sort(key=lambda x: (x["action"] == RETRACT, x["created_at"] or now))
         for rec in parsed:
-            if rec["key"] in seen:
+            row = rec["row"]
+            key_ = rec["key"]
+            if key_[0] == "untimed":
+                _, rid, who, verdict, note, given = key_
+                match = [i for lt, i in untimed.get((rid, who, verdict, note), []) if given in (None, lt)]
+                if match:
+                    seen.setdefault(key_, match[0])
+            if key_ in seen:
                 result.already_present += 1
                 continue
+            at = rec["created_at"] or now
+            action, verdict, letter = rec["action"], rec["verdict"], rec["picked_letter"]
+            prior = (rec["prior_verdict"], rec["prior_source"], rec["fingerprint"])
+            if not action:
+                same = verdict == row.final_verdict and (
+                    verdict == CORRECT or rec["given_letter"] in (None, row.picked_letter)
+                )
+                action = CONFIRM if same else OVERRIDE
+                if same and rec["given_letter"] is None:
+                    letter = row.picked_letter if verdict != CORRECT else letter
+                prior = (row.final_verdict, row.verdict_source, row.fingerprint)
             target = None
             if rec["retracts_src"] is not None:
                 target = seen.get(by_source_id[rec["retracts_src"]])
@@ -601,20 +881,30 @@ def import_review_log(study: Study, path: str | Path, *, origin: str | None = No
                     )
             new_id = _insert(
                 con,
-                row_id=rec["row_id"],
-                action=rec["action"],
-                verdict=rec["verdict"],
-                picked_letter=rec["picked_letter"],
+                row_id=row.row_id,
+                action=action,
+                verdict=verdict,
+                picked_letter=letter,
                 note=rec["note"],
                 reviewer=rec["reviewer"],
-                created_at=rec["created_at"],
-                prior_verdict=rec["prior_verdict"],
-                prior_source=rec["prior_source"],
-                fingerprint=rec["fingerprint"],
+                created_at=at,
+                prior_verdict=prior[0],
+                prior_source=prior[1],
+                fingerprint=prior[2],
                 retracts=target,
                 queue_id=None,  # queue ids are local to the study that drew them
                 origin=origin,
             )
-            seen[rec["key"]] = new_id
+            seen[key_] = new_id
+            if key_[0] == "untimed":
+                untimed.setdefault(key_[1:5], []).append((letter, new_id))
+            if action != RETRACT:
+                row.reviewed(verdict, letter, at)
             result.added += 1
+            if action == CONFIRM:
+                result.confirms += 1
+            elif action == OVERRIDE:
+                result.overrides += 1
+            else:
+                result.retractions += 1
     return result

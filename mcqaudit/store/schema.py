@@ -240,4 +240,12 @@ MIGRATIONS: list[str] = [
           AND r.review_id NOT IN (SELECT retracts FROM reviews WHERE action = 'retract' AND retracts IS NOT NULL)
     ) WHERE rn = 1;
     """,
+    # 3: spot-check queues record whether `size` was per arm (every queue before this one) or the queue's
+    # total, and can be soft-deleted: a deleted queue is hidden and no longer counts as a uniform spot check,
+    # while the reviews made in it stay (they are the audit trail).
+    """
+    ALTER TABLE spot_checks ADD COLUMN per_arm BOOLEAN NOT NULL DEFAULT true;
+    ALTER TABLE spot_checks ADD COLUMN deleted_at TIMESTAMPTZ;
+    ALTER TABLE spot_checks ADD COLUMN deleted_by VARCHAR;
+    """,
 ]
