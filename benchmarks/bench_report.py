@@ -83,11 +83,12 @@ BUILD_SQL = [
        FROM sim CROSS JOIN (VALUES ('simple_evals'), ('lm_eval_flexible'), ('opencompass_first_option'),
                                    ('mmlu_pro_chain')) p(parser)""",
     """INSERT INTO reviews (review_id, row_id, action, verdict, picked_letter, reviewer, created_at)
-       SELECT row_number() OVER (), row_id, 'confirm',
+       SELECT nextval('review_seq'), row_id, 'confirm',
               CASE WHEN pick IS NULL THEN 'OTHER' WHEN pick = gold_letter THEN 'CORRECT' ELSE 'INCORRECT' END,
               pick, 'bench', TIMESTAMPTZ '2026-01-01 00:00:00+00'
        FROM sim WHERE hash(row_id || 'r') % 500 = 0 LIMIT 2000""",
-    """INSERT INTO spot_checks VALUES (1, 'uniform', 'uniform', 0, 1000, NULL, 'bench',
+    """INSERT INTO spot_checks (queue_id, name, strategy, seed, size, arms, created_by, created_at)
+       VALUES (1, 'uniform', 'uniform', 0, 1000, (SELECT list(DISTINCT arm ORDER BY arm) FROM sim), 'bench',
        TIMESTAMPTZ '2026-01-01 00:00:00+00')""",
     """INSERT INTO spot_check_rows SELECT 1, row_number() OVER () - 1, row_id FROM (
            SELECT row_id FROM sim ORDER BY hash(row_id || 'q') LIMIT 1000)""",

@@ -711,6 +711,7 @@ def dashboard(
         "--server.address", "127.0.0.1", "--server.port", str(port),
         "--browser.gatherUsageStats", "false", "--server.headless", "true",
         "--server.fileWatcherType", "none",  # a tool, not a dev server: no reloads, nothing polled
+        "--client.toolbarMode", "minimal",  # no Deploy button, no developer hotkeys (c clears caches)
         "--", "--db", path,
     ]  # fmt: skip
     err.print(f"mcqaudit dashboard on http://127.0.0.1:{port}  (study: {path}; Ctrl-C to stop)", markup=False)

@@ -38,8 +38,11 @@ __all__ = [
     "STRICT_MAX_EXTRA",
     "WS",
     "FrameworkParser",
+    "Span",
+    "letter_spans",
     "naive",
     "naive_pattern",
+    "naive_span",
     "python_pattern",
     "strict",
 ]
@@ -93,10 +96,19 @@ def naive_pattern(n_options: int) -> str:
 
 def naive(generation: str, n_options: int) -> str | None:
     """First letter in the option range anywhere in the text, case-insensitive ("At the garden…" → A)."""
+    found = naive_span(generation, n_options)
+    return generation[found[0] : found[1]].upper() if found else None
+
+
+Span = tuple[int, int]  # [start, end) of the characters a parser took its letter from
+
+
+def naive_span(generation: str, n_options: int) -> Span | None:
+    """Where in the text :func:`naive` took its letter (None when it found none)."""
     if not _in_range(n_options):
         return None
     m = _compiled(naive_pattern(n_options)).search(generation)
-    return m.group(1).upper() if m else None
+    return m.span(1) if m else None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -116,14 +128,38 @@ class FrameworkParser:
     patterns: tuple[str, ...]
 
     def parse(self, generation: str, n_options: int) -> str | None:
+        found = self.match(generation, n_options)
+        return None if found is None else found[0]
+
+    def span(self, generation: str, n_options: int) -> Span | None:
+        """Where in the text the winning pattern took its letter (None when it gave no legal letter)."""
+        found = self.match(generation, n_options)
+        return None if found is None or found[0] is None else found[1]
+
+    def match(self, generation: str, n_options: int) -> tuple[str | None, Span] | None:
+        """(letter or None when out of range, the span of group 1) of the first pattern that matches."""
         if not _in_range(n_options):
             return None
         for pattern in self.patterns:
             m = _compiled(pattern).search(generation)
             # a group that did not take part reads as '' in DuckDB, which moves on to the next pattern
             if m and m.group(1):
-                return _legal(m.group(1), n_options)
+                return _legal(m.group(1), n_options), m.span(1)
         return None
+
+
+def letter_spans(generation: str, n_options: int) -> dict[str, tuple[str, Span]]:
+    """parser name → (letter, span) for every parser whose letter can be located in the text: ``naive``
+    and the framework parsers (``strict`` takes the whole text; the user's own parser gives no span)."""
+    out: dict[str, tuple[str, Span]] = {}
+    found = naive_span(generation, n_options)
+    if found:
+        out["naive"] = (generation[found[0] : found[1]].upper(), found)
+    for name, parser in FRAMEWORK_PARSERS.items():
+        hit = parser.match(generation, n_options)
+        if hit is not None and hit[0] is not None:
+            out[name] = (hit[0], hit[1])
+    return out
 
 
 def _ci(word: str) -> str:

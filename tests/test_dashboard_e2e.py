@@ -7,6 +7,7 @@ in CI (CI=true), where a missing browser is a failure.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -59,12 +61,19 @@ def _free_port() -> int:
 
 @pytest.fixture
 def server(ui_db: Path):
+    with serve(ui_db) as url:
+        yield url, ui_db
+
+
+@contextlib.contextmanager
+def serve(db: Path) -> Iterator[str]:
+    """`mcqaudit dashboard DB` on a free port; yields its URL once the page script answers."""
     _need_browser()
     port = _free_port()
     env = {**os.environ, "MCQAUDIT_DASHBOARD_BOOTSTRAP": "200", "PYTHONPATH": str(REPO)}
-    log = open(ui_db.parent / "streamlit.log", "w")  # noqa: SIM115 - closed below
+    log = open(db.parent / "streamlit.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mcqaudit", "dashboard", str(ui_db), "--port", str(port)],
+        [sys.executable, "-m", "mcqaudit", "dashboard", str(db), "--port", str(port)],
         cwd=REPO,
         env=env,
         stdout=log,
@@ -83,11 +92,9 @@ def server(ui_db: Path):
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
                 log.flush()
-                raise AssertionError(
-                    "dashboard did not start:\n" + (ui_db.parent / "streamlit.log").read_text()
-                )
+                raise AssertionError("dashboard did not start:\n" + (db.parent / "streamlit.log").read_text())
             time.sleep(0.25)
-        yield url, ui_db
+        yield url
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -128,14 +135,19 @@ def test_review_in_the_browser_changes_the_overview(server) -> None:
             reviewer = page.get_by_role("textbox", name="Reviewer")
             reviewer.fill("e2e")
             reviewer.press("Enter")
+            page.get_by_text("Filters: none").click()  # the filters sit in a collapsed expander
             search = page.get_by_role("textbox", name="Search")
             search.fill("<script>")
             search.press("Enter")
-            expect(page.get_by_text("1 rows · showing 1–1")).to_be_visible()
-            # the generation is text: its markup shows verbatim and builds no element
-            code = page.locator('[data-testid="stCode"]', has_text="<script>alert(1)</script>")
-            expect(code.first).to_be_visible()
-            assert "<img src=x onerror=alert(1)>" in code.first.inner_text()
+            expect(page.get_by_text("Row 1 of 1 matching rows")).to_be_visible()
+            # the generation is text, shown with the naive parser's span marked: its markup shows verbatim
+            # and builds no element
+            gen = page.locator('pre[data-testid="mq-generation"]')
+            expect(gen).to_be_visible()
+            assert gen.inner_text() == XSS
+            mark = gen.locator('mark[data-testid="mq-parser-span"]')
+            assert mark.count() == 1 and mark.inner_text() == XSS[XSS.index("c")]  # naive's first [A-Da-d]
+            assert gen.locator("*").count() == 1  # the mark is the only element inside
             assert page.locator("img[src='x']").count() == 0
             assert page.locator("img[src*='127.0.0.1:9']").count() == 0  # the Markdown image stayed text
             assert page.locator("script", has_text="alert(1)").count() == 0

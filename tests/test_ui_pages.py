@@ -138,7 +138,7 @@ def test_other_page_rates_and_rows_a_click_away(ui_db: Path) -> None:
     at.button(key="other_to_review").click().run()
     no_exceptions(at)
     assert [t.value for t in at.title] == ["Review"]
-    assert f"**{n_other}** rows" in " ".join(m.value for m in at.markdown)
+    assert f"of **{n_other}** matching rows" in " ".join(m.value for m in at.markdown)
 
 
 def test_parsers_page_confusion_cell_lists_exactly_its_rows(ui_db: Path) -> None:
@@ -240,7 +240,7 @@ def test_unaudited_study_says_so_and_lists_its_ungraded_rows(tmp_path: Path) -> 
     pending = Study(db).query("SELECT count(*) FROM graded_rows WHERE judge_status = 'pending'")[0][0]
     rv = app(db, "review").run()
     rv.multiselect(key="w:f_verdicts").set_value(["UNGRADED"]).run()
-    assert f"**{pending}** rows" in " ".join(m.value for m in rv.markdown)
+    assert f"of **{pending}** matching rows" in " ".join(m.value for m in rv.markdown)
     assert {m.label: m.value for m in rv.metric}["final verdict"] == "UNGRADED"
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from mcqaudit.store import Study
+from mcqaudit.ui.components import _MARK_STYLE
 from tests.test_ui_fixture import BOOT, XSS, _ui_db, _ui_template, app, no_exceptions  # noqa: F401
 
 
@@ -22,10 +23,11 @@ def shown_row_id(at) -> str:
 
 
 def count_line(at) -> int:
-    line = [
-        m.value for m in at.markdown if m.value.endswith(" rows match.") or " rows · showing " in m.value
-    ][0]
-    return int(line.split("**")[1])
+    """The length of the list on screen ("Row **k** of **N** …"; 0 when nothing matches)."""
+    if any(i.value == "No rows match." for i in at.info):
+        return 0
+    line = [m.value for m in at.markdown if m.value.startswith("Row **") and " of **" in m.value][0]
+    return int(line.split("**")[3])
 
 
 def metric(at, label: str) -> str:
@@ -81,10 +83,24 @@ def test_generation_with_markup_is_shown_as_plain_text(ui_db: Path) -> None:
     at.text_input(key="w:f_search").input("<script>").run()
     no_exceptions(at)
     assert count_line(at) == 1
-    assert XSS in [c.value for c in at.code]
-    # never through Markdown or HTML
+    # never through Markdown; the only HTML is the escaped text with the naive parser's span marked
     assert not any("<script>" in m.value or "onerror" in m.value for m in at.markdown)
-    assert not at.get("html")
+    import html as html_lib
+
+    bodies = [h.proto.body for h in at.get("html") if "mq-generation" in h.proto.body]
+    assert len(bodies) == 1
+    body = bodies[0]
+    assert "<script" not in body and "<img" not in body and "&lt;/script&gt; &lt;img src=x" in body
+    inner = body[body.index(">") + 1 : body.rindex("</pre>")]
+    assert (
+        html_lib.unescape(
+            inner.replace(
+                f'<mark data-testid="mq-parser-span" title="naive parser took C here" style="{_MARK_STYLE}">',
+                "",
+            ).replace("</mark>", "")
+        )
+        == XSS
+    )
 
 
 def test_confirm_retract_and_history(ui_db: Path) -> None:
@@ -95,6 +111,9 @@ def test_confirm_retract_and_history(ui_db: Path) -> None:
     at.button(key=f"confirm-{rid}").click().run()
     no_exceptions(at)
     assert s.query("SELECT action, verdict FROM reviews")[0] == ("confirm", final)
+    assert shown_row_id(at) != rid  # a save moves on to the next row of the list
+    at.button(key="prev").click().run()
+    assert shown_row_id(at) == rid
     assert metric(at, "source") == "review"
     assert at.selectbox(key=f"retract-id-{rid}").value == 1
     at.button(key=f"retract-{rid}").click().run()
@@ -122,12 +141,16 @@ def test_blind_mode_hides_the_judge_until_the_reviewer_decides(ui_db: Path) -> N
     assert "final_verdict" not in at.dataframe[0].value.columns  # nor in the row list
     assert not [b for b in at.button if b.key.startswith("confirm-")]
     final = s.query("SELECT final_verdict FROM graded_rows WHERE row_id = ?", [rid])[0][0]
+    assert not at.get("html") or not any("mq-parser-span" in h.proto.body for h in at.get("html"))
     at.radio(key=f"verdict-{rid}").set_value(final).run()
-    assert at.button(key=f"override-{rid}").label == "Save decision"
+    assert at.button(key=f"override-{rid}").label == "Save override"
     at.button(key=f"override-{rid}").click().run()
     no_exceptions(at)
-    # agreeing blind is recorded as a confirmation; then the judge is revealed
+    # agreeing blind is recorded as a confirmation; back on the row, the judge is revealed
     assert s.query("SELECT action, verdict, reviewer FROM reviews")[0] == ("confirm", final, "dan")
+    assert shown_row_id(at) != rid
+    at.button(key="prev").click().run()
+    assert shown_row_id(at) == rid
     assert metric(at, "final verdict") == final
     assert [d for d in at.dataframe if "letter" in d.value.columns]
 
@@ -176,12 +199,135 @@ def test_spot_check_queue_is_seeded_persisted_and_walked(ui_db: Path) -> None:
     assert len(queue) == 10
     assert at.session_state["queue"] == 1
     assert shown_row_id(at) == queue[0]
-    assert any(p.proto.text == "0 of 10 rows reviewed" for p in at.get("progress"))
+    assert any(p.proto.text.startswith("0 of 10 rows reviewed (base 0/5") for p in at.get("progress"))
     # reviewing in a queue moves on to the next row and the progress follows
     at.button(key=f"confirm-{queue[0]}").click().run()
     no_exceptions(at)
     assert shown_row_id(at) == queue[1]
-    assert any(p.proto.text == "1 of 10 rows reviewed" for p in at.get("progress"))
+    assert any(p.proto.text.startswith("1 of 10 rows reviewed") for p in at.get("progress"))
     assert s.query("SELECT queue_id FROM reviews")[0][0] == 1
     at.button(key="prev").click().run()
     assert shown_row_id(at) == queue[0]
+
+
+# --- state rules of the review flow (DESIGN §8) ----------------------------------------------------------------
+def _queue(s: Study, size: int = 4, **kw) -> list[str]:
+    from mcqaudit.store.reviews import create_spot_check
+
+    sc = create_spot_check(s, size=size, seed=3, **kw)
+    return [
+        r[0]
+        for r in s.query(
+            "SELECT row_id FROM spot_check_rows WHERE queue_id = ? ORDER BY position", [sc.queue_id]
+        )
+    ]
+
+
+def test_the_queue_and_reviewer_survive_every_save_and_the_url_names_the_row(ui_db: Path) -> None:
+    s = Study(ui_db)
+    queue = _queue(s, size=2)  # 4 rows over two arms
+    at = app(ui_db, "review", reviewer="fay").run()
+    at.selectbox(key="w:queue").set_value(1).run()
+    for k in range(4):
+        rid = shown_row_id(at)
+        assert rid == queue[k]
+        assert at.query_params["row"] == rid and at.query_params["queue"] == "1"
+        assert at.query_params["reviewer"] == "fay"
+        at.button(key=f"confirm-{rid}").click().run()
+        no_exceptions(at)
+        # the selector keeps the queue (its label has no live count that would reset it), and the name stays
+        assert at.selectbox(key="w:queue").value == 1 and at.session_state["queue"] == 1
+        assert at.text_input(key="w:reviewer").value == "fay"
+    assert [r[0] for r in s.query("SELECT row_id FROM reviews ORDER BY review_id")] == queue
+    assert any("Every row of this queue is reviewed." in x.value for x in at.success)
+    assert shown_row_id(at) == queue[3]  # the last save keeps the row on screen
+
+
+def test_a_reload_restores_row_queue_reviewer_and_blind_mode(ui_db: Path) -> None:
+    s = Study(ui_db)
+    queue = _queue(s)
+    at = app(ui_db, "overview")
+    at.query_params.update({"row": queue[2], "queue": "1", "reviewer": "gus", "blind": "1"})
+    at.run()
+    no_exceptions(at)
+    assert [t.value for t in at.title] == ["Review"]  # ?row= opens Review even from another page
+    assert shown_row_id(at) == queue[2]
+    assert at.session_state["queue"] == 1 and at.session_state["reviewer"] == "gus"
+    assert at.session_state["blind"] is True and at.toggle(key="w:blind").value is True
+    assert not at.metric  # blind: nothing of the judge on screen
+    # ?queue= alone opens the queue at its first unreviewed row
+    from mcqaudit.store.reviews import add_review
+
+    add_review(s, queue[0], reviewer="zed", action="confirm")
+    at2 = app(ui_db, "review")
+    at2.query_params.update({"queue": "1"})
+    at2.run()
+    assert shown_row_id(at2) == queue[1]
+
+
+def test_a_save_moves_to_the_next_unreviewed_row_of_the_queue(ui_db: Path) -> None:
+    from mcqaudit.store.reviews import add_review
+
+    s = Study(ui_db)
+    queue = _queue(s, size=3)  # 6 rows over two arms
+    # another reviewer has done rows 1 and 2 already
+    for rid in queue[1:3]:
+        add_review(s, rid, reviewer="other", action="confirm")
+    at = app(ui_db, "review", reviewer="hal", queue=1).run()
+    assert shown_row_id(at) == queue[0]
+    at.button(key=f"confirm-{queue[0]}").click().run()
+    assert shown_row_id(at) == queue[3]  # rows 1 and 2 are skipped
+    # Previous still walks the queue one row at a time, reviewed rows included
+    at.button(key="prev").click().run()
+    assert shown_row_id(at) == queue[2]
+    # a save on a reviewed row moves on to the next unreviewed one after it, wrapping round
+    at.radio(key=f"verdict-{queue[2]}").set_value("OTHER").run()
+    at.button(key=f"override-{queue[2]}").click().run()
+    assert shown_row_id(at) == queue[3]
+
+
+def test_a_save_lands_on_the_row_whose_button_was_pressed(ui_db: Path) -> None:
+    s = Study(ui_db)
+    at = app(ui_db, "review", reviewer="ida").run()
+    first = shown_row_id(at)
+    button = at.button(key=f"confirm-{first}")
+    # the session moves on (another tab, a key press) before the click arrives
+    at.session_state["row"] = "somewhere else"
+    button.click().run()
+    no_exceptions(at)
+    assert s.query("SELECT row_id, action FROM reviews") == [(first, "confirm")]
+
+
+def test_parsers_table_says_strict_defers_and_spans_are_marked(ui_db: Path) -> None:
+    s = Study(ui_db)
+    rid = s.query(
+        "SELECT row_id FROM graded_rows WHERE strict_letter IS NULL AND naive_letter IS NOT NULL "
+        "AND generation LIKE 'A valid choice%' LIMIT 1"
+    )[0][0]
+    at = app(ui_db, "review", reviewer="joe", row=rid).run()
+    no_exceptions(at)
+    assert shown_row_id(at) == rid
+    table = [d.value for d in at.dataframe if "verdict it implies" in d.value.columns][0]
+    strict = table[table["parser"] == "strict"].iloc[0]
+    assert strict["letter"] == "—" and strict["verdict it implies"].startswith("defers")
+    gen = s.query("SELECT generation FROM graded_rows WHERE row_id = ?", [rid])[0][0]
+    body = [h.proto.body for h in at.get("html") if "mq-generation" in h.proto.body][0]
+    # "A valid choice…": the naive parser took the A of the opening word
+    assert '<mark data-testid="mq-parser-span"' in body and ">A</mark>" in body
+    assert body.count("<mark") == 1 and gen[1:] in body
+
+
+def test_the_same_item_side_by_side(ui_db: Path) -> None:
+    s = Study(ui_db)
+    rid, item = s.query("SELECT row_id, item_id FROM graded_rows ORDER BY row_id LIMIT 1")[0]
+    at = app(ui_db, "review", reviewer="kim", row=rid).run()
+    table = [d.value for d in at.dataframe if any("(gold" in str(c) for c in d.value.columns)][0]
+    rows = s.query(
+        "SELECT arm, orientation, gold_letter, picked_letter, final_verdict, row_id FROM graded_rows WHERE item_id = ?",
+        [item],
+    )
+    assert table.shape == (2, 2)  # arms × orientations
+    for arm, orient, gold, picked, final, row_id in rows:
+        cell = table.loc[arm, f"{orient} (gold {gold})"]
+        assert f"{picked or '—'} · {final}" in cell
+        assert cell.startswith("▶") == (row_id == rid)

@@ -61,6 +61,7 @@ class Study:
         # One process-wide gate per file: DuckDB shares one database instance per file in a process, and
         # opening/closing it from several threads at once is where wrong results came from.
         self._gate = _gate_for(self.path)
+        self._held = threading.local()  # the connection this thread has open, for nested connect()
         if not self.path.exists():
             if not create or read_only:
                 raise StudyError(f"{self.path}: no such study file (create one with `mcqaudit ingest`)")
@@ -160,12 +161,21 @@ class Study:
 
     @contextlib.contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A short-lived connection without a transaction (reads, or statements that manage their own)."""
+        """A short-lived connection without a transaction (reads, or statements that manage their own).
+
+        Nested in an open one on the same thread, it is that same connection: a caller that makes several
+        queries (a dashboard panel) opens the file once instead of once per query."""
+        held = getattr(self._held, "con", None)
+        if held is not None:
+            yield held
+            return
         with self._gate, self._file_lock():
             con = self._open()
+            self._held.con = con
             try:
                 yield con
             finally:
+                self._held.con = None
                 con.close()
 
     @contextlib.contextmanager

@@ -495,8 +495,8 @@ def spot_checks(study: Study) -> pd.DataFrame:
     )
 
 
-def spot_check_progress(study: Study) -> pd.DataFrame:
-    """Per queue (not deleted) and arm: rows drawn and rows with an effective review.
+def spot_check_progress(study: Study, queue_id: int | None = None) -> pd.DataFrame:
+    """Per queue (not deleted; or only ``queue_id``) and arm: rows drawn and rows with an effective review.
 
     Columns: queue_id, arm, rows, reviewed; every arm the queue was drawn over appears (with 0 rows when a
     small total left it none), in the queue's arm order.
@@ -505,14 +505,15 @@ def spot_check_progress(study: Study) -> pd.DataFrame:
         """WITH qa AS (
                SELECT s.queue_id, a.arm, a.k
                FROM spot_checks s, unnest(s.arms) WITH ORDINALITY AS a(arm, k)
-               WHERE s.deleted_at IS NULL
+               WHERE s.deleted_at IS NULL AND (CAST(? AS INTEGER) IS NULL OR s.queue_id = ?)
            )
            SELECT qa.queue_id, qa.arm, count(r.row_id) AS rows, count(e.row_id) AS reviewed
            FROM qa
            LEFT JOIN (spot_check_rows r JOIN gen_rows g USING (row_id))
                   ON r.queue_id = qa.queue_id AND g.arm = qa.arm
            LEFT JOIN effective_reviews e ON e.row_id = r.row_id
-           GROUP BY qa.queue_id, qa.arm, qa.k ORDER BY qa.queue_id, qa.k"""
+           GROUP BY qa.queue_id, qa.arm, qa.k ORDER BY qa.queue_id, qa.k""",
+        [queue_id, queue_id],
     )
 
 

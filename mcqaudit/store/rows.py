@@ -196,20 +196,23 @@ def count_rows(study: Study, f: RowFilter) -> int:
     return int(study.query(f"SELECT count(*) {sql}", params)[0][0])
 
 
+def _ordered_from(f: RowFilter) -> tuple[str, list[Any], str, str]:
+    """(FROM … WHERE …, its parameters, the list's ORDER BY keys, extra select columns): queue order for a
+    queue, else arm (ingest order), item, orientation, sample — and row_id last, so the order is total."""
+    sql, params = _from(_build(f))
+    if f.queue_id is not None:
+        return sql, params, "q.position, g.row_id", ", q.position AS queue_position"
+    order = "a.ordinal NULLS LAST, g.arm, g.item_id, length(g.orientation), g.orientation, g.sample, g.row_id"
+    sql = sql.replace("FROM graded_rows g ", "FROM graded_rows g LEFT JOIN arms a ON a.arm = g.arm ", 1)
+    return sql, params, order, ""
+
+
 def list_rows(
     study: Study, f: RowFilter, limit: int = 50, offset: int = 0, snippet: int = 160
 ) -> pd.DataFrame:
     """One page of rows (columns :data:`LIST_COLUMNS`, ``generation`` cut to ``snippet`` characters),
     in queue order for a queue, else by arm (ingest order), item, orientation, sample."""
-    q = _build(f)
-    sql, params = _from(q)
-    if f.queue_id is not None:
-        order = "q.position"
-        extra = ", q.position AS queue_position"
-    else:
-        order = "a.ordinal NULLS LAST, g.arm, g.item_id, length(g.orientation), g.orientation, g.sample"
-        sql = sql.replace("FROM graded_rows g ", "FROM graded_rows g LEFT JOIN arms a ON a.arm = g.arm ", 1)
-        extra = ""
+    sql, params, order, extra = _ordered_from(f)
     cols = ", ".join(
         "left(g.generation, ?) AS generation"
         if c == "generation"
@@ -219,8 +222,98 @@ def list_rows(
         for c in LIST_COLUMNS
     )
     return study.query_df(
-        f"SELECT {cols}{extra} {sql} ORDER BY {order}, g.row_id LIMIT ? OFFSET ?",
+        f"SELECT {cols}{extra} {sql} ORDER BY {order} LIMIT ? OFFSET ?",
         [snippet, *params, int(limit), int(offset)],
+    )
+
+
+@dataclass(frozen=True)
+class ListPosition:
+    """Where one row sits in a row list: its 0-based position, the list's length, and its neighbours."""
+
+    row_id: str
+    position: int
+    total: int
+    previous: str | None
+    next: str | None
+
+
+def list_position(study: Study, f: RowFilter, row_id: str) -> ListPosition | None:
+    """The position of ``row_id`` in the list ``f`` (None when the row is not in it), in one query."""
+    sql, params, order, _ = _ordered_from(f)
+    rec = study.query(
+        f"""SELECT row_id, pos, total, prev_id, next_id FROM (
+                SELECT g.row_id, row_number() OVER w - 1 AS pos, count(*) OVER () AS total,
+                       lag(g.row_id) OVER w AS prev_id, lead(g.row_id) OVER w AS next_id
+                {sql} WINDOW w AS (ORDER BY {order})
+            ) WHERE row_id = ?""",
+        [*params, row_id],
+    )
+    if not rec:
+        return None
+    rid, pos, total, prev_id, next_id = rec[0]
+    return ListPosition(str(rid), int(pos), int(total), prev_id, next_id)
+
+
+def row_at(study: Study, f: RowFilter, position: int) -> str | None:
+    """The id of the row at ``position`` (0-based) of the list ``f``; None past either end."""
+    if position < 0:
+        return None
+    sql, params, order, _ = _ordered_from(f)
+    rec = study.query(f"SELECT g.row_id {sql} ORDER BY {order} LIMIT 1 OFFSET ?", [*params, int(position)])
+    return str(rec[0][0]) if rec else None
+
+
+def next_unreviewed(study: Study, queue_id: int, after: str | None = None) -> str | None:
+    """The queue's first row without an effective review after ``after`` (in queue order), wrapping
+    round to the start, ``after`` itself left out; None when no other row of the queue is unreviewed."""
+    rec = study.query(
+        """SELECT q.row_id FROM spot_check_rows q
+           LEFT JOIN effective_reviews e ON e.row_id = q.row_id
+           WHERE q.queue_id = ? AND e.row_id IS NULL AND q.row_id IS DISTINCT FROM ?
+           ORDER BY q.position <= coalesce(
+                       (SELECT position FROM spot_check_rows WHERE queue_id = ? AND row_id = ?), -1),
+                    q.position
+           LIMIT 1""",
+        [int(queue_id), after, int(queue_id), after],
+    )
+    return str(rec[0][0]) if rec else None
+
+
+@dataclass(frozen=True)
+class ReviewPanel:
+    """Everything the Review page shows about one row, read through one connection."""
+
+    row: dict[str, Any] | None  # see :func:`row_detail`
+    position: ListPosition | None  # None: the row is not in the list
+    item: pd.DataFrame  # :func:`item_rows` of its item
+    progress: pd.DataFrame  # the queue's rows and reviewed rows per arm (empty outside a queue)
+    next_unreviewed: str | None  # the queue's next unreviewed row after this one (None outside a queue)
+
+
+def review_panel(study: Study, f: RowFilter, row_id: str) -> ReviewPanel:
+    from mcqaudit.store.reviews import spot_check_progress
+
+    with study.connect():  # every query below reuses this one connection
+        row = row_detail(study, row_id)
+        position = list_position(study, f, row_id)
+        item = item_rows(study, str(row["item_id"])) if row else pd.DataFrame()
+        if f.queue_id is None:
+            return ReviewPanel(row, position, item, pd.DataFrame(), None)
+        progress = spot_check_progress(study, queue_id=f.queue_id)
+        return ReviewPanel(row, position, item, progress, next_unreviewed(study, f.queue_id, row_id))
+
+
+def item_rows(study: Study, item_id: str) -> pd.DataFrame:
+    """Every row of one item (all arms, orientations, samples): picked letter and verdicts, for the
+    side-by-side view."""
+    return study.query_df(
+        """SELECT g.row_id, g.arm, g.orientation, g.sample, g.gold_letter, g.picked_letter, g.final_verdict,
+                  g.verdict_source, g.review_verdict IS NOT NULL AS reviewed
+           FROM graded_rows g LEFT JOIN arms a ON a.arm = g.arm
+           WHERE g.item_id = ?
+           ORDER BY a.ordinal NULLS LAST, g.arm, length(g.orientation), g.orientation, g.sample""",
+        [item_id],
     )
 
 
@@ -243,6 +336,10 @@ def row_detail(study: Study, row_id: str) -> dict[str, Any] | None:
             return None
         row: dict[str, Any] = dict(zip(names, rec, strict=True))
         row["options"] = list(row["options"])
+        extra = con.execute(
+            "SELECT model, metadata, source_line FROM gen_rows WHERE row_id = ?", [row_id]
+        ).fetchone()
+        row["model"], row["metadata"], row["source_line"] = extra if extra else (None, None, None)
         parsers = {
             PARSER_STRICT: row["strict_letter"],
             PARSER_NAIVE: row["naive_letter"],

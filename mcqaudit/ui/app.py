@@ -93,6 +93,7 @@ def sidebar(path: str) -> None:
 def main(default: str = "overview") -> None:
     st.set_page_config(page_title="mcqaudit", page_icon=":material/fact_check:", layout="wide")
     state.init_state()
+    wants_review = state.read_url()  # a reload or a shared link: ?row= / ?queue= open Review there
     path = resolve_db()
     if not Path(path).exists():
         st.error(f"No study file at {path}. Create one with `mcqaudit ingest`.")
@@ -104,5 +105,10 @@ def main(default: str = "overview") -> None:
     }
     st.session_state[state.PAGES] = pages
     nav = st.navigation(list(pages.values()))
+    if wants_review and nav.title != "Review":
+        st.switch_page(pages["Review"], query_params=st.query_params.to_dict())
     sidebar(path)
+    state.write_session_url()
+    if nav.title != "Review":
+        state.write_url(**{state.Q_ROW: None, state.Q_QUEUE: None})
     nav.run()

@@ -94,6 +94,26 @@ def row_detail(path: str, version: Version, row_id: str) -> dict[str, Any] | Non
     return rw.row_detail(get_study(path), row_id)
 
 
+@st.cache_data(show_spinner=False, max_entries=64)
+def review_panel(path: str, version: Version, filter_json: str, row_id: str) -> rw.ReviewPanel:
+    return rw.review_panel(get_study(path), RowFilter.from_dict(json.loads(filter_json)), row_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def row_at(path: str, version: Version, filter_json: str, position: int) -> str | None:
+    return rw.row_at(get_study(path), RowFilter.from_dict(json.loads(filter_json)), position)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def next_unreviewed(path: str, version: Version, queue_id: int, after: str | None) -> str | None:
+    return rw.next_unreviewed(get_study(path), queue_id, after)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def queue_progress(path: str, version: Version) -> pd.DataFrame:
+    return rv.spot_check_progress(get_study(path))
+
+
 @st.cache_data(show_spinner=False, max_entries=8)
 def verdict_counts(path: str, version: Version) -> pd.DataFrame:
     return rw.verdict_counts(get_study(path))
@@ -135,11 +155,33 @@ def review_log_csv(path: str) -> str:
 # What each kind of write makes stale. A review changes verdicts (rows, details, the report, queue progress,
 # counts); a spot check changes queues and the report (uniform spot-check rows feed judge agreement and the
 # parser_disagreement flag); the control arm changes only the report and the study settings.
+_AFTER_REVIEW: tuple[Callable[..., Any], ...] = (
+    report,
+    review_panel,
+    row_count,
+    row_page,
+    row_detail,
+    row_at,
+    next_unreviewed,
+    verdict_counts,
+    queues,
+    queue_progress,
+    review_counts,
+)
 STALE_AFTER: dict[str, tuple[Callable[..., Any], ...]] = {
-    "review": (report, row_count, row_page, row_detail, verdict_counts, queues, review_counts),
-    "spot_check": (report, queues),
+    "review": _AFTER_REVIEW,
+    "spot_check": (
+        report,
+        review_panel,
+        queues,
+        queue_progress,
+        row_count,
+        row_page,
+            row_at,
+        next_unreviewed,
+    ),
     "control": (report, meta),
-    "import": (report, row_count, row_page, row_detail, verdict_counts, queues, review_counts),
+    "import": _AFTER_REVIEW,
 }
 
 
@@ -165,6 +207,20 @@ def retract_review(path: str, review_id: int, **kw: Any) -> int:
 def create_spot_check(path: str, **kw: Any) -> rv.SpotCheck:
     try:
         return rv.create_spot_check(get_study(path), **kw)
+    finally:
+        _stale("spot_check")
+
+
+def rename_spot_check(path: str, queue_id: int, name: str) -> None:
+    try:
+        rv.rename_spot_check(get_study(path), queue_id, name)
+    finally:
+        _stale("spot_check")
+
+
+def delete_spot_check(path: str, queue_id: int, *, deleted_by: str | None) -> None:
+    try:
+        rv.delete_spot_check(get_study(path), queue_id, deleted_by=deleted_by)
     finally:
         _stale("spot_check")
 

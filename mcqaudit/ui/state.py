@@ -24,8 +24,9 @@ F_DISAGREE = "f_disagree"  # parser name or None
 F_REVIEWED = "f_reviewed"  # one of REVIEWED_CHOICES
 F_SEARCH = "f_search"
 F_CELL = "f_cell"  # a confusion cell handed over from Parsers vs judge (dict) or None
-POS = "pos"  # 0-based position of the shown row within the Review list
+ROW = "row"  # row_id shown on Review (None: the list's first row, or the queue's first unreviewed one)
 QUEUE = "queue"  # active spot-check queue_id, or None
+URL_READ = "url_read"  # the URL's query parameters were applied to this session (once, at its start)
 PARSER = "parser"  # the parser chosen on Parsers vs judge
 PARSER_ARM = "parser_arm"
 PARSER_ORIENT = "parser_orient"
@@ -33,8 +34,7 @@ CELL = "cell"  # the selected confusion cell: dict(parser, verdict, parser_verdi
 OTHER_ARM = "other_arm"  # arm whose OTHER rows are listed on OTHER by arm
 FLASH = "flash"  # (kind, message) shown once after a write
 LIST_SELECTION = "list_selection"  # last row selection seen in the Review list (to detect a new click)
-GOTO = "goto"  # the Review page's "row number" input (re-seeded from POS on every run)
-LIST_TOTAL = "list_total"  # rows in the Review list as last drawn (bounds Next after a save in a queue)
+CONTEXT_SELECTION = "context_selection"  # last cell selection seen in the side-by-side table
 
 ALL_ORIENTATIONS = "all orientations"
 REVIEWED_CHOICES = ("all rows", "unreviewed", "reviewed")
@@ -51,8 +51,9 @@ DEFAULTS: dict[str, Any] = {
     F_REVIEWED: REVIEWED_CHOICES[0],
     F_SEARCH: "",
     F_CELL: None,
-    POS: 0,
+    ROW: None,
     QUEUE: None,
+    URL_READ: False,
     PARSER: None,
     PARSER_ARM: None,
     PARSER_ORIENT: ALL_ORIENTATIONS,
@@ -60,8 +61,11 @@ DEFAULTS: dict[str, Any] = {
     OTHER_ARM: None,
     FLASH: None,
     LIST_SELECTION: None,
-    LIST_TOTAL: 0,
+    CONTEXT_SELECTION: None,
 }
+
+# URL query parameters (DESIGN §8 review automation contract)
+Q_ROW, Q_QUEUE, Q_REVIEWER, Q_BLIND = "row", "queue", "reviewer", "blind"
 
 _WIDGET = "w:"
 
@@ -98,3 +102,42 @@ def set_value(key: str, value: Any) -> None:
 
 def flash(kind: str, message: str) -> None:
     st.session_state[FLASH] = (kind, message)
+
+
+def read_url() -> bool:
+    """Apply the URL's ``row``, ``queue``, ``reviewer`` and ``blind`` to a new session (a reload, a shared
+    link); later runs keep the session's own values. True when the URL asks for the Review page."""
+    s = st.session_state
+    if s.get(URL_READ):
+        return False
+    s[URL_READ] = True
+    qp = st.query_params
+    if qp.get(Q_REVIEWER, "").strip():
+        set_value(REVIEWER, qp[Q_REVIEWER].strip())
+    if Q_BLIND in qp:
+        set_value(BLIND, qp[Q_BLIND].strip().lower() in ("1", "true", "yes", "on"))
+    wants_review = False
+    if qp.get(Q_QUEUE, "").strip().isdigit():
+        set_value(QUEUE, int(qp[Q_QUEUE]))
+        wants_review = True
+    if qp.get(Q_ROW, "").strip():
+        s[ROW] = qp[Q_ROW].strip()
+        wants_review = True
+    return wants_review
+
+
+def write_url(**values: str | None) -> None:
+    """Make the URL name these values (None: drop the parameter); unchanged parameters are not rewritten."""
+    qp = st.query_params
+    for key, value in values.items():
+        if value is None or value == "":
+            if key in qp:
+                del qp[key]
+        elif qp.get(key) != value:
+            qp[key] = value
+
+
+def write_session_url() -> None:
+    """The parameters every page keeps in its URL: the reviewer name and blind mode."""
+    s = st.session_state
+    write_url(**{Q_REVIEWER: (s.get(REVIEWER) or "").strip() or None, Q_BLIND: "1" if s.get(BLIND) else None})

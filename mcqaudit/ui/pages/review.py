@@ -1,28 +1,46 @@
-"""Review: the work surface. Filtered row list or a spot-check queue, one row in detail, confirm / override /
-retract under the session's reviewer name, blind mode.
+"""Review: the work surface. A spot-check queue or a filtered row list, one row in detail, confirm / override /
+retract under the session's reviewer name, blind mode, keyboard shortcuts, and a URL that always names the
+row on screen (DESIGN §8 review automation contract).
 
-The generation, the judge's reply and rationale are untrusted text: they are shown with ``st.code`` (plain
-text, never Markdown or HTML); question and options are Markdown-escaped.
+How the page keeps a reviewer's place:
+
+- The shown row is a row_id in session state (:data:`state.ROW`), never a position: a save, a new review by
+  someone else or a filter change cannot move the reviewer to another row behind their back.
+- Every save names the row it was made for (the button's own argument), so a click can only land on the
+  row whose button was clicked.
+- The queue selector's option labels are fixed (no live counts): Streamlit sends a selectbox's value as its
+  label, so a label that changed on every save reset the selection (and the queue) after each review.
+- The row panel is an ``st.fragment``: a save or a move reruns only the panel, not the page.
+
+The generation, the judge's reply and rationale are untrusted text: they are shown with ``st.code`` or as
+HTML-escaped text with our own ``<mark>`` (never Markdown or HTML from the data); question and options are
+Markdown-escaped.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
 import pandas as pd
 import streamlit as st
 
+from mcqaudit.parsers import letter_spans
 from mcqaudit.store.reviews import CONFIRM, OVERRIDE, STRATEGIES, ReviewError
 from mcqaudit.store.rows import UNGRADED, VERDICT_FILTER_VALUES, ConfusionCell, RowFilter
 from mcqaudit.ui import components, data, state, tables
-from mcqaudit.vocab import LETTERS, VERDICTS
+from mcqaudit.vocab import LETTERS, PARSER_STRICT, PARSER_USER, VERDICTS
 
 PAGE_SIZE = 25
 NO_LETTER = "(none)"
+LONG_QUESTION = 400  # characters: a longer question (a passage) is collapsed so the answer stays on screen
 _BLIND_HIDDEN = ("final_verdict", "verdict_source", "judge_status", "picked_letter")
+DEFAULT_URL = "http://127.0.0.1:8501"
 
 
 # --- state helpers -------------------------------------------------------------------------------------------
@@ -44,7 +62,7 @@ def send_to_review(
         (state.F_SEARCH, ""),
         (state.F_CELL, asdict(cell) if cell else None),
         (state.QUEUE, None),
-        (state.POS, 0),
+        (state.ROW, None),
     ):
         state.set_value(key, value)
     components.switch_to("Review")
@@ -73,109 +91,164 @@ def current_filter(blind: bool) -> RowFilter:
 
 def _filter_changed(key: str) -> None:
     state.sync(key)
-    st.session_state[state.POS] = 0
-
-
-def _move(delta: int, total: int) -> None:
-    st.session_state[state.POS] = max(0, min(total - 1, int(st.session_state[state.POS]) + delta))
-
-
-def _goto() -> None:
-    st.session_state[state.POS] = int(st.session_state[state.GOTO]) - 1
+    st.session_state[state.ROW] = None  # a new list starts at its first row
 
 
 def _clear_cell() -> None:
     st.session_state[state.F_CELL] = None
-    st.session_state[state.POS] = 0
+    st.session_state[state.ROW] = None
+
+
+NO_QUEUE = 0  # the selector's "no queue" option (queue ids start at 1; None would show as a placeholder)
 
 
 def _choose_queue() -> None:
-    state.sync(state.QUEUE)
-    st.session_state[state.POS] = 0
+    chosen = st.session_state.get(state.widget_key(state.QUEUE))
+    st.session_state[state.QUEUE] = None if chosen in (None, NO_QUEUE) else int(chosen)
+    st.session_state[state.ROW] = None  # a queue opens at its first unreviewed row
 
 
-# --- pieces ----------------------------------------------------------------------------------------------------
+def _go(row_id: str | None) -> None:
+    if row_id is not None:
+        st.session_state[state.ROW] = row_id
+
+
+def _goto(path: str, key: str) -> None:
+    """The "row number" input: open the row at that position of the list."""
+    n = st.session_state.get(f"goto-{key}")
+    if n:
+        _go(data.row_at(path, data.study_version(path), key, int(n) - 1))
+
+
+def permalink(row_id: str, queue: int | None) -> str:
+    """A link that opens this row (in this queue) for anyone who can reach this dashboard."""
+    try:
+        url = st.context.url or ""
+    except Exception:  # outside a server (AppTest)
+        url = ""
+    parts = urlsplit(url) if url else urlsplit(DEFAULT_URL)
+    base = f"{parts.scheme or 'http'}://{parts.netloc or urlsplit(DEFAULT_URL).netloc}"
+    params: dict[str, str] = {state.Q_ROW: row_id}
+    if queue is not None:
+        params[state.Q_QUEUE] = str(queue)
+    return f"{base}/review?{urlencode(params)}"
+
+
+# --- queues ----------------------------------------------------------------------------------------------------
+def _queue_label(r: Any) -> str:
+    # fixed text only: the selectbox's value travels as this label (see the module docstring)
+    return f"#{r.queue_id} {r.name}"
+
+
 def render_queues(path: str, choices: Mapping[str, list[str]], queues: pd.DataFrame, reviewer: str) -> None:
     active = st.session_state.get(state.QUEUE)
-    with st.expander(
-        "Spot-check queues" + (f" — working through #{active}" if active is not None else ""),
-        expanded=active is not None,
-    ):
-        ids: list[int | None] = [None, *[int(x) for x in queues["queue_id"]]]
-        labels = {
-            int(r.queue_id): f"#{r.queue_id} {r.name} ({r.reviewed}/{r.rows} reviewed)"
-            for r in queues.itertuples()
-        }
-        if active not in ids:
-            state.set_value(state.QUEUE, None)
-        st.selectbox(
-            "Work through",
-            ids,
-            format_func=lambda q: "(no queue: the filtered rows)" if q is None else labels[q],
-            key=state.bind(state.QUEUE),
-            on_change=_choose_queue,
+    ids: list[int] = [NO_QUEUE, *[int(x) for x in queues["queue_id"]]]
+    labels = {int(r.queue_id): _queue_label(r) for r in queues.itertuples()}
+    if active is not None and active not in ids:
+        state.set_value(state.QUEUE, None)
+        state.flash(
+            "error", f"Spot check #{active} is not in this study (deleted, or a link to another study)."
         )
-        if len(queues):
-            view = queues[
-                [
-                    "queue_id",
-                    "name",
-                    "strategy",
-                    "seed",
-                    "size",
-                    "rows",
-                    "reviewed",
-                    "created_by",
-                    "created_at",
-                ]
-            ].copy()
-            view["progress %"] = (100 * view["reviewed"] / view["rows"].where(view["rows"] > 0)).round(1)
-            view = view.rename(columns={"size": "size per arm"})
-            st.dataframe(view, hide_index=True, key="queues")
-        with st.form("new_queue", clear_on_submit=False):
-            st.markdown("**Draw a new spot check** (seeded; the sample is stored with its seed)")
-            c1, c2, c3 = st.columns(3)
-            size = c1.number_input("Rows per arm", min_value=1, value=50, step=10, key="q_size")
-            seed = c2.number_input("Seed", min_value=0, value=0, step=1, key="q_seed")
-            strategy = c3.radio(
-                "Strategy",
-                STRATEGIES,
-                key="q_strategy",
-                horizontal=True,
-                help="uniform: every row equally likely (unbiased judge-agreement figures). stratified: a third "
-                "each from parser disagreements, OTHER/ungraded rows and the rest (hunting artifacts).",
+        active = None
+    c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
+    c1.selectbox(
+        "Work through",
+        ids,
+        format_func=lambda q: "(no queue: the filtered rows)" if q == NO_QUEUE else labels[q],
+        key=state.bind(state.QUEUE, NO_QUEUE if active is None else active),
+        on_change=_choose_queue,
+        help="A spot-check queue: a save moves on to its next unreviewed row.",
+    )
+    with c2.popover("Spot-check queues", icon=":material/playlist_add_check:", width="stretch"):
+        render_queue_manager(path, choices, queues, reviewer)
+
+
+def render_queue_manager(
+    path: str, choices: Mapping[str, list[str]], queues: pd.DataFrame, reviewer: str
+) -> None:
+    if len(queues):
+        prog = data.queue_progress(path, data.study_version(path))
+        view = queues[["queue_id", "name", "strategy", "seed", "rows", "reviewed"]].copy()
+        view["progress %"] = (100 * view["reviewed"] / view["rows"].where(view["rows"] > 0)).round(1)
+        if len(prog):
+            per_arm = (
+                prog.assign(cell=prog["reviewed"].astype(str) + "/" + prog["rows"].astype(str))
+                .pivot(index="queue_id", columns="arm", values="cell")
+                .add_prefix("arm ")
             )
-            arms = st.multiselect("Arms", choices["arms"], default=choices["arms"], key="q_arms")
-            name = st.text_input("Name (optional)", key="q_name")
-            if st.form_submit_button("Draw sample"):
-                try:
-                    sc = data.create_spot_check(
-                        path,
-                        size=int(size),
-                        seed=int(seed),
-                        strategy=str(strategy),
-                        arms=arms,
-                        name=name,
-                        created_by=reviewer or None,
-                    )
-                except ReviewError as exc:
-                    st.error(str(exc))
-                else:
-                    state.set_value(state.QUEUE, sc.queue_id)
-                    st.session_state[state.POS] = 0
-                    state.flash(
-                        "success",
-                        f"Spot check #{sc.queue_id} drawn: {sc.rows} rows ({sc.strategy}, seed {sc.seed}).",
-                    )
-                    st.rerun()
-        if active is not None:
-            row = queues[queues["queue_id"] == active]
-            if len(row):
-                r = row.iloc[0]
-                n, done = int(r["rows"]), int(r["reviewed"])
-                st.progress(done / n if n else 0.0, text=f"{done} of {n} rows reviewed")
+            view = view.join(per_arm, on="queue_id")
+        st.markdown("**Queues** (reviewed / rows, in all and per arm)")
+        st.dataframe(view, hide_index=True, key="queues")
+    with st.form("new_queue", clear_on_submit=False, enter_to_submit=False):
+        st.markdown("**Draw a new spot check** (seeded; the sample is stored with its seed)")
+        c1, c2, c3 = st.columns(3)
+        size = c1.number_input("Rows", min_value=1, value=50, step=10, key="q_size")
+        per = c2.radio("Size is", ["per arm", "in total"], key="q_per", horizontal=True)
+        seed = c3.number_input("Seed", min_value=0, value=0, step=1, key="q_seed")
+        strategy = st.radio(
+            "Strategy",
+            STRATEGIES,
+            key="q_strategy",
+            horizontal=True,
+            help="uniform: every row equally likely (unbiased judge-agreement figures). stratified: a third "
+            "each from parser disagreements, OTHER/ungraded rows and the rest (hunting artifacts); in total, "
+            "each arm keeps its share of the study's rows.",
+        )
+        arms = st.multiselect("Arms", choices["arms"], default=choices["arms"], key="q_arms")
+        name = st.text_input("Name (optional)", key="q_name")
+        if st.form_submit_button("Draw sample"):
+            try:
+                sc = data.create_spot_check(
+                    path,
+                    size=int(size),
+                    per_arm=per == "per arm",
+                    seed=int(seed),
+                    strategy=str(strategy),
+                    arms=arms,
+                    name=name,
+                    created_by=reviewer or None,
+                )
+            except ReviewError as exc:
+                st.error(tables.md_escape(str(exc)))
+            else:
+                state.set_value(state.QUEUE, sc.queue_id)
+                st.session_state[state.ROW] = None
+                shares = ", ".join(f"{a}: {sum(v.values())}" for a, v in sc.strata.items())
+                state.flash(
+                    "success",
+                    f"Spot check #{sc.queue_id} drawn: {sc.rows} rows ({sc.strategy}, seed {sc.seed}; {shares}).",
+                )
+                st.rerun()
+    if len(queues):
+        st.markdown("**Rename or delete a queue** (its reviews stay: they are the audit trail)")
+        ids = [int(x) for x in queues["queue_id"]]
+        labels = {int(r.queue_id): _queue_label(r) for r in queues.itertuples()}
+        target = st.selectbox("Queue", ids, format_func=lambda q: labels[q], key="q_manage")
+        c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+        new_name = c1.text_input("New name", key="q_rename")
+        if c2.button("Rename", key="q_rename_btn", disabled=not new_name.strip()):
+            try:
+                data.rename_spot_check(path, int(target), new_name)
+            except ReviewError as exc:
+                state.flash("error", f"Not renamed: {exc}")
+            else:
+                state.flash("success", f"Spot check #{target} renamed.")
+            st.rerun()
+        sure = st.checkbox(f"Yes, delete #{target}", key="q_delete_sure")
+        if st.button("Delete queue", key="q_delete_btn", disabled=not sure):
+            try:
+                data.delete_spot_check(path, int(target), deleted_by=reviewer or None)
+            except ReviewError as exc:
+                state.flash("error", f"Not deleted: {exc}")
+            else:
+                if st.session_state.get(state.QUEUE) == target:
+                    state.set_value(state.QUEUE, None)
+                    st.session_state[state.ROW] = None
+                state.flash("success", f"Spot check #{target} deleted; its reviews are kept.")
+            st.rerun()
 
 
+# --- filters ---------------------------------------------------------------------------------------------------
 def render_filters(choices: Mapping[str, list[str]], blind: bool) -> None:
     c = st.columns([2, 2, 2, 2])
     c[0].multiselect(
@@ -232,47 +305,27 @@ def render_filters(choices: Mapping[str, list[str]], blind: bool) -> None:
         args=(state.F_SEARCH,),
         placeholder="text in question or generation, item id, or a row id",
     )
-    cell = st.session_state.get(state.F_CELL)
-    if cell and not blind:
-        c1, c2 = st.columns([6, 1])
-        c1.info(
-            f"Confusion cell from Parsers vs judge: rows with verdict {cell['verdict']} where the "
-            f"{tables.md_escape(cell['parser'])} parser says {cell['parser_verdict']}"
-        )
-        c2.button("Clear cell", key="clear_cell", on_click=_clear_cell)
 
 
-def render_list(df: pd.DataFrame, total: int, pos: int, page_start: int, blind: bool, list_id: str) -> None:
-    st.markdown(
-        f"**{total}** rows · showing {page_start + 1}–{page_start + len(df)}"
-        if total
-        else "**0** rows match."
-    )
-    if not total:
-        return
-    view = df.drop(columns=[c for c in ("queue_position",) if c in df.columns])
-    if blind:
-        view = view.drop(columns=[c for c in _BLIND_HIDDEN if c in view.columns])
-    view.insert(0, "#", range(page_start + 1, page_start + len(df) + 1))
-    event = st.dataframe(
-        view,
-        hide_index=True,
-        on_select="rerun",
-        selection_mode="single-row",
-        key=f"rowlist-{list_id}-{page_start}",  # a new list (filter, page) starts with no selection
-        height=min(38 + 35 * len(view), 360),
-    )
-    sel = list(getattr(getattr(event, "selection", None), "rows", []) or [])
-    if sel:
-        mark = (list_id, page_start, sel[0])
-        if st.session_state.get(state.LIST_SELECTION) != mark:
-            st.session_state[state.LIST_SELECTION] = mark
-            new = page_start + int(sel[0])
-            if new != pos:
-                st.session_state[state.POS] = new
-                st.rerun()
+def _active_filters(f: RowFilter) -> str:
+    parts = []
+    for label, values in (("arm", f.arms), ("orientation", f.orientations), ("verdict", f.verdicts)):
+        if values:
+            parts.append(f"{label} {', '.join(values)}")
+    if f.judge_statuses:
+        parts.append("judge " + ", ".join(f.judge_statuses))
+    if f.disagree_parser:
+        parts.append(f"{f.disagree_parser} disagrees")
+    if f.reviewed is not None:
+        parts.append("reviewed" if f.reviewed else "unreviewed")
+    if f.search.strip():
+        parts.append(f"search “{f.search.strip()}”")
+    if f.cell is not None:
+        parts.append(f"cell {f.cell.parser} {f.cell.parser_verdict} / verdict {f.cell.verdict}")
+    return "; ".join(parts) or "none"
 
 
+# --- the row ---------------------------------------------------------------------------------------------------
 def _decided(row: Mapping[str, Any], reviewer: str) -> bool:
     hist = row["history"]
     if not reviewer or hist is None or not len(hist):
@@ -283,160 +336,219 @@ def _decided(row: Mapping[str, Any], reviewer: str) -> bool:
     return bool(len(mine))
 
 
-def render_row(row: Mapping[str, Any], *, blind: bool, reviewer: str) -> None:
-    """The question (options in this row's order, gold marked), the generation as plain text, and — unless
-    blind mode hides them — verdicts, judge and parsers."""
-    left, right = st.columns([3, 2], gap="large")
-    with left:
-        st.markdown(
-            f"**Row** `{row['row_id']}` · arm **{tables.md_escape(row['arm'])}** · item "
-            f"**{tables.md_escape(row['item_id'])}** · orientation **{row['orientation']}** · sample {row['sample']}"
+def render_question(row: Mapping[str, Any]) -> None:
+    q = str(row["question"])
+    if len(q) > LONG_QUESTION or q.count("\n") > 6:
+        head = q[:200].rsplit(" ", 1)[0]
+        st.markdown(f"**Question** {tables.md_escape(head)} …")
+        with st.expander(f"Full question ({len(q):,} characters)"):
+            st.markdown(tables.md_escape(q))
+    else:
+        st.markdown(f"**Question** {tables.md_escape(q)}")
+    lines = []
+    for k, opt in enumerate(row["options"]):
+        letter = LETTERS[k]
+        mark = "  :material/check_circle: **gold**" if letter == row["gold_letter"] else ""
+        lines.append(f"**{letter}.** {tables.md_escape(opt)}{mark}")
+    st.markdown("  \n".join(lines))
+
+
+def render_generation(row: Mapping[str, Any], *, hidden: bool) -> None:
+    """The generation verbatim; unless blind mode hides the parsers, with the span a parser took its letter
+    from marked (naive by default; any framework parser whose letter can be located)."""
+    gen = row["generation"]
+    st.markdown("**Generation** (verbatim)")
+    if gen is None or gen == "":
+        st.caption("(empty generation: OTHER by rule)")
+        return
+    spans = {} if hidden else letter_spans(gen, len(row["options"]))
+    letters = row["parser_letters"]
+    # a span is shown only where it gives the letter the study stored for that parser
+    spans = {p: v for p, v in spans.items() if letters.get(p) == v[0]}
+    if not spans:
+        components.plain_text(gen)
+        return
+    names = list(spans)
+    pick = names[0]
+    if len(names) > 1:
+        labels = {p: f"{p} → {spans[p][0]}" for p in names}
+        chosen = st.segmented_control(
+            "Mark where this parser took its letter",
+            names,
+            default=names[0],
+            format_func=lambda p: labels[p],
+            key=f"hl-{row['row_id']}",
+            required=True,
         )
-        st.markdown("**Question**")
-        st.markdown(tables.md_escape(row["question"]))
-        lines = []
-        for k, opt in enumerate(row["options"]):
-            letter = LETTERS[k]
-            mark = "  :material/check_circle: **gold**" if letter == row["gold_letter"] else ""
-            lines.append(f"**{letter}.** {tables.md_escape(opt)}{mark}")
-        st.markdown("  \n".join(lines))
-        st.markdown("**Generation** (verbatim)")
-        components.plain_text(row["generation"], empty="(empty generation: OTHER by rule)")
-    with right:
-        hidden = blind and not _decided(row, reviewer)
-        if hidden:
-            st.info(
-                "Blind mode: the judge's verdict, the parsers' letters and earlier reviews are hidden until you decide."
-            )
-            return
-        final = row["final_verdict"]
+        pick = chosen or names[0]
+    letter, (a, b) = spans[pick]
+    components.highlighted_text(gen, a, b, f"{pick} parser took {letter} here")
+    st.caption(f"Marked: where the {pick} parser took its letter {letter}.")
+
+
+def parser_table(row: Mapping[str, Any], has_user: bool) -> pd.DataFrame:
+    gold = row["gold_letter"]
+    out = []
+    for p, letter in row["parser_letters"].items():
+        if p == PARSER_USER and not has_user:
+            continue
+        if letter is not None:
+            implied = "CORRECT" if letter == gold else "INCORRECT"
+        elif p == PARSER_STRICT:
+            implied = "defers (no letter: the judge decides)"
+        else:
+            implied = "OTHER (no letter)"
+        out.append({"parser": p, "letter": letter or "—", "verdict it implies": implied})
+    return pd.DataFrame(out)
+
+
+def render_judge(row: Mapping[str, Any]) -> None:
+    final = row["final_verdict"]
+    c1, c2 = st.columns(2)
+    c1.metric(
+        "final verdict", final or UNGRADED, help="latest review, else judge, else pre-filter, else rule"
+    )
+    c2.metric("source", row["verdict_source"] or "none")
+    if row.get("picked_letter"):
+        st.caption(
+            f"Picked letter: {row['picked_letter']} ({tables.md_escape(row.get('picked_option') or '')})"
+        )
+    j = row.get("judge")
+    st.markdown(
+        f"**Judge** status **{row['judge_status']}** · verdict **{row['judge_verdict'] or '—'}** · letter "
+        f"**{row['judge_letter'] or '—'}**"
+    )
+    if j:
+        st.caption(
+            f"{tables.md_escape(j['model'])} · {j['shape']} shape · temperature {j['temperature']:g} · "
+            f"fingerprint {row['judge_fingerprint']}"
+        )
+        if j.get("standin"):
+            st.warning("Stand-in judge: a heuristic, not an LLM.", icon=":material/warning:")
+        if j.get("error"):
+            st.caption("Error:")
+            components.plain_text(j["error"])
+    reply, rationale = row.get("judge_reply"), row.get("judge_rationale")
+    if reply is not None and rationale:
         c1, c2 = st.columns(2)
-        c1.metric(
-            "final verdict", final or UNGRADED, help="latest review, else judge, else pre-filter, else rule"
-        )
-        c2.metric("source", row["verdict_source"] or "none")
-        if row.get("picked_letter"):
-            st.caption(
-                f"Picked letter: {row['picked_letter']} ({tables.md_escape(row.get('picked_option') or '')})"
-            )
-        st.markdown("**Judge**")
-        j = row.get("judge")
-        st.markdown(
-            f"status **{row['judge_status']}** · verdict **{row['judge_verdict'] or '—'}** · letter "
-            f"**{row['judge_letter'] or '—'}**"
-        )
-        if j:
-            st.caption(
-                f"{tables.md_escape(j['model'])} · {j['shape']} shape · temperature {j['temperature']:g} · "
-                f"fingerprint {row['judge_fingerprint']}"
-            )
-            if j.get("standin"):
-                st.warning("Stand-in judge: a heuristic, not an LLM.", icon=":material/warning:")
-            if j.get("error"):
-                st.caption("Error:")
-                components.plain_text(j["error"])
-        if row.get("judge_reply") is not None:
+        with c1:
             st.caption("Reply (raw):")
-            components.plain_text(row["judge_reply"])
-        if row.get("judge_rationale"):
+            components.plain_text(reply)
+        with c2:
             st.caption("Rationale:")
-            components.plain_text(row["judge_rationale"])
-        st.markdown("**Parsers**")
-        gold = row["gold_letter"]
-        prows = [
-            {
-                "parser": p,
-                "letter": letter or "—",
-                "verdict it implies": "OTHER"
-                if letter is None
-                else ("CORRECT" if letter == gold else "INCORRECT"),
-            }
-            for p, letter in row["parser_letters"].items()
-        ]
-        st.dataframe(pd.DataFrame(prows), hide_index=True, key="parser_letters")
+            components.plain_text(rationale)
+    elif reply is not None:
+        st.caption("Reply (raw):")
+        components.plain_text(reply)
+    elif rationale:
+        st.caption("Rationale:")
+        components.plain_text(rationale)
 
 
 def _save(
     path: str,
-    row: Mapping[str, Any],
+    row_id: str,
     *,
     action: str,
-    verdict: str | None,
-    letter: str | None,
-    note: str,
+    queue: int | None,
+    after_save: str | None,
     reviewer: str,
+    blind_final: str | None = None,
 ) -> None:
-    queue = st.session_state.get(state.QUEUE)
+    """Button callback: save the review of ``row_id`` — the row whose button was pressed, whatever the
+    session shows by now — then move on (in a queue: its next unreviewed row; else: the next row)."""
+    s = st.session_state
+    verdict = s.get(f"verdict-{row_id}") if action == OVERRIDE else None
+    letter = s.get(f"letter-{row_id}")
+    if action == OVERRIDE and blind_final is not None and verdict == blind_final:
+        action = CONFIRM  # blind mode: a decision that matches the current verdict is a confirmation
     try:
         rid = data.add_review(
             path,
-            row["row_id"],
+            row_id,
             reviewer=reviewer,
             action=action,
             verdict=verdict,
-            picked_letter=None if letter in (None, NO_LETTER) else letter,
-            note=note,
+            picked_letter=None if letter in (None, NO_LETTER) or action == CONFIRM else letter,
+            note=s.get(f"note-{row_id}", ""),
             queue_id=queue,
         )
     except ReviewError as exc:
-        state.flash("error", f"Not saved: {exc}")
+        state.flash("error", f"Not saved ({row_id}): {exc}")
+        return
+    nxt = after_save  # worked out when the row was drawn: no query between the save and the next row
+    if nxt is None:
+        done = " Every row of this queue is reviewed." if queue is not None else ""
+        state.flash("success", f"Saved review #{rid} of {row_id}.{done}")
     else:
-        prior = row["final_verdict"] or UNGRADED
-        state.flash(
-            "success",
-            f"Saved review #{rid} of {row['row_id']}: {action} {verdict or prior} (was {prior}"
-            + (f" from {row['verdict_source']}" if row["verdict_source"] else "")
-            + ").",
-        )
-        if queue is not None:
-            _move(1, int(st.session_state.get(state.LIST_TOTAL) or 1))
-    st.rerun()
+        state.flash("success", f"Saved review #{rid} of {row_id}.")
+        s[state.ROW] = nxt
 
 
-def render_review_form(path: str, row: Mapping[str, Any], *, blind: bool, reviewer: str) -> None:
-    st.markdown("#### Your verdict")
+def render_review_form(
+    path: str,
+    row: Mapping[str, Any],
+    *,
+    blind: bool,
+    reviewer: str,
+    queue: int | None,
+    after_save: str | None,
+) -> None:
     rid = row["row_id"]
-    if not reviewer:
-        st.warning("Enter your name as Reviewer in the sidebar to record reviews.")
     final = row["final_verdict"]
     hidden = blind and not _decided(row, reviewer)
-    letters = [NO_LETTER, *LETTERS[: len(row["options"])]]
-    if not hidden and st.button(
-        f"Confirm {final}" if final else "Confirm (no verdict to confirm)",
-        key=f"confirm-{rid}",
-        disabled=not reviewer or final is None,
-        type="primary",
-    ):
-        _save(
-            path,
-            row,
-            action=CONFIRM,
-            verdict=None,
-            letter=None,
-            note=st.session_state.get(f"note-{rid}", ""),
-            reviewer=reviewer,
+    if not reviewer:
+        st.warning("Enter your name as Reviewer in the sidebar to record reviews.")
+    common: dict[str, Any] = {"queue": queue, "after_save": after_save, "reviewer": reviewer}
+    if not hidden:
+        c1, c2 = st.columns([1, 2], vertical_alignment="center")
+        c1.button(
+            "Confirm",
+            key=f"confirm-{rid}",
+            disabled=not reviewer or final is None,
+            type="primary",
+            on_click=_save,
+            args=(path, rid),
+            kwargs={"action": CONFIRM, **common},
+            help="Keep the current verdict (key c)",
         )
-    c1, c2 = st.columns([3, 2])
-    verdict = c1.radio("Verdict", VERDICTS, key=f"verdict-{rid}", horizontal=True, index=None)
-    letter = c2.selectbox(
-        "Picked letter (optional)",
-        letters,
-        key=f"letter-{rid}",
-        help="The option the generation picks: filled in with the gold for CORRECT; none for OTHER.",
+        c2.markdown(f"the verdict **{final}**" if final else "no verdict to confirm: override it")
+    verdict = st.radio(
+        "Verdict",
+        VERDICTS,
+        key=f"verdict-{rid}",
+        horizontal=True,
+        index=None,
+        help="Keys 1 / 2 / 3",
     )
-    note = st.text_input("Note (optional)", key=f"note-{rid}")
-    label = "Save decision" if hidden else "Save override"
-    if st.button(label, key=f"override-{rid}", disabled=not reviewer or verdict is None):
-        # blind mode: a decision that matches the current verdict is recorded as a confirmation
-        action = CONFIRM if hidden and verdict == final else OVERRIDE
-        _save(path, row, action=action, verdict=verdict, letter=letter, note=note, reviewer=reviewer)
+    c1, c2 = st.columns([1, 2])
+    c1.selectbox(
+        "Picked letter (optional)",
+        [NO_LETTER, *LETTERS[: len(row["options"])]],
+        key=f"letter-{rid}",
+        help="The option the generation picks: the gold for CORRECT; none for OTHER.",
+    )
+    c2.text_input("Note (optional)", key=f"note-{rid}")
+    st.button(
+        "Save override",
+        key=f"override-{rid}",
+        disabled=not reviewer or verdict is None,
+        on_click=_save,
+        args=(path, rid),
+        kwargs={"action": OVERRIDE, "blind_final": final if hidden else None, **common},
+        help="Record the verdict chosen above (key s). In blind mode a decision equal to the current verdict "
+        "is recorded as a confirmation.",
+    )
+    st.caption(
+        "Keys (outside text fields): **c** confirm · **1 / 2 / 3** verdict · **s** save · **j / k** next / previous"
+    )
 
 
 def render_history(path: str, row: Mapping[str, Any], *, blind: bool, reviewer: str) -> None:
     hist = row["history"]
     if blind and not _decided(row, reviewer):
         return
-    st.markdown("#### Review history")
+    st.markdown("**Review history**")
     if hist is None or not len(hist):
         st.caption("No review yet.")
         return
@@ -454,6 +566,7 @@ def render_history(path: str, row: Mapping[str, Any], *, blind: bool, reviewer: 
                 "status",
                 "note",
                 "fingerprint",
+                "queue_id",
                 "origin",
             ]
         ],
@@ -462,18 +575,252 @@ def render_history(path: str, row: Mapping[str, Any], *, blind: bool, reviewer: 
     )
     open_ = [int(r) for r in hist.loc[hist["status"].isin(["effective", "superseded"]), "review_id"]]
     if open_:
-        c1, c2 = st.columns([2, 1])
-        target = c1.selectbox(
+        c1, c2 = st.columns([2, 1], vertical_alignment="bottom")
+        c1.selectbox(
             "Retract review", open_, format_func=lambda r: f"#{r}", key=f"retract-id-{row['row_id']}"
         )
-        if c2.button("Retract", key=f"retract-{row['row_id']}", disabled=not reviewer):
+        c2.button(
+            "Retract",
+            key=f"retract-{row['row_id']}",
+            disabled=not reviewer,
+            on_click=_retract,
+            args=(path, f"retract-id-{row['row_id']}", reviewer),
+        )
+
+
+def _retract(path: str, select_key: str, reviewer: str) -> None:
+    target = st.session_state.get(select_key)
+    if target is None:
+        return
+    try:
+        new = data.retract_review(path, int(target), reviewer=reviewer)
+    except ReviewError as exc:
+        state.flash("error", f"Not retracted: {exc}")
+    else:
+        state.flash("success", f"Review #{target} retracted (#{new}).")
+
+
+def _selected(key: str, kind: str) -> list[Any]:
+    event = st.session_state.get(key)
+    sel = event.get("selection", {}) if isinstance(event, Mapping) else getattr(event, "selection", None)
+    got = sel.get(kind) if isinstance(sel, Mapping) else getattr(sel, kind, None)
+    return list(got or [])
+
+
+def _open_cell(key: str, ids: list[list[Any]], columns: list[str], current: str) -> None:
+    """on_select of the side-by-side table: open the row of the clicked cell."""
+    for pos, col in _selected(key, "cells")[:1]:
+        target = ids[int(pos)][columns.index(col)]
+        if isinstance(target, str) and target != current:
+            st.session_state[state.ROW] = target
+
+
+def _open_listed(key: str, row_ids: list[str]) -> None:
+    """on_select of the row list: open the clicked row."""
+    for pos in _selected(key, "rows")[:1]:
+        st.session_state[state.ROW] = row_ids[int(pos)]
+
+
+def side_by_side(rows: pd.DataFrame, current: str, hidden: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The item's rows as a table arm × orientation (one column per orientation and sample): picked letter
+    and verdict, ✓ when reviewed, ▶ on the row on screen; and the same shape holding each cell's row_id."""
+    r = rows.copy()
+    multi = r["sample"].nunique() > 1
+    r["column"] = (
+        r["orientation"]
+        + (" s" + r["sample"].astype(str) if multi else "")
+        + " (gold "
+        + r["gold_letter"]
+        + ")"
+    )
+    if hidden:
+        r["cell"] = r["reviewed"].map({True: "✓ reviewed", False: "·"})
+    else:
+        r["cell"] = (
+            r["picked_letter"].fillna("—")
+            + " · "
+            + r["final_verdict"].fillna(UNGRADED)
+            + r["reviewed"].map({True: " ✓", False: ""})
+        )
+    r.loc[r["row_id"] == current, "cell"] = "▶ " + r.loc[r["row_id"] == current, "cell"]
+    cols = list(dict.fromkeys(r["column"]))
+    arms = list(dict.fromkeys(r["arm"]))
+    cells = r.pivot(index="arm", columns="column", values="cell").reindex(index=arms, columns=cols)
+    ids = r.pivot(index="arm", columns="column", values="row_id").reindex(index=arms, columns=cols)
+    return cells.fillna("").rename_axis(None, axis=1), ids
+
+
+def render_context(row: Mapping[str, Any], rows: pd.DataFrame, *, hidden: bool) -> None:
+    st.markdown(
+        f"**The same item in every arm and orientation** ({len(rows)} rows; picked letter · verdict, "
+        "✓ reviewed; click a cell to open its row)"
+        if not hidden
+        else f"**The same item in every arm and orientation** ({len(rows)} rows; verdicts hidden in blind mode)"
+    )
+    cells, ids = side_by_side(rows, row["row_id"], hidden)
+    key = f"context-{row['row_id']}"
+    st.dataframe(
+        cells,
+        key=key,
+        on_select=functools.partial(
+            _open_cell,
+            key,
+            ids.astype(object).where(ids.notna(), None).values.tolist(),
+            list(ids.columns),
+            row["row_id"],
+        ),
+        selection_mode="single-cell",
+        height=min(38 + 35 * len(cells), 300),
+    )
+    with st.expander("Metadata and prompt"):
+        meta = row.get("metadata")
+        st.caption(
+            f"model: {tables.md_escape(row.get('model') or '—')} · source line: {row.get('source_line') or '—'}"
+        )
+        if meta:
             try:
-                new = data.retract_review(path, int(target), reviewer=reviewer)
-            except ReviewError as exc:
-                state.flash("error", f"Not retracted: {exc}")
-            else:
-                state.flash("success", f"Review #{target} retracted (#{new}).")
-            st.rerun()
+                st.json(json.loads(meta) if isinstance(meta, str) else meta, expanded=1)
+            except ValueError:
+                components.plain_text(str(meta))
+        else:
+            st.caption("No metadata.")
+        st.caption("Prompt the model was sent:")
+        components.plain_text(row.get("prompt"), empty="(no prompt recorded)")
+
+
+def render_list(path: str, key: str, pos: int, total: int, blind: bool, current: str) -> None:
+    page_start = (pos // PAGE_SIZE) * PAGE_SIZE
+    df = data.row_page(path, data.study_version(path), key, PAGE_SIZE, page_start)
+    st.caption(f"{total} rows · showing {page_start + 1}–{page_start + len(df)}; click a row to open it")
+    view = df.drop(columns=[c for c in ("queue_position",) if c in df.columns])
+    if blind:
+        view = view.drop(columns=[c for c in _BLIND_HIDDEN if c in view.columns])
+    view.insert(0, "#", range(page_start + 1, page_start + len(df) + 1))
+    view.insert(0, " ", ["▶" if r == current else "" for r in df["row_id"]])
+    # a new key for every row on screen: the list starts without a stale selection
+    wkey = f"rowlist-{hashlib.sha1(key.encode()).hexdigest()[:10]}-{page_start}-{current}"
+    st.dataframe(
+        view,
+        hide_index=True,
+        on_select=functools.partial(_open_listed, wkey, [str(r) for r in df["row_id"]]),
+        selection_mode="single-row",
+        key=wkey,
+        height=min(38 + 35 * len(view), 360),
+    )
+
+
+# --- the panel (a fragment: a save or a move reruns only this) --------------------------------------------------
+def _resolve_row(path: str, key: str, f: RowFilter) -> Any:
+    """The panel to show: the session's row when it is in the list (or, outside a queue, any row of the
+    study, e.g. from a permalink); else, in a queue, its first unreviewed row (or its first row); else the
+    list's first row. None when the list is empty."""
+    v = data.study_version(path)
+    want = st.session_state.get(state.ROW)
+    if want:
+        panel = data.review_panel(path, v, key, want)
+        if panel.row is not None and (panel.position is not None or f.queue_id is None):
+            return panel
+        state.flash(
+            "error", f"Row {want} is not in {'this queue' if f.queue_id is not None else 'this study'}."
+        )
+    first = None
+    if f.queue_id is not None:
+        first = data.next_unreviewed(path, v, int(f.queue_id), None)
+    if first is None:
+        first = data.row_at(path, v, key, 0)
+    if first is None:
+        return None
+    st.session_state[state.ROW] = first
+    return data.review_panel(path, v, key, first)
+
+
+def render_progress(progress: pd.DataFrame) -> None:
+    n, done = (int(progress["rows"].sum()), int(progress["reviewed"].sum())) if len(progress) else (0, 0)
+    per_arm = " · ".join(f"{r.arm} {int(r.reviewed)}/{int(r.rows)}" for r in progress.itertuples())
+    st.progress(
+        done / n if n else 0.0, text=f"{done} of {n} rows reviewed" + (f" ({per_arm})" if per_arm else "")
+    )
+
+
+@st.fragment
+def review_panel(path: str, has_user: bool) -> None:
+    """The row on screen with its controls. A fragment: a save, a move or a selection reruns only this."""
+    reviewer = (st.session_state.get(state.REVIEWER) or "").strip()
+    blind = bool(st.session_state.get(state.BLIND))
+    queue = st.session_state.get(state.QUEUE)
+    f = current_filter(blind)
+    key = data.filter_json(f)
+    components.flash()
+    panel = _resolve_row(path, key, f)
+    if panel is None:
+        state.write_url(**{state.Q_ROW: None, state.Q_QUEUE: str(queue) if queue is not None else None})
+        st.info("No rows match." if queue is None else "This queue has no rows.")
+        return
+    row, where = panel.row, panel.position
+    row_id = str(row["row_id"])
+    state.write_url(**{state.Q_ROW: row_id, state.Q_QUEUE: str(queue) if queue is not None else None})
+
+    # navigation bar: where am I, previous / next, progress, link
+    c = st.columns([1, 1, 3, 2, 2], vertical_alignment="center")
+    prev_id = where.previous if where else None
+    next_id = where.next if where else None
+    c[0].button("Previous", key="prev", on_click=_go, args=(prev_id,), disabled=prev_id is None, help="key k")
+    c[1].button("Next", key="next", on_click=_go, args=(next_id,), disabled=next_id is None, help="key j")
+    if where is None:
+        c[2].markdown("This row is **outside the current list** (opened by its link).")
+    elif queue is not None:
+        c[2].markdown(f"Row **{where.position + 1}** of **{where.total}** in spot check **#{queue}**")
+    else:
+        c[2].markdown(f"Row **{where.position + 1}** of **{where.total}** matching rows")
+    if where is not None and where.total > 1:
+        st.session_state[f"goto-{key}"] = where.position + 1  # follows the row on screen
+        c[3].number_input(
+            "Go to row",
+            min_value=1,
+            max_value=where.total,
+            step=1,
+            key=f"goto-{key}",
+            on_change=_goto,
+            args=(path, key),
+            label_visibility="collapsed",
+        )
+    with c[4].popover("Link to this row", icon=":material/link:", width="stretch"):
+        st.caption("A permalink (copy with the button at its right):")
+        st.code(permalink(row_id, queue), language=None, wrap_lines=True)
+    if queue is not None:
+        render_progress(panel.progress)
+
+    hidden = blind and not _decided(row, reviewer)
+    with st.container(key="mq-row-line"):  # the keyboard handler reads the row on screen from here
+        st.markdown(
+            f"**Row** `{row_id}` · arm **{tables.md_escape(row['arm'])}** · item "
+            f"**{tables.md_escape(row['item_id'])}** · orientation **{row['orientation']}** · sample {row['sample']}"
+        )
+    left, right = st.columns([3, 2], gap="large")
+    with left:
+        render_generation(row, hidden=hidden)
+        render_question(row)
+    with right:
+        # after a save: in a queue its next unreviewed row, else the list's next row
+        after_save = panel.next_unreviewed if queue is not None else next_id
+        render_review_form(path, row, blind=blind, reviewer=reviewer, queue=queue, after_save=after_save)
+        if hidden:
+            st.info(
+                "Blind mode: the judge's verdict, the parsers' letters and earlier reviews are hidden until you decide."
+            )
+        else:
+            st.markdown("**Parsers**")
+            st.dataframe(parser_table(row, has_user), hide_index=True, key="parser_letters")
+            render_judge(row)
+    st.divider()
+    render_context(row, panel.item, hidden=hidden)
+    render_history(path, row, blind=blind, reviewer=reviewer)
+    if where is not None:
+        # drawn only while open (the expander tracks its state): a closed list costs no query
+        box = st.expander("The list", expanded=queue is None, key="list_open", on_change="rerun")
+        if box.open:
+            with box:
+                render_list(path, key, where.position, where.total, blind, row_id)
 
 
 def render_review(path: str) -> None:
@@ -484,44 +831,21 @@ def render_review(path: str) -> None:
     reviewer = (st.session_state.get(state.REVIEWER) or "").strip()
     blind = bool(st.session_state.get(state.BLIND))
     components.provenance(None, data.meta(path, v))
-    components.flash()
+    components.keyboard_shortcuts()
     render_queues(path, choices, queues, reviewer)
-    if st.session_state.get(state.QUEUE) is None:
-        render_filters(choices, blind)
     f = current_filter(blind)
-    key = data.filter_json(f)
-    total = data.row_count(path, v, key)
-    st.session_state[state.LIST_TOTAL] = total
-    pos = max(0, min(int(st.session_state.get(state.POS) or 0), max(total - 1, 0)))
-    st.session_state[state.POS] = pos
-    page_start = (pos // PAGE_SIZE) * PAGE_SIZE
-    df = data.row_page(path, v, key, PAGE_SIZE, page_start) if total else pd.DataFrame()
-    render_list(df, total, pos, page_start, blind, hashlib.sha1(key.encode()).hexdigest()[:10])
-    if not total:
-        return
-    st.divider()
-    c = st.columns([1, 1, 2, 4])
-    c[0].button("◀ Previous", key="prev", on_click=_move, args=(-1, total), disabled=pos == 0)
-    c[1].button("Next ▶", key="next", on_click=_move, args=(1, total), disabled=pos >= total - 1)
-    st.session_state[state.GOTO] = pos + 1
-    c[2].number_input(
-        "Row",
-        min_value=1,
-        max_value=total,
-        step=1,
-        key=state.GOTO,
-        on_change=_goto,
-        label_visibility="collapsed",
-    )
-    c[3].markdown(f"Row **{pos + 1}** of **{total}**")
-    row_id = str(df.iloc[pos - page_start]["row_id"])
-    row = data.row_detail(path, v, row_id)
-    if row is None:
-        st.error(f"Row {row_id} is no longer in the study.")
-        return
-    render_row(row, blind=blind, reviewer=reviewer)
-    render_review_form(path, row, blind=blind, reviewer=reviewer)
-    render_history(path, row, blind=blind, reviewer=reviewer)
+    if st.session_state.get(state.QUEUE) is None:
+        with st.expander(f"Filters: {_active_filters(f)}", expanded=False):
+            render_filters(choices, blind)
+        cell = st.session_state.get(state.F_CELL)
+        if cell and not blind:
+            c1, c2 = st.columns([6, 1])
+            c1.info(
+                f"Confusion cell from Parsers vs judge: rows with verdict {cell['verdict']} where the "
+                f"{tables.md_escape(cell['parser'])} parser says {cell['parser_verdict']}"
+            )
+            c2.button("Clear cell", key="clear_cell", on_click=_clear_cell)
+    review_panel(path, PARSER_USER in choices["parsers"])
 
 
 def page() -> None:
