@@ -427,3 +427,26 @@ def test_strict_on_a_copied_option_text_never_names_another_option(
     j = data.draw(st.integers(0, len(options) - 1))
     wrapped = data.draw(st.sampled_from(["{}", "{}.", "**{}**", "Answer: {}", "The answer is {}."]))
     assert strict(wrapped.format(options[j]), options) in (None, LETTERS[j])
+
+
+@given(texts_strategy, st.integers(1, MAX_OPTIONS))
+def test_letter_spans_point_at_the_letter_each_parser_returns(text: str, n: int) -> None:
+    """The span the Review page marks is where that parser took its letter: the marked character, upper-cased,
+    is the parser's letter (naive), or the winning pattern's group (framework parsers)."""
+    spans = parsers.letter_spans(text, n)
+    assert set(spans) <= {"naive", *FRAMEWORK_PARSERS}
+    if naive(text, n) is None:
+        assert "naive" not in spans
+    else:
+        letter, (a, b) = spans["naive"]
+        assert letter == naive(text, n) == text[a:b].upper()
+    for name, p in FRAMEWORK_PARSERS.items():
+        if p.parse(text, n) is None:
+            assert name not in spans
+        else:
+            letter, (a, b) = spans[name]
+            assert letter == p.parse(text, n) == text[a:b].upper()
+
+
+def test_letter_spans_on_the_classic_failure() -> None:
+    assert parsers.letter_spans("At the garden, I'd go with C.", 4)["naive"] == ("A", (0, 1))

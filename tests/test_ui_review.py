@@ -331,3 +331,22 @@ def test_the_same_item_side_by_side(ui_db: Path) -> None:
         cell = table.loc[arm, f"{orient} (gold {gold})"]
         assert f"{picked or '—'} · {final}" in cell
         assert cell.startswith("▶") == (row_id == rid)
+
+
+def test_a_read_only_study_is_browsed_and_nothing_can_be_saved(ui_db: Path, monkeypatch) -> None:
+    """A study shared read-only (file, folder or disk) opens read-only (see tests/test_reviews.py for the
+    detection); the Review page then browses it with every write control disabled, and says why."""
+    from mcqaudit.ui import data
+
+    monkeypatch.setattr(data, "get_study", lambda path: Study(path, read_only=True))
+    at = app(ui_db, "review", reviewer="lee").run()
+    no_exceptions(at)
+    assert any("read-only" in w.value for w in at.warning)
+    rid = shown_row_id(at)
+    assert at.button(key=f"confirm-{rid}").disabled
+    at.radio(key=f"verdict-{rid}").set_value("OTHER").run()
+    assert at.button(key=f"override-{rid}").disabled
+    assert at.button(key="next").disabled is False  # browsing still works
+    at.button(key="next").click().run()
+    assert shown_row_id(at) != rid
+    assert Study(ui_db).query("SELECT count(*) FROM reviews")[0][0] == 0

@@ -47,6 +47,11 @@ def get_study(path: str) -> Study:
     return Study(path)
 
 
+def read_only(path: str) -> bool:
+    """The study file cannot be written (file, folder or disk): every page reads, nothing can be saved."""
+    return bool(get_study(path).read_only)
+
+
 def study_version(path: str) -> Version:
     """(mtime_ns, size) of the study file and of its WAL (None when absent)."""
     out: list[tuple[int, int] | None] = []
@@ -177,7 +182,7 @@ STALE_AFTER: dict[str, tuple[Callable[..., Any], ...]] = {
         queue_progress,
         row_count,
         row_page,
-            row_at,
+        row_at,
         next_unreviewed,
     ),
     "control": (report, meta),
@@ -232,8 +237,8 @@ def set_control(path: str, arm: str) -> None:
         _stale("control")
 
 
-def import_review_log(path: str, log_path: str, origin: str) -> rv.ImportResult:
+def import_review_log(path: str, log_path: str, origin: str, reviewer: str | None = None) -> rv.ImportResult:
     try:
-        return rv.import_review_log(get_study(path), log_path, origin=origin)
+        return rv.import_review_log(get_study(path), log_path, origin=origin, reviewer=reviewer)
     finally:
         _stale("import")

@@ -11,6 +11,7 @@ from typing import Any
 
 import streamlit as st
 
+from mcqaudit.store import StudyError
 from mcqaudit.store.reviews import ReviewImportError
 from mcqaudit.ui import components, data, state, tables
 from mcqaudit.ui.pages import load
@@ -83,22 +84,37 @@ def render_export(report: Mapping[str, Any], meta: Mapping[str, str | None], pat
         key="dl_reviews",
         on_click="ignore",
     )
-    with st.expander("Import a review log"):
-        up = st.file_uploader("Review log (CSV or JSONL)", type=["csv", "jsonl"], key="import_log")
-        if up is not None and st.button("Import", key="import_go"):
+    with st.expander("Import a review log or your team's labels"):
+        st.caption(
+            "A review log from `reviews export`, or labels: `row_id` (or `arm, item_id, orientation, sample`), "
+            "`verdict`, optional `picked_letter, reviewer, note, reviewed_at`."
+        )
+        up = st.file_uploader("Review log or labels (CSV or JSONL)", type=["csv", "jsonl"], key="import_log")
+        who = st.text_input(
+            "Reviewer for lines without one",
+            value=st.session_state.get(state.REVIEWER) or "",
+            key="import_reviewer",
+        )
+        if up is not None and st.button("Import", key="import_go", disabled=data.read_only(path)):
             with tempfile.TemporaryDirectory() as tmp:
                 p = Path(tmp) / Path(up.name).name
                 p.write_bytes(up.getvalue())
                 try:
-                    res = data.import_review_log(path, str(p), origin=f"import:{up.name}")
+                    res = data.import_review_log(
+                        path, str(p), origin=f"import:{up.name}", reviewer=who.strip() or None
+                    )
                 except ReviewImportError as exc:
                     st.error(
                         "Nothing imported:\n\n"
                         + "\n".join(f"- {tables.md_escape(x)}" for x in exc.problems[:20])
                     )
+                except StudyError as exc:
+                    st.error(f"Nothing imported: {tables.md_escape(str(exc))}")
                 else:
                     state.flash(
-                        "success", f"Imported {res.added} reviews ({res.already_present} already present)."
+                        "success",
+                        f"Imported {res.added} reviews ({res.confirms} confirmations, {res.overrides} overrides; "
+                        f"{res.already_present} already present).",
                     )
                     st.rerun()
     components.flash()

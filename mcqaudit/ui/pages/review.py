@@ -31,6 +31,7 @@ import pandas as pd
 import streamlit as st
 
 from mcqaudit.parsers import letter_spans
+from mcqaudit.store import StudyError
 from mcqaudit.store.reviews import CONFIRM, OVERRIDE, STRATEGIES, ReviewError
 from mcqaudit.store.rows import UNGRADED, VERDICT_FILTER_VALUES, ConfusionCell, RowFilter
 from mcqaudit.ui import components, data, state, tables
@@ -196,7 +197,7 @@ def render_queue_manager(
         )
         arms = st.multiselect("Arms", choices["arms"], default=choices["arms"], key="q_arms")
         name = st.text_input("Name (optional)", key="q_name")
-        if st.form_submit_button("Draw sample"):
+        if st.form_submit_button("Draw sample", disabled=data.read_only(path)):
             try:
                 sc = data.create_spot_check(
                     path,
@@ -208,7 +209,7 @@ def render_queue_manager(
                     name=name,
                     created_by=reviewer or None,
                 )
-            except ReviewError as exc:
+            except (ReviewError, StudyError) as exc:
                 st.error(tables.md_escape(str(exc)))
             else:
                 state.set_value(state.QUEUE, sc.queue_id)
@@ -226,19 +227,19 @@ def render_queue_manager(
         target = st.selectbox("Queue", ids, format_func=lambda q: labels[q], key="q_manage")
         c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
         new_name = c1.text_input("New name", key="q_rename")
-        if c2.button("Rename", key="q_rename_btn", disabled=not new_name.strip()):
+        if c2.button("Rename", key="q_rename_btn", disabled=not new_name.strip() or data.read_only(path)):
             try:
                 data.rename_spot_check(path, int(target), new_name)
-            except ReviewError as exc:
+            except (ReviewError, StudyError) as exc:
                 state.flash("error", f"Not renamed: {exc}")
             else:
                 state.flash("success", f"Spot check #{target} renamed.")
             st.rerun()
         sure = st.checkbox(f"Yes, delete #{target}", key="q_delete_sure")
-        if st.button("Delete queue", key="q_delete_btn", disabled=not sure):
+        if st.button("Delete queue", key="q_delete_btn", disabled=not sure or data.read_only(path)):
             try:
                 data.delete_spot_check(path, int(target), deleted_by=reviewer or None)
-            except ReviewError as exc:
+            except (ReviewError, StudyError) as exc:
                 state.flash("error", f"Not deleted: {exc}")
             else:
                 if st.session_state.get(state.QUEUE) == target:
@@ -473,7 +474,7 @@ def _save(
             note=s.get(f"note-{row_id}", ""),
             queue_id=queue,
         )
-    except ReviewError as exc:
+    except (ReviewError, StudyError) as exc:
         state.flash("error", f"Not saved ({row_id}): {exc}")
         return
     nxt = after_save  # worked out when the row was drawn: no query between the save and the next row
@@ -497,7 +498,7 @@ def render_review_form(
     rid = row["row_id"]
     final = row["final_verdict"]
     hidden = blind and not _decided(row, reviewer)
-    if not reviewer:
+    if not reviewer and not data.read_only(path):
         st.warning("Enter your name as Reviewer in the sidebar to record reviews.")
     common: dict[str, Any] = {"queue": queue, "after_save": after_save, "reviewer": reviewer}
     if not hidden:
@@ -594,7 +595,7 @@ def _retract(path: str, select_key: str, reviewer: str) -> None:
         return
     try:
         new = data.retract_review(path, int(target), reviewer=reviewer)
-    except ReviewError as exc:
+    except (ReviewError, StudyError) as exc:
         state.flash("error", f"Not retracted: {exc}")
     else:
         state.flash("success", f"Review #{target} retracted (#{new}).")
@@ -746,6 +747,8 @@ def render_progress(progress: pd.DataFrame) -> None:
 def review_panel(path: str, has_user: bool) -> None:
     """The row on screen with its controls. A fragment: a save, a move or a selection reruns only this."""
     reviewer = (st.session_state.get(state.REVIEWER) or "").strip()
+    if data.read_only(path):
+        reviewer = ""  # nothing can be saved: every write control stays disabled
     blind = bool(st.session_state.get(state.BLIND))
     queue = st.session_state.get(state.QUEUE)
     f = current_filter(blind)
@@ -831,6 +834,13 @@ def render_review(path: str) -> None:
     reviewer = (st.session_state.get(state.REVIEWER) or "").strip()
     blind = bool(st.session_state.get(state.BLIND))
     components.provenance(None, data.meta(path, v))
+    if data.read_only(path):
+        st.warning(
+            "This study file is read-only (file, folder or disk): you can browse every row, but reviews and "
+            "spot checks cannot be saved here. Work on a writable copy to review.",
+            icon=":material/lock:",
+        )
+        reviewer = ""
     components.keyboard_shortcuts()
     render_queues(path, choices, queues, reviewer)
     f = current_filter(blind)
