@@ -85,16 +85,19 @@ def test_overview_shows_flags_first_headline_and_provenance(ui_db: Path) -> None
     assert list(fps["stand-in (not an LLM)"]) == ["yes"]
 
 
-def test_overview_control_arm_is_stored_in_the_study(ui_db: Path) -> None:
-    at = app(ui_db, "overview").run()
-    box = [s for s in at.selectbox if s.label == "Compare every other arm with"][0]
+@pytest.mark.parametrize("page", ["overview", "orientations", "parsers", "review"])
+def test_the_control_arm_is_shown_and_changed_on_every_page(ui_db: Path, page: str) -> None:
+    at = app(ui_db, page).run()
+    box = at.sidebar.selectbox(key="control_arm_select")
     assert box.value == "base"
     box.set_value("steered").run()
     no_exceptions(at)
     assert Study(ui_db).get_meta("control_arm") == "steered"
-    head = frame(at, "headline")
-    assert list(head["arm"]) == ["base", "steered (control)"]
-    assert list(frame(at, "deltas")["arm"]) == ["base"]
+    assert at.sidebar.selectbox(key="control_arm_select").value == "steered"
+    if page == "overview":
+        head = frame(at, "headline")
+        assert list(head["arm"]) == ["base", "steered (control)"]
+        assert list(frame(at, "deltas")["arm"]) == ["base"]
 
 
 def test_orientations_page(ui_db: Path) -> None:

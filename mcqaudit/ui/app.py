@@ -15,7 +15,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from mcqaudit.ui import state
+from mcqaudit.ui import data, state
 from mcqaudit.ui.tables import md_escape
 
 ENV_DB = "MCQAUDIT_DB"
@@ -88,6 +88,44 @@ def sidebar(path: str) -> None:
             args=(state.BLIND,),
             help="Hide the judge's verdict and the parsers' letters until you have decided.",
         )
+        control_arm(path)
+        if data.read_only(path):
+            st.caption(":material/lock: Read-only study: every page reads it; nothing can be saved.")
+
+
+def _set_control(path: str) -> None:
+    data.set_control(path, st.session_state[CONTROL_KEY])
+
+
+CONTROL_KEY = "control_arm_select"
+CONTROL_SOURCES = {
+    "study": "stored in the study",
+    "stored": "stored in the study",
+    "name": "the arm named control or base",
+    "first": "the first arm ingested: nobody chose it",
+    "option": "chosen for this run",
+}
+
+
+def control_arm(path: str) -> None:
+    """The control arm every comparison uses, on every page: the study's stored choice, changeable here
+    (stored in the study, so reports and other sessions follow)."""
+    v = data.study_version(path)
+    arms = data.choices(path, v)["arms"]
+    if len(arms) < 2:
+        return
+    ctrl, source = data.control(path, v)
+    st.session_state[CONTROL_KEY] = ctrl if ctrl in arms else arms[0]
+    st.selectbox(
+        "Control arm",
+        arms,
+        key=CONTROL_KEY,
+        on_change=_set_control,
+        args=(path,),
+        disabled=data.read_only(path),
+        help=f"Every Δ compares an arm with this one ({CONTROL_SOURCES.get(source, source)}). Stored in the "
+        "study: reports and other sessions use it too.",
+    )
 
 
 def main(default: str = "overview") -> None:

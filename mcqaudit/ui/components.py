@@ -27,6 +27,7 @@ FLAG_HELP = {
     "judge_unaudited": "no person has checked the judge yet",
     "ungraded_rows": "some rows have no verdict (judge error or pending)",
     "logprob_mismatch": "log-prob and text accuracy differ by more than 5 pp",
+    "design_imbalance": "the design cannot separate position from content: position figures are unreadable",
 }
 
 
@@ -56,22 +57,53 @@ def switch_to(name: str) -> None:
         st.switch_page(pages[name])
 
 
+def flag_table(instances: Sequence[Mapping[str, Any]]) -> Any:
+    """One row per instance of a flag: arm, parser (where the flag names one), evidence, items, rows."""
+    import pandas as pd
+
+    rows = []
+    for f in instances:
+        rows.append(
+            {
+                "arm": f.get("arm") or "—",
+                **({"parser": f.get("parser") or "—"} if any(x.get("parser") for x in instances) else {}),
+                "evidence": f["evidence"],
+                "items": f.get("items"),
+                "rows": f.get("rows"),
+            }
+        )
+    df = pd.DataFrame(rows)
+    for c in ("items", "rows"):
+        if c in df.columns:
+            df[c] = df[c].astype("Int64")
+    return df
+
+
 def flags(
     flag_list: Sequence[Mapping[str, Any]], *, only: Sequence[str] | None = None, links: bool = True
 ) -> None:
-    """Each flag with its evidence and a link to the page that shows it (``only``: these flag names)."""
+    """The flags grouped by name: one card per flag name with what it means, a compact table of its
+    instances (arm, parser, evidence, n) and a link to the page that shows the evidence (``only``: these
+    flag names)."""
     shown = [f for f in flag_list if only is None or f["name"] in only]
     if not shown:
         if only is None:
             st.success("No diagnostic fired.")
         return
-    for k, f in enumerate(shown):
-        with st.container(border=True, key=f"flag-{k}-{f['name']}"):
-            arm = f" · arm {md_escape(f['arm'])}" if f.get("arm") else ""
-            st.markdown(f":material/flag: **{f['name']}**{arm} — {md_escape(FLAG_HELP.get(f['name'], ''))}")
-            st.markdown(md_escape(f["evidence"]))
-            if links and f.get("page"):
-                page_link(f["page"], label=f"Evidence: {f['page']} →")
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for f in shown:
+        groups.setdefault(str(f["name"]), []).append(f)
+    for name, instances in groups.items():
+        with st.container(border=True, key=f"flag-{name}"):
+            count = f" ({len(instances)})" if len(instances) > 1 else ""
+            st.markdown(f":material/flag: **{name}**{count} — {md_escape(FLAG_HELP.get(name, ''))}")
+            if len(instances) == 1 and not instances[0].get("arm") and instances[0].get("items") is None:
+                st.markdown(md_escape(instances[0]["evidence"]))
+            else:
+                st.dataframe(flag_table(instances), hide_index=True, key=f"flagtable-{name}")
+            page = instances[0].get("page")
+            if links and page:
+                page_link(str(page), label=f"Evidence: {page} →")
 
 
 def plain_text(text: str | None, *, empty: str = "(empty)") -> None:

@@ -78,6 +78,15 @@ def meta(path: str, version: Version) -> dict[str, str | None]:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
+def control(path: str, version: Version) -> tuple[str | None, str]:
+    """(the control arm, how it was chosen), as the report resolves it (DESIGN §7)."""
+    from mcqaudit.metrics import resolve_control
+
+    s = get_study(path)
+    return resolve_control(rw.study_choices(s)["arms"], None, s.get_meta("control_arm"))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
 def choices(path: str, version: Version) -> dict[str, list[str]]:
     return rw.study_choices(get_study(path))
 
@@ -185,7 +194,7 @@ STALE_AFTER: dict[str, tuple[Callable[..., Any], ...]] = {
         row_at,
         next_unreviewed,
     ),
-    "control": (report, meta),
+    "control": (report, meta, control),
     "import": _AFTER_REVIEW,
 }
 

@@ -11,11 +11,6 @@ from mcqaudit.ui import components, data, tables
 from mcqaudit.ui.pages import load
 
 
-def _set_control(path: str, key: str) -> None:
-    arm = st.session_state[key]
-    data.set_control(path, arm)
-
-
 def render_overview(
     report: Mapping[str, Any], meta: Mapping[str, str | None], counts: Mapping[str, int], path: str
 ) -> None:
@@ -51,19 +46,9 @@ def render_overview(
         "else pre-filter, else rule)."
     )
 
-    st.subheader("Control arm")
+    st.subheader("Δ vs control")
     ctrl = report.get("control_arm")
-    if arms:
-        key = f"control-{ctrl}"
-        st.selectbox(
-            "Compare every other arm with",
-            arms,
-            index=arms.index(ctrl) if ctrl in arms else 0,
-            key=key,
-            on_change=_set_control,
-            args=(path, key),
-            help="Stored in the study (study_meta control_arm), so every report and session uses it.",
-        )
+    st.caption(f"Control arm: **{tables.md_escape(ctrl)}** (change it in the sidebar; stored in the study).")
     d = tables.deltas(report)
     if len(d):
         st.markdown(f"Δ vs control ({tables.md_escape(ctrl)}), in percentage points, paired item bootstrap:")
