@@ -61,13 +61,25 @@ def test_overview_shows_flags_first_headline_and_provenance(ui_db: Path) -> None
     no_exceptions(at)
     assert [t.value for t in at.title] == ["Overview"]
     assert STANDIN_BANNER in [w.value for w in at.warning]
-    # flags come first (before the headline) and each links to the page that shows its evidence
+    # findings first, then the flags grouped by name (one card each, a table of its instances), then the
+    # headline table; each flag links to the page that shows its evidence
     subheaders = [s.value for s in at.subheader]
-    assert subheaders[0] == f"Flags ({len(rep['flags'])})" and subheaders.index("Headline") == 1
+    names = list(dict.fromkeys(f["name"] for f in rep["flags"]))
+    assert subheaders[:3] == [
+        "Findings",
+        f"Flags ({len(names)} kinds, {len(rep['flags'])} in all)",
+        "Headline",
+    ]
     assert rep["flags"], "the fixture study should fire flags"
     shown = " ".join(m.value for m in at.markdown)
-    for f in rep["flags"]:
-        assert f"**{f['name']}**" in shown
+    for name in names:
+        assert shown.count(f"**{name}**") == 1  # one card per flag name
+        n = sum(f["name"] == name for f in rep["flags"])
+        if n > 1:
+            tables_ = [
+                d.value for d in at.dataframe if "evidence" in d.value.columns and len(d.value) == n
+            ]
+            assert tables_ and {"arm", "evidence", "items", "rows"} <= set(tables_[0].columns)
     links = page_links(at)
     assert {p for _, p in links} >= {
         {"Parsers vs judge": "parsers", "Orientations": "orientations", "OTHER by arm": "other", "Review": "review",

@@ -12,7 +12,8 @@ from typing import Any
 
 import pandas as pd
 
-from mcqaudit.report import num, pct, with_chance
+from mcqaudit.report import num, with_chance
+from mcqaudit.report import pct as _pct
 from mcqaudit.vocab import VERDICTS
 
 Report = Mapping[str, Any]
@@ -26,6 +27,15 @@ def md_escape(text: object) -> str:
     could start markup is backslash-escaped; newlines become hard breaks."""
     s = _MD_SPECIAL.sub(r"\\\1", str(text))
     return s.replace("\r\n", "\n").replace("\n", "  \n")
+
+
+def pct(m: Mapping[str, Any] | None, *, sign: bool = False, ci: bool = True) -> str:
+    """The report's percent-with-CI, and beside every CI its n (items, or rows for a row-level rate): a
+    number without its sample size is not shown to anyone."""
+    s = _pct(m, sign=sign, ci=ci)
+    if ci and m is not None and m.get("value") is not None and m.get("n") is not None:
+        s += f" n={int(m['n'])}"
+    return s
 
 
 def arm_label(report: Report, arm: str) -> str:

@@ -11,39 +11,59 @@ from mcqaudit.ui import components, data, tables
 from mcqaudit.ui.pages import load
 
 
+def render_findings(report: Mapping[str, Any]) -> None:
+    """The study's story in a few sentences, each with its number, CI and n (written by the report)."""
+    found = report.get("findings") or []
+    st.subheader("Findings")
+    if not found:
+        st.caption("Nothing to report yet: no arm can be compared with the control.")
+        return
+    st.markdown("\n".join(f"- {tables.md_escape(f['text'])}" for f in found))
+
+
+def render_cards(report: Mapping[str, Any]) -> None:
+    """Headline figures per arm: accuracy and OTHER rate with their CI and n."""
+    arms = list(report["arms"])
+    cols = st.columns(max(1, min(len(arms), 4)))
+    for k, arm in enumerate(arms):
+        m = report["metrics"][arm]
+        with cols[k % len(cols)], st.container(border=True):
+            st.markdown(f"**{tables.md_escape(tables.arm_label(report, arm))}** · {int(m['rows'])} rows")
+            c1, c2 = st.columns(2)
+            acc, oth = m["accuracy"], m["other_rate"]
+            c1.metric(
+                f"accuracy · {tables.md_escape(arm)}",
+                f"{acc['value'] * 100:.1f} %" if acc else tables.NA,
+                help=f"95 % CI {tables.pct(acc)}; item-weighted; OTHER counts as not correct",
+            )
+            c2.metric(
+                f"OTHER rate · {tables.md_escape(arm)}",
+                f"{oth['value'] * 100:.1f} %" if oth else tables.NA,
+                help=f"95 % CI {tables.pct(oth)}; ungraded rows are counted apart",
+            )
+            st.caption(
+                f"CI {tables.pct(acc).split(' ', 1)[-1] if acc else tables.NA} · OTHER CI "
+                f"{tables.pct(oth).split(' ', 1)[-1] if oth else tables.NA}"
+            )
+
+
 def render_overview(
     report: Mapping[str, Any], meta: Mapping[str, str | None], counts: Mapping[str, int], path: str
 ) -> None:
     st.title("Overview")
     components.provenance(report, meta)
-    st.subheader(f"Flags ({len(report['flags'])})")
+    render_findings(report)
+    render_cards(report)
+    st.subheader(f"Flags ({len({f['name'] for f in report['flags']})} kinds, {len(report['flags'])} in all)")
     components.flags(report["flags"])
 
     st.subheader("Headline")
-    arms = list(report["arms"])
-    cols = st.columns(max(1, len(arms)))
-    for col, arm in zip(cols, arms, strict=False):
-        m = report["metrics"][arm]
-        with col, st.container(border=True):
-            st.markdown(f"**{tables.md_escape(tables.arm_label(report, arm))}** · {m['rows']} rows")
-            acc = m["accuracy"]
-            st.metric(
-                f"accuracy · {tables.md_escape(arm)}",
-                f"{acc['value'] * 100:.1f} %" if acc else tables.NA,
-                help=f"95 % CI {tables.pct(acc)}; OTHER counts as not correct",
-            )
-            oth = m["other_rate"]
-            st.metric(
-                f"OTHER rate · {tables.md_escape(arm)}",
-                f"{oth['value'] * 100:.1f} %" if oth else tables.NA,
-                help=f"95 % CI {tables.pct(oth)}; ungraded rows are counted apart",
-            )
     st.dataframe(tables.headline(report), hide_index=True, key="headline")
     boot = report.get("bootstrap", {})
     st.caption(
         f"Rates in percent with 95 % CIs from {boot.get('resamples')} bootstrap resamples of items "
-        f"(seed {boot.get('seed')}); verdicts: {report['study'].get('verdicts')} (latest review, else judge, "
-        "else pre-filter, else rule)."
+        f"(seed {boot.get('seed')}) and their n; verdicts: {report['study'].get('verdicts')} (latest review, "
+        "else judge, else pre-filter, else rule)."
     )
 
     st.subheader("Δ vs control")
