@@ -39,7 +39,7 @@ from rich.text import Text
 
 from mcqaudit.judge.client import (
     STANDIN_MODEL,
-    JudgeEngine,
+    JudgeClient,
     JudgeFatalError,
     JudgeOutcome,
     JudgeRequest,
@@ -589,7 +589,7 @@ async def grade_async(
     rep: Reporter = reporter or _NullReporter()
     started = time.monotonic()
 
-    engine = JudgeEngine(
+    engine = JudgeClient(
         config,
         api_key=api_key,
         base_url=options.base_url,
