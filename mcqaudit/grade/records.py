@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Protocol
 
 from mcqaudit.judge.client import JudgeOutcome
 from mcqaudit.judge.prompts import JudgeConfig
@@ -17,20 +18,30 @@ from mcqaudit.store.judging import CachedReply, ReplyRecord, TargetRow, VerdictR
 from mcqaudit.vocab import ERROR, OK
 
 
+class Answer(Protocol):
+    """What a verdict is made from: a judge outcome, or an earlier legal reply to the same prompt."""
+
+    @property
+    def value(self) -> str | None: ...  # the legal value; None when the request ended in error
+    @property
+    def reply(self) -> str | None: ...
+    @property
+    def rationale(self) -> str | None: ...
+
+
 def verdict_records(
     rows: Sequence[TargetRow],
     config: JudgeConfig,
+    answer: Answer,
     *,
-    value: str | None,
-    reply: str | None,
-    rationale: str | None,
-    error: str | None,
     prompt_hash: str,
     base_url: str | None,
+    error: str | None,
     attempts: int,
     judged_at: datetime,
 ) -> list[VerdictRecord]:
-    """One verdict a row for rows sharing a prompt: ``ok`` with a legal ``value``, else ``error``."""
+    """One verdict a row for rows sharing a prompt: ``ok`` with a legal value, else ``error``."""
+    value = answer.value
     out = []
     for row in rows:
         letter, verdict = judged(config.shape, value, row.gold_letter) if value else (None, None)
@@ -41,8 +52,8 @@ def verdict_records(
                 status=OK if value else ERROR,
                 letter=letter,
                 verdict=verdict,
-                reply=reply,
-                rationale=rationale,
+                reply=answer.reply,
+                rationale=answer.rationale,
                 error=error,
                 prompt_hash=prompt_hash,
                 base_url=base_url,
@@ -55,24 +66,15 @@ def verdict_records(
 
 def cached_verdicts(
     hit: CachedReply,
-    prompt_hash: str,
+    h: str,
     rows: Sequence[TargetRow],
     config: JudgeConfig,
     base_url: str | None,
-    judged_at: datetime,
+    at: datetime,
 ) -> list[VerdictRecord]:
-    """Verdicts from an earlier legal reply to the same prompt: no request, no attempt."""
+    """Verdicts from an earlier legal reply to the same prompt (hash ``h``): no request, no attempt."""
     return verdict_records(
-        rows,
-        config,
-        value=hit.value,
-        reply=hit.reply,
-        rationale=hit.rationale,
-        error=None,
-        prompt_hash=prompt_hash,
-        base_url=base_url,
-        attempts=0,
-        judged_at=judged_at,
+        rows, config, hit, prompt_hash=h, base_url=base_url, error=None, attempts=0, judged_at=at
     )
 
 
@@ -114,16 +116,8 @@ def outcome_records(
                 received_at=outcome.finished_at,
             )
         )
+    at, attempts = outcome.finished_at, outcome.attempts
     verdicts = verdict_records(
-        rows,
-        config,
-        value=outcome.value,
-        reply=outcome.reply,
-        rationale=outcome.rationale,
-        error=error,
-        prompt_hash=h,
-        base_url=base_url,
-        attempts=outcome.attempts,
-        judged_at=outcome.finished_at,
+        rows, config, outcome, prompt_hash=h, base_url=base_url, error=error, attempts=attempts, judged_at=at
     )
     return replies, verdicts
