@@ -13,8 +13,20 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
+from rich.text import Text
 
 from mcqaudit import __version__
 
@@ -417,6 +429,53 @@ def _info_flags(study) -> None:
 _INFO_SECTIONS.append(_info_flags)
 
 
+class _RateColumn(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:,.1f} rows/s" if speed else "– rows/s")
+
+
+class GradeProgress:
+    """`grade`'s progress bar (a :class:`mcqaudit.grade.Reporter`): rows done/total, rows/s, ETA, errors and
+    tokens, on stderr."""
+
+    def __init__(self, console: Console | None = None):
+        self.console = console or Console(stderr=True)
+        self._progress = Progress(
+            TextColumn("judging"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("rows"),
+            _RateColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            TextColumn("errors {task.fields[errors]}"),
+            TextColumn("tokens {task.fields[tokens]}"),
+            console=self.console,
+        )
+        self._task: TaskID | None = None
+
+    def start(self, total: int, done: int) -> None:
+        self._progress.start()
+        self._task = self._progress.add_task("judge", total=total, completed=done, errors=0, tokens=0)
+
+    def advance(self, rows: int, errors: int, tokens: int) -> None:
+        if self._task is not None:
+            task = self._progress.tasks[0]
+            self._progress.update(
+                self._task,
+                advance=rows,
+                errors=task.fields["errors"] + errors,
+                tokens=task.fields["tokens"] + tokens,
+            )
+
+    def note(self, text: str) -> None:
+        self._progress.console.print(text)
+
+    def stop(self) -> None:
+        self._progress.stop()
+
+
 # --------------------------------------------------------------------------------------------- grade
 @app.command()
 def grade(
@@ -515,9 +574,9 @@ def grade(
     Exit status: 0 every targeted row has a verdict; 3 some rows ended in error (a re-run retries them);
     2 usage errors (no judge configured, temperature above 0.2, bad flags); 1 anything else.
     """
-    import os
 
     from mcqaudit import grade as grading
+    from mcqaudit.judge.client import scrub
     from mcqaudit.judge.prompts import JudgeConfig
     from mcqaudit.store import StudyError
 
@@ -561,30 +620,26 @@ def grade(
             raise _fail(f"error: {exc}", 2) from None
         _print_dry_run(plan, config)
         return
-    secret = os.environ.get(judge_api_key_env, "") if grading.valid_env_name(judge_api_key_env) else ""
+    secret = grading.key_in_env(judge_api_key_env)
     try:
-        summary = grading.grade(study, options, reporter=None if quiet or as_json else grading.RichReporter(err))
+        summary = grading.grade(study, options, reporter=None if quiet or as_json else GradeProgress(err))
     except grading.GradeUsageError as exc:
-        raise _fail(f"error: {_scrub(str(exc), secret)}", 2) from None
+        raise _fail(f"error: {scrub(str(exc), secret)}", 2) from None
     except (KeyboardInterrupt, grading.GradeInterrupted) as exc:
         why = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
         err.print(f"{why}: the replies received so far are saved; re-run `mcqaudit grade` to continue",
                   markup=False, highlight=False)
         raise typer.Exit(130 if isinstance(exc, KeyboardInterrupt) else 143) from None
     except StudyError as exc:
-        raise _fail(f"error: {_scrub(str(exc), secret)}") from None
+        raise _fail(f"error: {scrub(str(exc), secret)}") from None
     except Exception as exc:  # anything else: exit 1 with a one-line reason, never a traceback with locals
-        raise _fail(f"error: grading failed: {type(exc).__name__}: {_scrub(str(exc), secret)}") from None
+        raise _fail(f"error: grading failed: {type(exc).__name__}: {scrub(str(exc), secret)}") from None
     if as_json:
         sys.stdout.write(json.dumps(grading.summary_json(summary), indent=2) + "\n")
     else:
         for line in summary.lines():
             console.print(line, markup=False, highlight=False)
     raise typer.Exit(summary.exit_code)
-
-
-def _scrub(text: str, secret: str) -> str:
-    return text.replace(secret, "[redacted]") if secret and len(secret) >= 4 else text
 
 
 def _print_dry_run(plan, config) -> None:

@@ -18,6 +18,12 @@ import hashlib
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mcqaudit.vocab import STANDIN_MODEL
+
+if TYPE_CHECKING:
+    from mcqaudit.grade import Reporter
 
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "sample_runs"
 DEMO_DB = SAMPLE_DIR / "demo.duckdb"
@@ -78,7 +84,7 @@ def build_demo(
     generations: str | Path = GENERATIONS,
     items: str | Path = ITEMS,
     force: bool = False,
-    progress: bool = False,
+    reporter: Reporter | None = None,
 ) -> Path:
     """Build the demo study at ``path`` unless an up-to-date one is there; return its path."""
     path = Path(path)
@@ -97,7 +103,7 @@ def build_demo(
         for p in (tmp, tmp.with_name(tmp.name + ".wal")):
             p.unlink(missing_ok=True)
         try:
-            _build(tmp, gens, its, digest, progress)
+            _build(tmp, gens, its, digest, reporter)
             os.replace(tmp, path)
             path.with_name(path.name + ".wal").unlink(missing_ok=True)
         finally:
@@ -106,10 +112,9 @@ def build_demo(
     return path
 
 
-def _build(path: Path, gens: Path, items: Path, digest: str, progress: bool) -> None:
-    from mcqaudit.grade import GradeOptions, RichReporter, grade
+def _build(path: Path, gens: Path, items: Path, digest: str, reporter: Reporter | None) -> None:
+    from mcqaudit.grade import GradeOptions, grade
     from mcqaudit.ingest import ingest_file
-    from mcqaudit.judge.client import STANDIN_MODEL
     from mcqaudit.judge.prompts import JudgeConfig
     from mcqaudit.judge.standin import StandinOptions, StandinServer
     from mcqaudit.store import Study
@@ -120,7 +125,7 @@ def _build(path: Path, gens: Path, items: Path, digest: str, progress: bool) -> 
         options = GradeOptions(
             config=JudgeConfig(model=STANDIN_MODEL, base_url=judge.base_url), base_url=judge.base_url
         )
-        summary = grade(study, options, reporter=RichReporter() if progress else None)
+        summary = grade(study, options, reporter=reporter)
     if summary.exit_code != 0:
         raise DemoError("grading the demo study failed:\n" + "\n".join(summary.lines()))
     with study.write() as con:

@@ -1,4 +1,5 @@
-"""The project's fixed vocabulary (DESIGN.md §1): verdicts, judge statuses, verdict sources, parser names."""
+"""The project's fixed vocabulary (DESIGN.md §1): verdicts, judge statuses, verdict sources, parser names, the
+stand-in judge's model name."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ SOURCE_REVIEW: Final = "review"
 PARSER_STRICT: Final = "strict"
 PARSER_NAIVE: Final = "naive"
 PARSER_USER: Final = "user"
+
+# the stand-in judge's model name (DESIGN §5): it serves only this model, and a reply naming it marks the
+# fingerprint as a heuristic's, not an LLM's
+STANDIN_MODEL: Final = "standin-heuristic"
 
 MAX_OPTIONS: Final = 26
 LETTERS: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcqaudit.judge.client import JudgeEngine, JudgeOutcome, JudgeRequest
+from mcqaudit.judge.client import JudgeClient, JudgeOutcome, JudgeRequest
 from mcqaudit.judge.prompts import SYSTEM_PROMPT, JudgeConfig, prompt_hash, render
 from mcqaudit.judge.replies import ILLEGAL_KINDS, TRUNCATED, cut_off, judged, parse_reply
 from mcqaudit.vocab import LETTERS
@@ -97,7 +97,7 @@ def test_every_case_over_http(case_server: ScriptedJudge) -> None:
     async def run() -> list:
         outcomes = []
         for shape in ("extract", "gold"):
-            engine = JudgeEngine(
+            engine = JudgeClient(
                 JudgeConfig(model="scripted", shape=shape),
                 api_key="k",
                 base_url=case_server.base_url,
@@ -145,7 +145,7 @@ def test_finish_reason_length_over_http() -> None:
 
     async def run() -> dict[str, JudgeOutcome]:
         config = JudgeConfig(model="scripted", rationale=True)
-        async with JudgeEngine(config, api_key="k", base_url=srv.base_url) as engine:
+        async with JudgeClient(config, api_key="k", base_url=srv.base_url) as engine:
             got: list[JudgeOutcome] = []
             requests = []
             for gen in replies:

@@ -1,4 +1,4 @@
-"""The async judge engine: the `openai` client against any OpenAI-compatible endpoint, N requests in flight.
+"""The async judge client: the `openai` client against any OpenAI-compatible endpoint, N requests in flight.
 
 Owns: sending one rendered prompt and reading its reply (retries with backoff on 429/5xx/timeouts/
 connection errors, honouring ``retry-after``; one re-ask of an illegal reply), and running many such
@@ -20,19 +20,18 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 from urllib.parse import urlsplit, urlunsplit
 
 from mcqaudit.judge.prompts import SYSTEM_PROMPT, JudgeConfig
 from mcqaudit.judge.replies import ParsedReply, cut_off, parse_reply
+from mcqaudit.vocab import STANDIN_MODEL
 
 if TYPE_CHECKING:
     import httpx2
 
 # `openai` is imported where it is used: it takes about a second to import, and commands that stop early
 # (no judge configured, --dry-run, bad flags) should not pay for it.
-
-STANDIN_MODEL = "standin-heuristic"
 
 # Error kinds for failures that are not about the reply's text (those come from replies.py).
 RATE_LIMITED = "rate_limited"
@@ -114,6 +113,20 @@ def redact_url(url: str | None) -> str | None:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+@overload
+def scrub(text: str, key: str) -> str: ...
+@overload
+def scrub(text: str | None, key: str) -> str | None: ...
+def scrub(text: str | None, key: str) -> str | None:
+    """``text`` with the API key replaced by ``[redacted]`` (a server, or an exception, may echo it back).
+
+    A key shorter than 4 characters is left alone: replacing it would mangle ordinary text.
+    """
+    if text is None or not key or len(key) < 4:
+        return text
+    return text.replace(key, "[redacted]")
+
+
 def is_local_url(url: str | None) -> bool:
     host = urlsplit(url).hostname if url else None
     return host in {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
@@ -123,7 +136,7 @@ def _is_standin(model: str | None, system_fingerprint: str | None) -> bool:
     return any(isinstance(s, str) and s.startswith(STANDIN_MODEL) for s in (model, system_fingerprint))
 
 
-class JudgeEngine:
+class JudgeClient:
     """Sends judge requests through one `openai.AsyncOpenAI` client with ``concurrency`` in flight.
 
     The client's own retries are off (``max_retries=0``) so that this loop can count retries by kind and
@@ -176,12 +189,12 @@ class JudgeEngine:
         self.standin_seen = False
 
     def __repr__(self) -> str:
-        return f"JudgeEngine(model={self.config.model!r}, base_url={self.base_url!r})"
+        return f"JudgeClient(model={self.config.model!r}, base_url={self.base_url!r})"
 
     async def close(self) -> None:
         await self._client.close()
 
-    async def __aenter__(self) -> JudgeEngine:
+    async def __aenter__(self) -> JudgeClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -190,10 +203,8 @@ class JudgeEngine:
     # --- one request --------------------------------------------------------------------------------
 
     def scrub(self, text: str | None) -> str | None:
-        """Remove the API key from any text we keep or show (a server may echo it back)."""
-        if text is None or not self._secret or len(self._secret) < 4:
-            return text
-        return text.replace(self._secret, "[redacted]")
+        """Remove the API key from any text we keep or show."""
+        return scrub(text, self._secret)
 
     def _delay(self, retry_number: int, retry_after: float | None) -> float:
         if retry_after is not None:

@@ -424,106 +424,143 @@ class _Reader:
 
 # ---- lead phrases ----------------------------------------------------------------------------------
 
-# (tier, pattern, strict, multi_only, keywords). The slot is read right after the match.
+
+@dataclass(frozen=True)
+class Lead:
+    """A phrase after which an answer slot is read (rule 4): ``the answer is`` → read ``B`` after it.
+
+    ``keys``: one of these must occur in the lowercased text before the pattern is tried (speed only).
+    ``strict``: the slot counts only when it ends there (``so B.``, not ``so B might be…``).
+    ``multi_only``: only a list of several letters counts (``either A or B``: several picks).
+    """
+
+    name: str
+    tier: int
+    pattern: str
+    keys: tuple[str, ...]
+    strict: bool = False
+    multi_only: bool = False
+
+
 _ANSWER_VERB = r"(?:is|was|would\s+be|will\s+be|should\s+be|must\s+be|has\s+to\s+be|=|:|-|–|—|→|->)"
-_LEADS_SRC: list[tuple[int, str, bool, bool, tuple[str, ...]]] = [
-    (
+
+# tier 3: the response says this is its final word
+FINAL_LEADS: tuple[Lead, ...] = (
+    Lead(
+        "final answer",
         3,
         r"\bfinal\s+(?:answer|choice|pick|selection|verdict)s?\s*" + _ANSWER_VERB + r"?",
-        False,
-        False,
         ("final",),
     ),
-    (
+    Lead(
+        "change of mind",
         3,
         r"\b(?:actually|on\s+second\s+thoughts?|on\s+reflection|wait|scratch\s+that|make\s+that|correction|"
         r"no\s+wait)\b[\s,:;.!—–\-]*(?:no\b[,.!]?\s*)?(?:(?:I'?ll|I\s+will|I'?d|let'?s)\s+(?:go\s+with|say|"
         r"pick|choose)\s*|the\s+(?:correct\s+|right\s+)?answer\s+is\s*)?",
-        True,
-        False,
         ("actually", "second thought", "reflection", "wait", "scratch", "make that", "correction"),
+        strict=True,
     ),
-    (
+)
+
+# tier 2: English answer phrases
+ANSWER_LEADS: tuple[Lead, ...] = (
+    Lead(
+        "the answer is",
         2,
         r"\b(?:(?:the|my|our|correct|right|best|true|most\s+likely)\s+)*answers?\s*" + _ANSWER_VERB,
-        False,
-        False,
         ("answer",),
     ),
-    (2, r"^[ \t]*(?:the\s+)?(?:correct\s+|right\s+|best\s+)?answer[ \t]*\n", False, False, ("answer",)),
-    (
+    Lead(
+        "Answer heading",
+        2,
+        r"^[ \t]*(?:the\s+)?(?:correct\s+|right\s+|best\s+)?answer[ \t]*\n",
+        ("answer",),
+    ),
+    Lead(
+        "the correct option is",
         2,
         r"\b(?:correct|right|best|appropriate|most\s+(?:likely|appropriate|accurate|reasonable|plausible))\s+"
         r"(?:option|choice|response|pick|letter|one)\s*" + _ANSWER_VERB,
-        False,
-        False,
         ("option", "choice", "response", "pick", "letter", "one"),
     ),
-    (
+    Lead(
+        "my choice is",
         2,
         r"\bmy\s+(?:choice|pick|vote|selection|guess|response|answer)\s*" + _ANSWER_VERB,
-        False,
-        False,
         ("my ",),
     ),
-    (
+    Lead(
+        "I choose",
         2,
         r"\b(?:I|we)(?:'d|'ll|\s+would|\s+will|\s+am\s+going\s+to|'m\s+going\s+to|\s+have\s+to|\s+must)?"
         r"\s+(?:go\s+with|choose|pick|select|opt\s+for|say|vote\s+for|lean\s+(?:towards?|to)|settle\s+on|"
         r"guess)\b",
-        False,
-        False,
         ("go with", "choose", "pick", "select", "opt for", "say", "vote", "lean", "settle", "guess"),
     ),
-    (
+    Lead(
+        "going with",
         2,
         r"\b(?:I'?m|I\s+am)\s+(?:going|gonna)\s+with\b|\bgoing\s+with\b|\blet'?s\s+(?:go\s+with|say)\b",
-        False,
-        False,
         ("with", "let"),
     ),
-    (
+    Lead(
+        "so / therefore",
         2,
         r"\b(?:so|thus|therefore|hence|consequently|ergo)\b[\s,:]*",
-        True,
-        False,
         ("so", "thus", "therefore", "hence", "consequently", "ergo"),
+        strict=True,
     ),
-    # other languages
-    (2, r"\brespuesta(?:\s+correcta)?\s*(?:es|:|=)", False, False, ("respuesta",)),
-    (2, r"\br[ée]ponse(?:\s+correcte)?\s*(?:est|:|=)", False, False, ("ponse",)),
-    (2, r"\bantwort\s*(?:ist|lautet|:|=)", False, False, ("antwort",)),
-    (2, r"\bresposta(?:\s+correta|\s+certa)?\s*(?:é|:|=)", False, False, ("resposta",)),
-    (2, r"\brisposta(?:\s+corretta|\s+giusta)?\s*(?:è|:|=)", False, False, ("risposta",)),
-    (2, r"(?:правильный\s+)?ответ\s*(?:[:—–\-=]|это)?", False, False, ("ответ",)),
-    (
+)
+
+# tier 2: answer phrases in other languages, one a language
+LANGUAGE_LEADS: tuple[Lead, ...] = (
+    Lead("Spanish", 2, r"\brespuesta(?:\s+correcta)?\s*(?:es|:|=)", ("respuesta",)),
+    Lead("French", 2, r"\br[ée]ponse(?:\s+correcte)?\s*(?:est|:|=)", ("ponse",)),
+    Lead("German", 2, r"\bantwort\s*(?:ist|lautet|:|=)", ("antwort",)),
+    Lead("Portuguese", 2, r"\bresposta(?:\s+correta|\s+certa)?\s*(?:é|:|=)", ("resposta",)),
+    Lead("Italian", 2, r"\brisposta(?:\s+corretta|\s+giusta)?\s*(?:è|:|=)", ("risposta",)),
+    Lead("Russian", 2, r"(?:правильный\s+)?ответ\s*(?:[:—–\-=]|это)?", ("ответ",)),
+    Lead(
+        "Chinese, Japanese, Korean",
         2,
         r"答案\s*(?:是|为|為|:)?|正解\s*(?:は|:)?|答え\s*(?:は|:)?|所以选|我选|选择|選択|정답(?:은|:)?",
-        False,
-        False,
         ("答案", "正解", "答え", "选", "選択", "정답"),
     ),
-    # tier 1: weaker phrasings
-    (1, r"\b(?:it'?s|it\s+is|that'?s|that\s+is)\b", False, False, ("it", "that")),
-    (
+)
+
+# tier 1: weaker phrasings
+WEAK_LEADS: tuple[Lead, ...] = (
+    Lead("it's", 1, r"\b(?:it'?s|it\s+is|that'?s|that\s+is)\b", ("it", "that")),
+    Lead(
+        "I think",
         1,
         r"\bI\s+(?:think|believe|guess|reckon|suspect|thought)\b(?:\s+that)?",
-        False,
-        False,
         ("think", "believe", "guess", "reckon", "suspect", "thought"),
     ),
-    (
+    Lead(
+        "probably",
         1,
         r"\b(?:probably|likely|most\s+likely|definitely)\b",
-        False,
-        False,
         ("probably", "likely", "definitely"),
     ),
-    (1, r"\b(?:which|that)\s+(?:is|makes|would\s+be|corresponds\s+to)\b", False, False, ("which", "that")),
-    (1, r":[ \t]*(?=[(\[]?[A-Za-z][)\]]?[ \t]*\.?[ \t]*(?:\n|$))", False, False, (":",)),
-    (1, r"\b(?:either|between|(?:could|might|may)\s+be)\b", False, True, ("either", "between", " be")),
-]
-_LEADS = [(tier, _Rx(src, re.I | re.M, keys), strict, mo) for tier, src, strict, mo, keys in _LEADS_SRC]
+    Lead("which is", 1, r"\b(?:which|that)\s+(?:is|makes|would\s+be|corresponds\s+to)\b", ("which", "that")),
+    Lead("trailing ': B'", 1, r":[ \t]*(?=[(\[]?[A-Za-z][)\]]?[ \t]*\.?[ \t]*(?:\n|$))", (":",)),
+    Lead(
+        "either A or B",
+        1,
+        r"\b(?:either|between|(?:could|might|may)\s+be)\b",
+        ("either", "between", " be"),
+        multi_only=True,
+    ),
+)
+
+LEADS: tuple[Lead, ...] = (*FINAL_LEADS, *ANSWER_LEADS, *LANGUAGE_LEADS, *WEAK_LEADS)
+# the compiled leads of each tier, in table order
+_LEADS_BY_TIER: dict[int, tuple[tuple[_Rx, Lead], ...]] = {
+    tier: tuple((_Rx(lead.pattern, re.I | re.M, lead.keys), lead) for lead in LEADS if lead.tier == tier)
+    for tier in (1, 2, 3)
+}
 
 # a slot does not count when its clause (back to the last , ; . or newline) says it is someone else's view
 _DISCOUNT = re.compile(
@@ -651,11 +688,9 @@ def _discounted(t: str, pos: int) -> bool:
 
 def _leads(r: _Reader, tier: int) -> list[_Commit]:
     out: list[_Commit] = []
-    for lead_tier, rx, strict, multi_only in _LEADS:
-        if lead_tier != tier:
-            continue
+    for rx, lead in _LEADS_BY_TIER[tier]:
         for m in rx.finditer(r.t, r.tl):
-            s = r.slot(m.end(), strict=strict, multi_only=multi_only)
+            s = r.slot(m.end(), strict=lead.strict, multi_only=lead.multi_only)
             if s is not None and not _discounted(r.t, m.start()):
                 out.append(_Commit(m.end(), tier, s))
     return out

@@ -29,7 +29,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from mcqaudit.vocab import LETTERS
+from mcqaudit.vocab import LETTERS, OTHER, VERDICTS
 
 TEMPLATE_VERSION = "2026-11-30.1"
 SHAPES = ("extract", "gold")
@@ -144,10 +144,13 @@ def format_options(options: Sequence[str]) -> str:
     return "\n".join(f"{LETTERS[i]}. {neutralise(o)}" for i, o in enumerate(options))
 
 
-def legal_values(shape: str, n_options: int) -> list[str]:
+def legal_values(shape: str, n_options: int) -> tuple[str, ...]:
+    """The values a judge may reply with: a letter within the options or OTHER (extract), a verdict (gold)."""
     if shape == "extract":
-        return [*LETTERS[:n_options], "OTHER"]
-    return ["CORRECT", "INCORRECT", "OTHER"]
+        return (*LETTERS[:n_options], OTHER)
+    if shape == "gold":
+        return VERDICTS
+    raise ValueError(f"unknown shape {shape!r}: use extract or gold")
 
 
 @dataclass(frozen=True)

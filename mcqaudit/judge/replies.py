@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from mcqaudit.vocab import CORRECT, INCORRECT, LETTERS, OTHER, VERDICTS, verdict_for
+from mcqaudit.judge.prompts import legal_values
+from mcqaudit.vocab import CORRECT, INCORRECT, LETTERS, OTHER, verdict_for
 
 # Error kinds (also used in the run summary's "errors by kind").
 EMPTY: Final = "empty"
@@ -62,18 +63,10 @@ def _fail(kind: str, error: str) -> ParsedReply:
     return ParsedReply(value=None, kind=kind, error=error)
 
 
-def _legal(shape: str, n_options: int) -> tuple[str, ...]:
-    if shape == "extract":
-        return (*LETTERS[:n_options], OTHER)
-    if shape == "gold":
-        return VERDICTS
-    raise ValueError(f"unknown shape {shape!r}: use extract or gold")
-
-
 def _classify_word(word: str, shape: str, n_options: int) -> ParsedReply:
     """One bare word: legal value, or the precise reason it is not one."""
     up = word.upper()
-    legal = _legal(shape, n_options)
+    legal = legal_values(shape, n_options)
     if up in legal:
         return ParsedReply(value=up)
     if len(up) == 1:
@@ -97,7 +90,7 @@ def _parse_bare(text: str, shape: str, n_options: int) -> ParsedReply:
         return _classify_word(m.group("core"), shape, n_options)
     # Not a single wrapped word. Say "several values" when more than one legal value is named, since
     # that is the case a lenient parser would silently resolve to the first one.
-    legal = set(_legal(shape, n_options))
+    legal = set(legal_values(shape, n_options))
     named = [w.upper() for w in _WORDS.findall(text) if w.upper() in legal and (len(w) > 1 or w.isupper())]
     if len(set(named)) > 1:
         return _fail(SEVERAL, f"several values named ({', '.join(dict.fromkeys(named))})")

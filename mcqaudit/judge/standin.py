@@ -49,9 +49,10 @@ from aiohttp import web
 
 from mcqaudit.judge.heuristic import judge_reply
 from mcqaudit.judge.prompts import parse_rendered
+from mcqaudit.vocab import STANDIN_MODEL
 
-MODEL_NAME = "standin-heuristic"
-SYSTEM_FINGERPRINT = "standin-heuristic"
+MODEL_NAME = STANDIN_MODEL
+SYSTEM_FINGERPRINT = STANDIN_MODEL  # what a client checks to say "not an LLM" (judge/client.py)
 BANNER = "stand-in judge (heuristic, not an LLM) on http://{host}:{port}/v1"
 HANG_SECONDS = 3600.0
 

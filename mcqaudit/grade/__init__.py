@@ -1,0 +1,63 @@
+"""Grading (DESIGN §5): plan → requests → writer → store, resumable and cached.
+
+- :mod:`.config`: options and their checks, the API key's lookup, the exemplar file, exit codes.
+- :mod:`.plan`: the rows that need the judge, rendered into one request per distinct prompt; the dry run.
+- :mod:`.records`: a judge outcome (or an earlier legal reply) as reply and verdict records.
+- :mod:`.writer`: those records written to the study in small batches as they arrive.
+- :mod:`.run`: the run itself (online, N requests in flight), and `--no-judge`.
+- :mod:`.summary`: what a run did, and the progress sink it reports to.
+
+Dependencies go one way: the CLI uses this package, this package uses :mod:`mcqaudit.judge` and
+:mod:`mcqaudit.store`; neither of those imports it.
+"""
+
+from mcqaudit.grade.config import (
+    DEFAULT_API_KEY_ENV,
+    ENV_BASE_URL,
+    ENV_MODEL,
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_ROW_ERRORS,
+    EXIT_USAGE,
+    NO_JUDGE_MESSAGE,
+    GradeInterrupted,
+    GradeOptions,
+    GradeUsageError,
+    check_arms,
+    key_in_env,
+    load_exemplars,
+    resolve_api_key,
+    valid_env_name,
+)
+from mcqaudit.grade.plan import DryRun, dry_run
+from mcqaudit.grade.run import grade, grade_async, grade_without_judge
+from mcqaudit.grade.summary import STANDIN_NOTE, GradeSummary, NullReporter, Reporter, summary_json
+
+__all__ = [
+    "DEFAULT_API_KEY_ENV",
+    "ENV_BASE_URL",
+    "ENV_MODEL",
+    "EXIT_FAILURE",
+    "EXIT_OK",
+    "EXIT_ROW_ERRORS",
+    "EXIT_USAGE",
+    "NO_JUDGE_MESSAGE",
+    "STANDIN_NOTE",
+    "DryRun",
+    "GradeInterrupted",
+    "GradeOptions",
+    "GradeSummary",
+    "GradeUsageError",
+    "NullReporter",
+    "Reporter",
+    "check_arms",
+    "dry_run",
+    "grade",
+    "grade_async",
+    "grade_without_judge",
+    "key_in_env",
+    "load_exemplars",
+    "resolve_api_key",
+    "summary_json",
+    "valid_env_name",
+]
