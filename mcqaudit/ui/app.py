@@ -130,6 +130,8 @@ def control_arm(path: str) -> None:
 
 def main(default: str = "overview") -> None:
     st.set_page_config(page_title="mcqaudit", page_icon=":material/fact_check:", layout="wide")
+    # less empty space above each page's title, so the first screen holds the findings and the decision
+    st.html('<style>[data-testid="stMainBlockContainer"] { padding-top: 2.5rem; }</style>')
     state.init_state()
     wants_review = state.read_url()  # a reload or a shared link: ?row= / ?queue= open Review there
     path = resolve_db()
