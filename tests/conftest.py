@@ -51,3 +51,21 @@ def run_cli(
 @pytest.fixture
 def study(tmp_path: Path) -> Study:
     return Study(tmp_path / "study.duckdb", create=True)
+
+
+# --- the dashboard's fixture study (tests/ui_study.py), built once per session, copied per test -------------
+@pytest.fixture(scope="session")
+def ui_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.ui_study import build_study
+
+    return build_study(tmp_path_factory.mktemp("ui-template") / "template.duckdb")
+
+
+@pytest.fixture
+def ui_db(ui_template: Path, tmp_path: Path) -> Path:
+    """Each test gets its own copy, so st.cache_resource keyed by path never leaks between tests."""
+    import shutil
+
+    dst = tmp_path / "study.duckdb"
+    shutil.copy(ui_template, dst)
+    return dst

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser import ARGS, ARTIFACTS, CHROMIUM, serve
 from tests.conftest import REPO
 from tests.review_study import build
-from tests.test_dashboard_e2e import ARGS, ARTIFACTS, CHROMIUM, serve
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 VIEWPORT = {"width": 1400, "height": 1000}

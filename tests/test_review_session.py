@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from mcqaudit.store import Study
+from tests.browser import ARGS, ARTIFACTS, CHROMIUM, serve
 from tests.review_study import ARMS, build
-from tests.test_dashboard_e2e import ARGS, ARTIFACTS, CHROMIUM, serve
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

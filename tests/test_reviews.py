@@ -14,7 +14,6 @@ from mcqaudit.store import Study
 from mcqaudit.store import reviews as rv
 from mcqaudit.store.rows import ConfusionCell, RowFilter, count_rows, list_rows
 from tests.conftest import run_cli
-from tests.test_ui_fixture import _ui_db, _ui_template  # noqa: F401
 
 
 def _row(s: Study, where: str) -> tuple[str, str, str | None, str]:
@@ -153,7 +152,7 @@ def test_review_log_round_trip_is_idempotent(ui_db: Path, tmp_path: Path) -> Non
 
     # a fresh copy of the same study (a collaborator's) without the reviews
     dst_path = tmp_path / "dst.duckdb"
-    from tests.test_ui_fixture import build_study
+    from tests.ui_study import build_study
 
     dst = Study(build_study(dst_path, grade_it=False))
     res = rv.import_review_log(dst, log)
@@ -591,7 +590,7 @@ def test_label_import_refuses_bad_files_whole(tmp_path: Path) -> None:
 
 
 def test_an_export_imports_back_unchanged(ui_db: Path, tmp_path: Path) -> None:
-    from tests.test_ui_fixture import build_study
+    from tests.ui_study import build_study
 
     src = Study(ui_db)
     r1 = _pick(src, "final_verdict = 'CORRECT'")

@@ -11,7 +11,7 @@ from mcqaudit.demo import DEMO_DB, GENERATIONS, ITEMS, DemoError, build_demo
 from mcqaudit.report import STANDIN_BANNER
 from mcqaudit.store import Study
 from mcqaudit.ui.components import DEMO_BANNER
-from tests.test_ui_fixture import app, write_inputs
+from tests.ui_study import app, write_inputs
 
 
 def test_build_demo_is_real_and_idempotent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,7 @@ from mcqaudit.report import STANDIN_BANNER
 from mcqaudit.store import Study
 from mcqaudit.ui import tables
 from mcqaudit.vocab import VERDICTS
-from tests.test_ui_fixture import BOOT, _ui_db, _ui_template, app, no_exceptions, page_links, report_of  # noqa: F401
+from tests.ui_study import BOOT, app, no_exceptions, page_links, report_of
 
 
 @pytest.fixture(autouse=True)
@@ -243,7 +243,7 @@ def test_export_data(ui_db: Path) -> None:
 def test_unaudited_study_says_so_and_lists_its_ungraded_rows(tmp_path: Path) -> None:
     from mcqaudit.grade import grade_without_judge
     from mcqaudit.report import UNAUDITED_BANNER
-    from tests.test_ui_fixture import build_study
+    from tests.ui_study import build_study
 
     db = build_study(tmp_path / "unaudited.duckdb", grade_it=False)
     grade_without_judge(Study(db))

@@ -9,7 +9,7 @@ import pytest
 
 from mcqaudit.store import Study
 from mcqaudit.ui.components import _MARK_STYLE
-from tests.test_ui_fixture import BOOT, XSS, _ui_db, _ui_template, app, no_exceptions  # noqa: F401
+from tests.ui_study import BOOT, XSS, app, no_exceptions
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,94 @@
+"""Real headless Chromium for the dashboard's end-to-end tests (a helper module, not a test module).
+
+Debian's Chromium (`apt-get install chromium`, never `playwright install`). Without it a browser test skips,
+except in CI (CI=true), where a missing browser is a failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = REPO / "tests" / "artifacts"
+
+
+def need_browser() -> None:
+    missing = None
+    if not Path(CHROMIUM).exists():
+        missing = f"{CHROMIUM} not found (apt-get install -y chromium)"
+    else:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            missing = "the playwright package is not installed"
+    if missing:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI: {missing}")
+        pytest.skip(missing)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve(db: Path) -> Iterator[str]:
+    """`mcqaudit dashboard DB` on a free port; yields its URL once the page script answers."""
+    need_browser()
+    port = free_port()
+    env = {**os.environ, "MCQAUDIT_DASHBOARD_BOOTSTRAP": "200", "PYTHONPATH": str(REPO)}
+    log = open(db.parent / "streamlit.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mcqaudit", "dashboard", str(db), "--port", str(port)],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # the CLI starts streamlit as a child: stop the whole group
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.flush()
+                raise AssertionError("dashboard did not start:\n" + (db.parent / "streamlit.log").read_text())
+            time.sleep(0.25)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
