@@ -297,9 +297,18 @@ def _table(title: str, df, index: bool = False) -> Table:
     for c in cols:
         t.add_column(c)
     for idx, row in df.iterrows():
-        vals = ([str(idx)] if index else []) + ["" if v is None else str(v) for v in row.tolist()]
+        vals = ([str(idx)] if index else []) + [_cell(v) for v in row.tolist()]
         t.add_row(*vals)
     return t
+
+
+def _cell(v: object) -> str:
+    """A table cell: counts as integers (a float column of counts printed 299.0), missing as blank."""
+    if v is None or (isinstance(v, float) and v != v):
+        return ""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
 
 
 @app.command()

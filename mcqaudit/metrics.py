@@ -37,12 +37,19 @@ PARSER_DISAGREEMENT_MIN_ROWS = 100
 LOGPROB_MISMATCH_MAX = 0.05
 BALANCE_TOLERANCE = 0.02  # a gold-position share within 2 pp of 1/n counts as balanced
 ARTIFACT_PARSERS_EXCLUDED = ("strict",)  # strict defers rather than answers: its Δ is coverage, not letters
+MIN_ITEMS = 20  # a Δ between two arms, and any statistical flag, needs this many items of evidence
+MIN_AUDIT_ROWS = 100  # reviewed rows of a uniform spot check that audit the judge; fewer: preliminary
+IMBALANCE_RATIO = 0.5  # a displayed position holding under (1 - r) / n or over (1 + r) / n of gold letters
+# flags that state a fact about the study rather than an estimate: they fire at any size (with their n)
+FACT_FLAGS = ("judge_config_mixed", "ungraded_rows", "judge_unaudited", "design_imbalance")
+CONTROL_SOURCES = ("--control", "stored", "named control/base", "first ingested")
 
 # Dashboard page for each flag's evidence (DESIGN §8)
 FLAG_PAGES = {
     "suspected_parser_artifact": "Parsers vs judge",
     "orientation_instability": "Orientations",
     "other_rate_rise": "OTHER by arm",
+    "design_imbalance": "Bias",
     "judge_config_mixed": "Overview",
     "parser_disagreement": "Parsers vs judge",
     "logprob_mismatch": "Bias",
@@ -223,18 +230,18 @@ def summarize(reps: np.ndarray, n: int, *, se: bool = False) -> Metric | None:
 
 # --- control arm ----------------------------------------------------------------------------------------
 def resolve_control(arms: list[str], requested: str | None, stored: str | None) -> tuple[str | None, str]:
-    """The control arm and where the choice came from (DESIGN §7 order)."""
+    """The control arm and where the choice came from (DESIGN §7 order; one of :data:`CONTROL_SOURCES`)."""
     if requested is not None:
         if requested not in arms:
             raise ValueError(f"--control {requested!r} is not an arm of this study (arms: {', '.join(arms)})")
-        return requested, "option"
+        return requested, "--control"
     if stored is not None and stored in arms:
-        return stored, "study"
+        return stored, "stored"
     for name in ("control", "base"):
         if name in arms:
-            return name, "name"
+            return name, "named control/base"
     if arms:
-        return arms[0], "first"
+        return arms[0], "first ingested"
     return None, "none"
 
 
@@ -576,6 +583,7 @@ def compute(
     picks_pos = grid.sum([R.ai[pk], R.pick[pk]], [n_arms, max_n], R.ii[pk])
     chance = _position_chance(c_ai, c_gold, c_nopt, n_picked, n_arms, max_n)
     balanced, gold_share = _balance(R)
+    design = _design(orients, balanced, gold_share)
 
     # circular: every orientation the arm showed the item in has a verdict, all of them CORRECT
     eligible = (cells_ai == gcells_ai) & (gcells_ai >= 2)
@@ -613,6 +621,9 @@ def compute(
                 ),
             }
             lp_cols = {k: grid.sum([R.ai[li]], [n_arms], R.ii[li], w) for k, w in ws.items()}
+    lp_items = (lp_cols["n"] > 0).sum(axis=1) if lp_cols is not None else np.zeros(n_arms)
+    items_ai = (rows_ai > 0).sum(axis=1)
+    n_uniform_reviewed = int(((R.human >= 0) & R.uniform).sum())
 
     parsers = _parsers(frames, R, C)
 
@@ -658,12 +669,26 @@ def compute(
             for h in range(3):
                 col(f"rv/all/{j}/{h}", pooled[j, h])
 
-    # paired differences against the control arm
+    # differences: each treated arm against the control, and, with three or more arms, every pair. Arms that
+    # share items are compared on those (paired); arms that share none, on their own items (unpaired).
     c0 = arms.index(ctrl) if ctrl is not None else -1
     fp_mixed = _fingerprint_conflicts(info, ctrl)
     treated = [a for a in range(n_arms) if a != c0] if c0 >= 0 else []
+    pairs = [(i, j) for i in range(n_arms) for j in range(i + 1, n_arms)] if n_arms >= 3 else []
+
+    def shared(a: int, b: int) -> int:
+        return int((present[a] & present[b]).sum())
+
+    if any(shared(t, c0) == 0 for t in treated) or any(shared(i, j) == 0 for i, j in pairs):
+        for p in parsers:
+            for a in range(n_arms):
+                has_p = np.isfinite(p.acc[a])
+                col(f"pacc_num/{p.name}/{a}", np.where(has_p, p.acc[a], 0.0))
+                col(f"pacc_den/{p.name}/{a}", has_p.astype(np.float64))
     for t in treated:
         both = present[t] & present[c0]
+        if not both.any():
+            continue
         bf = both.astype(np.float64)
         col(f"d_num/{t}", np.where(both, acc_item[t] - acc_item[c0], 0.0))
         col(f"d_den/{t}", bf)
@@ -681,6 +706,12 @@ def compute(
             bp_ = np.isfinite(p.acc[t]) & np.isfinite(p.acc[c0])
             col(f"pd_num/{p.name}/{t}", np.where(bp_, p.acc[t] - p.acc[c0], 0.0))
             col(f"pd_den/{p.name}/{t}", bp_.astype(np.float64))
+    for i, j in pairs:
+        both = present[i] & present[j]
+        if both.any():
+            col(f"pw_num/{i}/{j}", np.where(both, acc_item[i] - acc_item[j], 0.0))
+            col(f"pw_den/{i}/{j}", both.astype(np.float64))
+            col(f"pw_graded/{i}/{j}", (graded_ai[i] + graded_ai[j]) * both)
 
     S = boot.run()
     ctx = _Ctx(frames, parsers, notes)
@@ -697,7 +728,8 @@ def compute(
 
     metrics: dict[str, Any] = {}
     for a, arm in enumerate(arms):
-        m = _arm_metrics(ctx, S, a, arm, max_n, balanced, chance[a])
+        m = _arm_metrics(ctx, S, a, arm, max_n, balanced, chance[a], design)
+        m["items"] = int(items_ai[a])
         by_or: dict[str, Any] = {}
         for o, lab in enumerate(orients):
             if bounds[a * n_or + o] == bounds[a * n_or + o + 1]:
@@ -718,33 +750,23 @@ def compute(
             m["logprob_crosscheck"] = None
             notes[f"metrics.{arm}.logprob_crosscheck"] = "no graded row carries option_logprobs"
         else:
-            m["logprob_crosscheck"] = _logprob(S, a)
+            m["logprob_crosscheck"] = _logprob(S, a, int(lp_items[a]))
         metrics[arm] = m
 
     delta: dict[str, Any] = {}
     delta_parser: dict[str, Any] = {}
     for t in treated:
         arm = arms[t]
+        pairing = "paired" if shared(t, c0) else "unpaired"
         if arm in fp_mixed:
             delta[arm] = None
             notes[f"delta_accuracy.{arm}"] = fp_mixed[arm]
         else:
-            d = _arm_delta(ctx, S, t, arm)
-            by: dict[str, Any] = {}
-            for o, lab in enumerate(orients):
-                if f"d_or_den/{t}/{o}" in S:
-                    by[lab] = _ratio(S, f"d_or_num/{t}/{o}", f"d_or_den/{t}/{o}", se=True)
-            d["by_orientation"] = by
-            delta[arm] = d
-        dp: dict[str, Any] = {}
-        for p in parsers:
-            mm = _ratio(S, f"pd_num/{p.name}/{t}", f"pd_den/{p.name}/{t}", se=True)
-            if mm is None:
-                notes[f"delta_accuracy_by_parser.{arm}.{p.name}"] = "no item graded in both arms"
-            dp[p.name] = mm
-        delta_parser[arm] = dp
+            delta[arm] = _arm_delta(ctx, S, t, c0, pairing, ci_orients)
+        delta_parser[arm] = _parser_deltas(ctx, S, t, c0, pairing)
     if c0 >= 0 and not treated:
         notes["delta_accuracy"] = "the study has a single arm: nothing to compare"
+    pairwise = _pairwise(ctx, S, pairs, {(i, j): shared(i, j) for i, j in pairs}) if pairs else None
 
     judge_agreement = _agreement(ctx, S, "all", None, scope) if rv_conf is not None else None
     if judge_agreement is None:
@@ -756,8 +778,15 @@ def compute(
         "metrics": metrics,
         "delta_accuracy": delta,
         "delta_accuracy_by_parser": delta_parser,
+        "pairwise_delta": pairwise,
         "judge_agreement": judge_agreement,
-        "design": {"balanced": balanced, "gold_position_share": gold_share},
+        "design": design,
+        "audit": {
+            "reviews": info.n_reviews,
+            "uniform_reviewed_rows": n_uniform_reviewed,
+            "required_rows": min(MIN_AUDIT_ROWS, int(R.ai.size)),
+            "audited": n_uniform_reviewed >= min(MIN_AUDIT_ROWS, int(R.ai.size)) and not info.unaudited,
+        },
         "notes": notes,
     }
     result["flags"] = diagnose(info, result, parsers, verdicts=frames.verdicts)
@@ -859,21 +888,64 @@ def _balance(R: _Rows) -> tuple[bool, dict[str, dict[str, float]]]:
     return balanced, shares
 
 
+def _design(
+    orients: list[str], balanced: bool, gold_share: Mapping[str, Mapping[str, float]]
+) -> dict[str, Any]:
+    """Whether the design can separate position from content (DESIGN §7 ``design_imbalance``).
+
+    Gold letters are *unbalanced* when some displayed position holds under half or over one and a half times
+    its fair share 1/n of them (all gold at A, say): a position preference and the answers are then the same
+    thing, so pick rates and RStd cannot be read. With *one orientation only* (per option count) nothing
+    shows an item's options in another order, so the Δ cannot be checked per orientation.
+    """
+    by_n: dict[int, set[str]] = {}
+    for lab in orients:
+        by_n.setdefault(len(lab), set()).add(lab)
+    one = bool(by_n) and all(len(v) == 1 for v in by_n.values())
+    skewed: list[str] = []
+    for n, sh in gold_share.items():
+        k = int(n)
+        if any(x < (1 - IMBALANCE_RATIO) / k or x > (1 + IMBALANCE_RATIO) / k for x in sh.values()):
+            skewed.append(f"{k} options: " + ", ".join(f"{x} {v * 100:.0f} %" for x, v in sh.items()))
+    reasons, unreadable = [], []
+    if skewed:
+        reasons.append("gold letters are unbalanced across displayed positions (" + "; ".join(skewed) + ")")
+        unreadable += ["position_pick_rate", "first_position_rate", "rstd"]
+    if one:
+        reasons.append(
+            "every item is shown in one orientation only (" + ", ".join(sorted(orients, key=len)) + ")"
+        )
+        unreadable.append("orientation_instability")
+    return {
+        "balanced": balanced,
+        "gold_position_share": dict(gold_share),
+        "gold_unbalanced": bool(skewed),
+        "one_orientation": one,
+        "separates_position": not (skewed or one),
+        "unreadable": unreadable,
+        "reason": "; ".join(reasons) or None,
+    }
+
+
+def _fp_conflict(info: StudyInfo, a: str, b: str) -> str | None:
+    """Why arms ``a`` and ``b`` cannot be compared (graded under different judge fingerprints), or None."""
+    fa, fb = set(info.arm_fingerprints.get(a, {})), set(info.arm_fingerprints.get(b, {}))
+    if len(fa) > 1 or len(fb) > 1 or (fa and fb and fa != fb):
+        return (
+            f"not compared: {a!r} was graded under judge fingerprint(s) {', '.join(sorted(fa)) or 'none'} "
+            f"and {b!r} under {', '.join(sorted(fb)) or 'none'}; re-grade both arms with one judge"
+        )
+    return None
+
+
 def _fingerprint_conflicts(info: StudyInfo, ctrl: str | None) -> dict[str, str]:
     """Treated arms that cannot be compared with the control: graded under other judge fingerprints."""
     out: dict[str, str] = {}
     if ctrl is None:
         return out
-    fc = set(info.arm_fingerprints.get(ctrl, {}))
     for arm in info.arms:
-        if arm == ctrl:
-            continue
-        ft = set(info.arm_fingerprints.get(arm, {}))
-        if len(fc) > 1 or len(ft) > 1 or (fc and ft and fc != ft):
-            out[arm] = (
-                f"not compared: {arm!r} was graded under judge fingerprint(s) {', '.join(sorted(ft)) or 'none'} "
-                f"and {ctrl!r} under {', '.join(sorted(fc)) or 'none'}; re-grade both arms with one judge"
-            )
+        if arm != ctrl and (why := _fp_conflict(info, arm, ctrl)):
+            out[arm] = why
     return out
 
 
@@ -883,7 +955,14 @@ def _ratio(S: Sums, num: str, den: str, *, se: bool = False) -> Metric | None:
 
 
 def _arm_metrics(
-    ctx: _Ctx, S: Sums, a: int, arm: str, max_n: int, balanced: bool, chance: Mapping[str, Any]
+    ctx: _Ctx,
+    S: Sums,
+    a: int,
+    arm: str,
+    max_n: int,
+    balanced: bool,
+    chance: Mapping[str, Any],
+    design: Mapping[str, Any],
 ) -> dict[str, Any]:
     notes = ctx.notes
     p = f"metrics.{arm}"
@@ -916,13 +995,22 @@ def _arm_metrics(
     picked = S[f"picked/{a}"]
     base = chance["uniform" if balanced else "gold"]
     out["position_baseline"] = "uniform" if balanced else "gold"
-    if not balanced:
+    unreadable = (
+        f"unreadable: {design['reason']}; the design cannot separate a position preference from the answers"
+    )
+    if design["gold_unbalanced"]:
+        out["position_pick_rate"] = None
+        out["first_position_rate"] = None
+        note("position_pick_rate", unreadable)
+    elif not balanced:
         note(
             "position_pick_rate",
             "unbalanced design (gold letters are not uniform over positions): pick rates are compared with "
             "the gold-letter distribution, not 1/n",
         )
-    if picked[0] == 0:
+    if design["gold_unbalanced"]:
+        pass
+    elif picked[0] == 0:
         out["position_pick_rate"] = None
         out["first_position_rate"] = None
         note("position_pick_rate", "no answered row with a picked letter in this arm")
@@ -938,7 +1026,11 @@ def _arm_metrics(
 
     # RStd (Zheng et al. 2024): std over gold letters of recall, in percentage points
     letters_ = [q for q in range(max_n) if S[f"gold_g/{a}/{q}"][0] > 0]
-    if len(letters_) >= 2:
+    if design["gold_unbalanced"]:
+        out["rstd"] = None
+        out["recall_by_gold_letter"] = {}
+        note("rstd", unreadable)
+    elif len(letters_) >= 2:
         rec = np.stack([_div(S[f"gold_c/{a}/{q}"], S[f"gold_g/{a}/{q}"]) for q in letters_], axis=1)
         with np.errstate(invalid="ignore"):
             rstd = 100 * np.std(rec, axis=1)
@@ -964,7 +1056,7 @@ def _arm_metrics(
     return out
 
 
-def _logprob(S: Sums, a: int) -> dict[str, Any]:
+def _logprob(S: Sums, a: int, items: int) -> dict[str, Any]:
     n_lp = int(S[f"lp_n/{a}"][0])
     lp_acc = _div(S[f"lp_lp_correct/{a}"], S[f"lp_n/{a}"])
     tx_acc = _div(S[f"lp_text_correct/{a}"], S[f"lp_n/{a}"])
@@ -973,6 +1065,7 @@ def _logprob(S: Sums, a: int) -> dict[str, Any]:
         "accuracy_text": summarize(tx_acc, n_lp),
         "difference": summarize(lp_acc - tx_acc, n_lp),
         "mismatch_rate": summarize(_div(S[f"lp_mismatch/{a}"], S[f"lp_n/{a}"]), n_lp),
+        "items": items,
     }
 
 
@@ -1046,6 +1139,8 @@ def _agreement(ctx: _Ctx, S: Sums, key: str, arm: str | None, scope: str) -> dic
     kappa = _div(po - pe, 1 - pe)
     out: dict[str, Any] = {
         "sample": scope,
+        "reviewed_rows": n,
+        "preliminary": n < MIN_AUDIT_ROWS,
         "agreement": summarize(po, n),
         "kappa": summarize(kappa, n),
         "precision": {
@@ -1078,6 +1173,8 @@ def _agreement(ctx: _Ctx, S: Sums, key: str, arm: str | None, scope: str) -> dic
                     assumed.append(VERDICTS[k])
             corr = corr + share * q
         m = summarize(corr, int(round(S[f"auto_den/{a}"][0])))
+        if m is not None:
+            m["preliminary"] = n < MIN_AUDIT_ROWS
         if m is not None and assumed:
             m["assumed_exact"] = assumed
             ctx.notes[f"metrics.{arm}.judge_agreement.corrected_accuracy"] = (
@@ -1087,25 +1184,180 @@ def _agreement(ctx: _Ctx, S: Sums, key: str, arm: str | None, scope: str) -> dic
     return out
 
 
-def _arm_delta(ctx: _Ctx, S: Sums, t: int, arm: str) -> dict[str, Any]:
-    overall = _ratio(S, f"d_num/{t}", f"d_den/{t}", se=True)
-    if overall is None:
-        ctx.notes[f"delta_accuracy.{arm}.overall"] = "no item graded in both arms"
-    n_both = int(S[f"d_den/{t}"][0])
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
-    def diff(x: str, den: str) -> Metric | None:
-        return summarize(
-            _div(S[f"dp_{x}/{t}/t"], S[f"dp_{den}/{t}/t"]) - _div(S[f"dp_{x}/{t}/c"], S[f"dp_{den}/{t}/c"]),
-            n_both,
-            se=True,
+
+def _unpaired(S: Sums, num_t: str, den_t: str, num_c: str, den_c: str, n: int) -> Metric | None:
+    """The difference of two arms' ratios, each over its own items (independent item-clustered CIs)."""
+    return summarize(_div(S[num_t], S[den_t]) - _div(S[num_c], S[den_c]), n, se=True)
+
+
+def _too_few(pairing: str, items: int, n_t: int, n_c: int, arm: str, ctrl: str) -> str | None:
+    """Why a Δ between two arms is not computed (DESIGN §7: fewer than 20 items), or None."""
+    if pairing == "paired":
+        return (
+            None
+            if items >= MIN_ITEMS
+            else f"{_plural(items, 'shared item')} (a Δ needs at least {MIN_ITEMS})"
         )
+    if min(n_t, n_c) >= MIN_ITEMS:
+        return None
+    return (
+        f"the arms share no items; compared unpaired, {arm} has {_plural(n_t, 'graded item')} and {ctrl} "
+        f"{n_c} (each needs at least {MIN_ITEMS})"
+    )
 
-    return {
-        "overall": overall,
+
+def _arm_delta(ctx: _Ctx, S: Sums, t: int, c: int, pairing: str, ci_orients: set[int]) -> dict[str, Any]:
+    """Treated − control: paired on the items both arms answered, else unpaired over each arm's own items."""
+    info = ctx.frames.info
+    arm, ctrl = info.arms[t], info.arms[c]
+    key = f"delta_accuracy.{arm}"
+    n_t, n_c = int(S[f"acc_den/{t}"][0]), int(S[f"acc_den/{c}"][0])
+    if pairing == "paired":
+        items = int(S[f"d_den/{t}"][0])
+        rows = int(round(S[f"dp_graded/{t}/t"][0] + S[f"dp_graded/{t}/c"][0]))
+    else:
+        items = n_t + n_c
+        rows = int(S[f"graded/{t}"][0] + S[f"graded/{c}"][0])
+    out: dict[str, Any] = {
+        "overall": None,
         "by_orientation": {},
-        "other_rate": diff("o", "graded"),
-        "answered_accuracy": diff("c", "answered"),
+        "other_rate": None,
+        "answered_accuracy": None,
+        "items": items,
+        "rows": rows,
+        "pairing": pairing,
     }
+    if pairing == "unpaired":
+        out["items_by_arm"] = {arm: n_t, ctrl: n_c}
+    short = _too_few(pairing, items, n_t, n_c, arm, ctrl)
+    if short is not None:
+        ctx.notes[f"{key}.overall"] = short
+        return out
+    by: dict[str, Any] = {}
+    if pairing == "paired":
+        out["overall"] = _ratio(S, f"d_num/{t}", f"d_den/{t}", se=True)
+        for o, lab in enumerate(info.orientations):
+            if f"d_or_den/{t}/{o}" not in S:
+                continue
+            k = int(S[f"d_or_den/{t}/{o}"][0])
+            by[lab] = _ratio(S, f"d_or_num/{t}/{o}", f"d_or_den/{t}/{o}", se=True) if k >= MIN_ITEMS else None
+            if by[lab] is None:
+                ctx.notes[f"{key}.by_orientation.{lab}"] = f"{_plural(k, 'shared item')} in {lab}"
+
+        def diff(x: str, den: str) -> Metric | None:
+            return summarize(
+                _div(S[f"dp_{x}/{t}/t"], S[f"dp_{den}/{t}/t"])
+                - _div(S[f"dp_{x}/{t}/c"], S[f"dp_{den}/{t}/c"]),
+                items,
+                se=True,
+            )
+
+        out["other_rate"] = diff("o", "graded")
+        out["answered_accuracy"] = diff("c", "answered")
+    else:
+        out["overall"] = _unpaired(S, f"acc_num/{t}", f"acc_den/{t}", f"acc_num/{c}", f"acc_den/{c}", items)
+        for o, lab in enumerate(info.orientations):
+            if o not in ci_orients or f"acc_or_den/{t}/{o}" not in S or f"acc_or_den/{c}/{o}" not in S:
+                continue
+            kt, kc = int(S[f"acc_or_den/{t}/{o}"][0]), int(S[f"acc_or_den/{c}/{o}"][0])
+            if min(kt, kc) >= MIN_ITEMS:
+                by[lab] = _unpaired(
+                    S, f"acc_or_num/{t}/{o}", f"acc_or_den/{t}/{o}", f"acc_or_num/{c}/{o}", f"acc_or_den/{c}/{o}",
+                    kt + kc,
+                )  # fmt: skip
+            else:
+                by[lab] = None
+                ctx.notes[f"{key}.by_orientation.{lab}"] = f"unpaired: {kt} and {kc} items in {lab}"
+        out["other_rate"] = _unpaired(S, f"o/{t}", f"graded/{t}", f"o/{c}", f"graded/{c}", items)
+        out["answered_accuracy"] = _unpaired(S, f"c/{t}", f"answered/{t}", f"c/{c}", f"answered/{c}", items)
+        ctx.notes[key] = (
+            f"{arm} and {ctrl} share no items: compared unpaired ({n_t} and {n_c} items, independent item samples)"
+        )
+    out["by_orientation"] = by
+    return out
+
+
+def _parser_deltas(ctx: _Ctx, S: Sums, t: int, c: int, pairing: str) -> dict[str, Any]:
+    """The Δ each parser's letters give, on the same footing (paired or unpaired) as the verdicts' Δ."""
+    arm = ctx.frames.info.arms[t]
+    out: dict[str, Any] = {}
+    for p in ctx.parsers:
+        key = f"delta_accuracy_by_parser.{arm}.{p.name}"
+        mm: Metric | None = None
+        if pairing == "paired":
+            k = int(S[f"pd_den/{p.name}/{t}"][0])
+            if k >= MIN_ITEMS:
+                mm = _ratio(S, f"pd_num/{p.name}/{t}", f"pd_den/{p.name}/{t}", se=True)
+            else:
+                ctx.notes[key] = (
+                    "no item graded in both arms"
+                    if k == 0
+                    else f"{_plural(k, 'shared item')} (a Δ needs at least {MIN_ITEMS})"
+                )
+        else:
+            kt, kc = int(S[f"pacc_den/{p.name}/{t}"][0]), int(S[f"pacc_den/{p.name}/{c}"][0])
+            if min(kt, kc) >= MIN_ITEMS:
+                mm = _unpaired(
+                    S, f"pacc_num/{p.name}/{t}", f"pacc_den/{p.name}/{t}", f"pacc_num/{p.name}/{c}",
+                    f"pacc_den/{p.name}/{c}", kt + kc,
+                )  # fmt: skip
+                if mm is not None:
+                    mm["pairing"] = "unpaired"
+            else:
+                ctx.notes[key] = f"unpaired: {kt} and {kc} items (each needs at least {MIN_ITEMS})"
+        out[p.name] = mm
+    return out
+
+
+def _negated(m: Metric) -> Metric:
+    out = dict(m)
+    out["value"] = _r(-m["value"]) if m.get("value") is not None else None
+    lo, hi = m.get("ci_low"), m.get("ci_high")
+    out["ci_low"] = _r(-hi) if hi is not None else None
+    out["ci_high"] = _r(-lo) if lo is not None else None
+    return out
+
+
+def _pairwise(
+    ctx: _Ctx, S: Sums, pairs: list[tuple[int, int]], shared: Mapping[tuple[int, int], int]
+) -> dict[str, dict[str, Any]]:
+    """Δaccuracy (row arm − column arm) for every pair of arms, on their shared items (or unpaired)."""
+    info = ctx.frames.info
+    arms = info.arms
+    out: dict[str, dict[str, Any]] = {a: {} for a in arms}
+    for i, j in pairs:
+        a, b = arms[i], arms[j]
+        key = f"pairwise_delta.{a}.{b}"
+        conflict = _fp_conflict(info, a, b)
+        k = shared[(i, j)]
+        m: Metric | None = None
+        if conflict:
+            ctx.notes[key] = conflict
+        elif k:
+            if k >= MIN_ITEMS:
+                m = _ratio(S, f"pw_num/{i}/{j}", f"pw_den/{i}/{j}", se=True)
+                if m is not None:
+                    m.update(items=k, rows=int(round(S[f"pw_graded/{i}/{j}"][0])), pairing="paired")
+            else:
+                ctx.notes[key] = f"{_plural(k, 'shared item')} (a Δ needs at least {MIN_ITEMS})"
+        else:
+            ni, nj = int(S[f"acc_den/{i}"][0]), int(S[f"acc_den/{j}"][0])
+            if min(ni, nj) >= MIN_ITEMS:
+                m = _unpaired(S, f"acc_num/{i}", f"acc_den/{i}", f"acc_num/{j}", f"acc_den/{j}", ni + nj)
+                if m is not None:
+                    m.update(
+                        items=ni + nj, rows=int(S[f"graded/{i}"][0] + S[f"graded/{j}"][0]), pairing="unpaired"
+                    )
+            else:
+                ctx.notes[key] = (
+                    f"no shared items; unpaired, {a} has {ni} and {b} {nj} (each needs {MIN_ITEMS})"
+                )
+        out[a][b] = m
+        out[b][a] = _negated(m) if m is not None else None
+    return out
 
 
 # --- diagnostics -----------------------------------------------------------------------------------------
@@ -1133,8 +1385,16 @@ def _excludes_zero(m: Metric | None) -> bool:
     )
 
 
-def _flag(name: str, arm: str | None, evidence: str, **extra: Any) -> dict[str, Any]:
-    f: dict[str, Any] = {"name": name, "arm": arm, "evidence": evidence, "page": FLAG_PAGES[name]}
+def _flag(name: str, arm: str | None, evidence: str, items: int, rows: int, **extra: Any) -> dict[str, Any]:
+    """A named flag with its evidence and its n: the items and rows the evidence rests on."""
+    f: dict[str, Any] = {
+        "name": name,
+        "arm": arm,
+        "evidence": evidence,
+        "items": int(items),
+        "rows": int(rows),
+        "page": FLAG_PAGES[name],
+    }
     f.update(extra)
     return f
 
@@ -1189,16 +1449,22 @@ def parser_artifact(judge: Metric | None, parser: Metric | None) -> bool:
 def diagnose(
     info: StudyInfo, res: Mapping[str, Any], parsers: list[_ParserAgg], verdicts: str = "final"
 ) -> list[dict[str, Any]]:
-    """The named flags of DESIGN §7, each with its evidence, most important first."""
+    """The named flags of DESIGN §7, each with its evidence and n, most important first.
+
+    A flag read off an estimate fires only on at least :data:`MIN_ITEMS` items (a Δ with fewer is null and
+    drives none); the flags in :data:`FACT_FLAGS` state facts about the study and fire at any size.
+    """
     flags: list[dict[str, Any]] = []
     ctrl = res["control_arm"]
     metrics = res["metrics"]
+    design = res["design"]
+    n_rows = sum(info.rows_by_arm.values())
     for arm, dp in res["delta_accuracy_by_parser"].items():
         dj = res["delta_accuracy"].get(arm)
-        if dj is None:
+        if dj is None or dj["overall"] is None:
             continue
         for name, m in dp.items():
-            if name in ARTIFACT_PARSERS_EXCLUDED or m is None:
+            if name in ARTIFACT_PARSERS_EXCLUDED or m is None or m["n"] < MIN_ITEMS:
                 continue
             if parser_artifact(dj["overall"], m):
                 flags.append(
@@ -1207,16 +1473,18 @@ def diagnose(
                         arm,
                         f"the {name} parser's letters give Δaccuracy {fmt_metric(m, pct=True, sign=True)} for "
                         f"{arm} vs {ctrl}; the {verdicts} verdicts give "
-                        f"{fmt_metric(dj['overall'], pct=True, sign=True)}",
+                        f"{fmt_metric(dj['overall'], pct=True, sign=True)} ({dj['items']} items, {dj['pairing']})",
+                        min(m["n"], dj["items"]),
+                        dj["rows"],
                         parser=name,
                     )
                 )
     for arm, d in res["delta_accuracy"].items():
-        if d is None:
+        if d is None or d["overall"] is None or design["one_orientation"]:
             continue
         ev = orientation_instability(d)
         if ev:
-            flags.append(_flag("orientation_instability", arm, ev))
+            flags.append(_flag("orientation_instability", arm, ev, d["items"], d["rows"]))
     for arm, d in res["delta_accuracy"].items():
         if d is None or d["other_rate"] is None:
             continue
@@ -1230,6 +1498,8 @@ def diagnose(
                     f"(Δ {fmt_metric(d['other_rate'], pct=True, sign=True)}); Δaccuracy "
                     f"{fmt_metric(d['overall'], pct=True, sign=True)}, recomputed with OTHER excluded "
                     f"(answered accuracy) Δ {fmt_metric(d['answered_accuracy'], pct=True, sign=True)}",
+                    d["items"],
+                    d["rows"],
                 )
             )
     used = sorted({fp for fps in info.arm_fingerprints.values() for fp in fps})
@@ -1246,12 +1516,19 @@ def diagnose(
                 "verdicts come from different judge configurations — "
                 + "; ".join(parts)
                 + ". Differences between arms graded under different fingerprints are not computed.",
+                info.n_items,
+                n_rows,
             )
         )
     flags += _parser_disagreement_flags(parsers)
     for arm, m in metrics.items():
         lp = m.get("logprob_crosscheck")
-        if lp and lp["difference"] and abs(lp["difference"]["value"]) > LOGPROB_MISMATCH_MAX:
+        if (
+            lp
+            and lp["difference"]
+            and lp["items"] >= MIN_ITEMS
+            and abs(lp["difference"]["value"]) > LOGPROB_MISMATCH_MAX
+        ):
             flags.append(
                 _flag(
                     "logprob_mismatch",
@@ -1260,6 +1537,8 @@ def diagnose(
                     f"{_fmt(lp['accuracy_text']['value'], True)} (difference "
                     f"{fmt_metric(lp['difference'], pct=True, sign=True)}, {lp['difference']['n']} rows): "
                     "log-prob accuracy is diagnostic only",
+                    lp["items"],
+                    lp["difference"]["n"],
                 )
             )
     for arm, m in metrics.items():
@@ -1271,15 +1550,53 @@ def diagnose(
                     arm,
                     f"{rows - graded} of {rows} rows ({_fmt((rows - graded) / rows, True)}) have no verdict "
                     "(judge error or pending); they are left out of every denominator — re-run `mcqaudit grade`",
+                    m["items"],
+                    rows,
+                    ungraded=rows - graded,
                 )
             )
+    if design["reason"]:
+        names = {
+            "position_pick_rate": "position pick rates",
+            "first_position_rate": "the first-position rate",
+            "rstd": "RStd",
+            "orientation_instability": "the orientation check (orientation_instability)",
+        }
+        flags.append(
+            _flag(
+                "design_imbalance",
+                None,
+                f"the design cannot separate position from content: {design['reason']}. Unreadable here: "
+                + ", ".join(names[k] for k in design["unreadable"]),
+                info.n_items,
+                n_rows,
+                unreadable=list(design["unreadable"]),
+            )
+        )
+    audit = res["audit"]
     reasons = []
     if info.unaudited:
         reasons.append("the study was graded with --no-judge (strict pre-filter only)")
     if info.n_reviews == 0:
         reasons.append("no human review yet: no verdict has been spot-checked")
+    elif audit["uniform_reviewed_rows"] < audit["required_rows"]:
+        reasons.append(
+            f"{audit['uniform_reviewed_rows']} of the {audit['required_rows']} rows of a uniform spot check that "
+            f"audit the judge are reviewed ({info.n_reviews} reviews in all, of {n_rows} rows); agreement "
+            "figures are preliminary"
+        )
     if reasons:
-        flags.append(_flag("judge_unaudited", None, "; ".join(reasons)))
+        flags.append(
+            _flag(
+                "judge_unaudited",
+                None,
+                "; ".join(reasons),
+                info.n_items,
+                n_rows,
+                reviewed_rows=audit["uniform_reviewed_rows"],
+                required_rows=audit["required_rows"],
+            )
+        )
     return flags
 
 
@@ -1295,7 +1612,7 @@ def _parser_disagreement_flags(parsers: list[_ParserAgg]) -> list[dict[str, Any]
         else:
             continue
         m = clustered_rate(sums)
-        if m and m["value"] > PARSER_DISAGREEMENT_MAX:
+        if m and m["value"] > PARSER_DISAGREEMENT_MAX and sums[0] >= MIN_ITEMS:
             what = "rows it resolved" if p.name == "strict" else "rows"
             out.append(
                 _flag(
@@ -1303,6 +1620,8 @@ def _parser_disagreement_flags(parsers: list[_ParserAgg]) -> list[dict[str, Any]
                     None,
                     f"the {p.name} parser disagrees with the verdicts on {fmt_metric(m, pct=True)} of {m['n']} "
                     f"{what} ({src})",
+                    int(sums[0]),
+                    m["n"],
                     parser=p.name,
                 )
             )

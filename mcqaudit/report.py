@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcqaudit import __version__
-from mcqaudit.metrics import CI_LEVEL, StudyFrames, compute, sort_flags
+from mcqaudit.metrics import CI_LEVEL, MIN_AUDIT_ROWS, MIN_ITEMS, StudyFrames, compute, sort_flags
 
 if TYPE_CHECKING:
     from mcqaudit.store.db import Study
@@ -29,6 +29,7 @@ UNAUDITED_BANNER = (
 )
 
 Report = dict[str, Any]
+MDE_INFORMATIVE = 0.10  # a null is called informative when the study could have seen a 10 pp effect
 
 
 def build_report(
@@ -65,7 +66,7 @@ def report_from_frames(
             "rows": sum(info.arm_fingerprints.get(a, {}).get(fp, 0) for a in info.arms),
         }
     standin = any(v["standin"] for v in fingerprints.values())
-    return {
+    report: Report = {
         "schema_version": SCHEMA_VERSION,
         "mcqaudit_version": __version__,
         "study": {
@@ -86,19 +87,237 @@ def report_from_frames(
         "rows_by_arm": info.rows_by_arm,
         "judge_fingerprints": fingerprints,
         "bootstrap": {"resamples": int(n_boot), "seed": int(seed), "unit": "item", "ci_level": CI_LEVEL},
+        "findings": [],
         "flags": sort_flags(res["flags"]),
         "metrics": res["metrics"],
         "delta_accuracy": res["delta_accuracy"],
         "delta_accuracy_by_parser": res["delta_accuracy_by_parser"],
+        "pairwise_delta": res["pairwise_delta"],
         "judge_agreement": res["judge_agreement"],
         "design": res["design"],
+        "audit": res["audit"],
         "notes": dict(sorted(res["notes"].items())),
     }
+    report["findings"] = findings(report)
+    return report
 
 
 def flags_for(study: str | Path | Study, n_boot: int = 500, seed: int = 0) -> list[dict[str, Any]]:
     """The diagnostics of a study (for ``mcqaudit info``): the report's flags, most important first."""
     return build_report(study, n_boot=n_boot, seed=seed)["flags"]
+
+
+# --- findings -------------------------------------------------------------------------------------------
+CONTROL_WORDS = {
+    "--control": "chosen with --control",
+    "stored": "stored in the study",
+    "named control/base": "named control/base",
+    "first ingested": "the first arm ingested",
+}
+_PARSER_WORDS = {"naive": "naive parser (first [A-D] letter)", "user": "user's own parser"}
+
+
+def _pp(m: Mapping[str, Any] | None) -> str:
+    """``-2.7 pp [-7.3, +2.3]``."""
+    if m is None or m.get("value") is None:
+        return "n/a"
+    s = f"{m['value'] * 100:+.1f} pp"
+    if m.get("ci_low") is not None and m.get("ci_high") is not None:
+        s += f" [{m['ci_low'] * 100:+.1f}, {m['ci_high'] * 100:+.1f}]"
+    return s
+
+
+def _clear(m: Mapping[str, Any] | None) -> int:
+    """+1 / -1 when the CI lies above / below 0, else 0."""
+    if not m or m.get("ci_low") is None or m.get("ci_high") is None:
+        return 0
+    return 1 if m["ci_low"] > 0 else -1 if m["ci_high"] < 0 else 0
+
+
+def _finding(kind: str, text: str, arm: str | None = None, m: Mapping[str, Any] | None = None,
+             items: int | None = None, rows: int | None = None, **extra: Any) -> dict[str, Any]:  # fmt: skip
+    ci = [m["ci_low"], m["ci_high"]] if m and m.get("ci_low") is not None else None
+    return {"kind": kind, "arm": arm, "text": text, "value": m.get("value") if m else None, "ci": ci,
+            "n_items": items, "n_rows": rows, **extra}  # fmt: skip
+
+
+def findings(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A few sentences a collaborator can trust in thirty seconds, written from the report dict (pure).
+
+    Each finding is ``{"kind", "arm", "text", "value", "ci", "n_items", "n_rows", ...}``; every sentence
+    carries its number, CI and n. Kinds, per treated arm: ``headline`` (Δaccuracy vs control, and whether a
+    null is informative by its MDE), ``parser`` (the Δ the naive and the user's parser would have given),
+    ``other_rate`` (the OTHER-rate change beside the answered-accuracy Δ), ``orientation`` (does the Δ hold
+    per orientation); then ``control`` (a control picked only for being first), ``design`` and ``audit``.
+    Nothing is stated from fewer than 20 items: such a comparison reads "not enough shared items (n=2)".
+    """
+    out: list[dict[str, Any]] = []
+    arms = list(report.get("arms") or [])
+    ctrl = report.get("control_arm")
+    flags = report.get("flags") or []
+    design = report.get("design") or {}
+    if len(arms) < 2:
+        out.append(
+            _finding("headline", f"The study has a single arm ({ctrl or 'none'}): nothing to compare.")
+        )
+    elif report.get("control_source") == "first ingested":
+        out.append(_finding(
+            "control",
+            f"The control arm is {ctrl} only because it was ingested first; if another arm is the control, "
+            "name it with --control (or `mcqaudit ingest --control`).",
+            ctrl,
+        ))  # fmt: skip
+    for arm, d in (report.get("delta_accuracy") or {}).items():
+        out += _arm_findings(report, arm, d, flags)
+    if design.get("reason"):
+        out.append(_finding(
+            "design",
+            f"The design cannot measure position bias: {design['reason']}. Position pick rates, RStd and the "
+            "orientation check are not reported."
+            if design.get("gold_unbalanced") else
+            f"The design cannot check the effect per orientation: {design['reason']}.",
+            items=report.get("study", {}).get("items"),
+            rows=report.get("rows"),
+        ))  # fmt: skip
+    out += _audit_findings(report)
+    return out
+
+
+def _arm_findings(
+    report: Mapping[str, Any], arm: str, d: Mapping[str, Any] | None, flags: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    ctrl = report["control_arm"]
+    notes = report.get("notes") or {}
+    vs = f"{arm} vs {ctrl}"
+    if d is None:
+        why = notes.get(f"delta_accuracy.{arm}", "see notes")
+        return [_finding("headline", f"{vs}: not compared ({why}).", arm)]
+    items, rows, pairing = d.get("items", 0), d.get("rows", 0), d.get("pairing", "paired")
+    ov = d.get("overall")
+    if ov is None:
+        if pairing == "paired":
+            text = f"{vs}: not enough shared items (n={items}) to compare; a Δ needs at least {MIN_ITEMS}."
+        else:
+            by = d.get("items_by_arm") or {}
+            text = (f"{vs}: the arms share no items, and unpaired there are not enough to compare "
+                    f"({by.get(arm, 0)} and {by.get(ctrl, 0)} items; each needs at least {MIN_ITEMS}).")  # fmt: skip
+        return [_finding("headline", text, arm, None, items, rows, pairing=pairing)]
+    if pairing == "paired":
+        on = f"on {items} shared items ({rows} rows)"
+    else:
+        by = d.get("items_by_arm") or {}
+        on = (f"compared unpaired, since the arms share no items ({by.get(arm)} and {by.get(ctrl)} items, "
+              f"{rows} rows)")  # fmt: skip
+    mde = ov.get("mde")
+    sign = _clear(ov)
+    if ov.get("ci_low") is None:
+        text = f"{vs}: Δaccuracy {_pp(ov)} {on}; no CI was computed (--bootstrap 0)."
+        informative = None
+    elif sign:
+        text = f"{vs}: Δaccuracy {_pp(ov)} {on}; the CI excludes 0 (MDE {mde * 100:.1f} pp)."
+        informative = True
+    else:
+        informative = mde is not None and mde <= MDE_INFORMATIVE
+        same = ov["ci_low"] == ov["ci_high"] == ov["value"] == 0
+        text = (
+            f"{vs}: Δaccuracy {_pp(ov)} {on}, "
+            + ("the two arms' verdicts agree on every shared item; " if same else "no effect the study can see; ")
+            + (f"with an MDE of {mde * 100:.1f} pp a null here is informative." if informative else
+               f"with an MDE of {mde * 100:.1f} pp a null here is not informative (a smaller effect would not show).")
+        )  # fmt: skip
+    out = [
+        _finding("headline", text, arm, ov, items, rows, pairing=pairing, mde=mde, informative=informative)
+    ]
+
+    by_parser = (report.get("delta_accuracy_by_parser") or {}).get(arm) or {}
+    for name in ("naive", "user"):
+        m = by_parser.get(name)
+        if name not in by_parser:
+            continue
+        label = _PARSER_WORDS[name]
+        if m is None:
+            out.append(
+                _finding("parser", f"The {label}: not enough items to compare {vs}.", arm, parser=name)
+            )
+            continue
+        artifact = any(
+            f["name"] == "suspected_parser_artifact" and f.get("arm") == arm and f.get("parser") == name
+            for f in flags
+        )
+        n = f"n={m['n']} items"
+        if not artifact:
+            text = f"The {label} would have reported Δaccuracy {_pp(m)} ({n}), in line with the verdicts."
+        else:
+            ps, js = _clear(m), sign
+            verb = (
+                "invents an effect the verdicts do not show" if ps and not js else
+                "hides the effect the verdicts show" if js and not ps else
+                "reverses the effect" if ps and js and ps != js else
+                "misstates the size of the effect"
+            )  # fmt: skip
+            text = (f"The {label} would have reported Δaccuracy {_pp(m)} instead ({n}): the parser, not the "
+                    f"model, {verb} ({_pp(ov)} by the verdicts).")  # fmt: skip
+        out.append(_finding("parser", text, arm, m, m["n"], rows, parser=name, artifact=artifact))
+
+    o, aa = d.get("other_rate"), d.get("answered_accuracy")
+    if o is not None:
+        mt = (report["metrics"][arm].get("other_rate") or {}).get("value")
+        mc = (report["metrics"][ctrl].get("other_rate") or {}).get("value")
+        rates = (
+            f"{mt * 100:.1f} % of rows vs {mc * 100:.1f} % in {ctrl}"
+            if mt is not None and mc is not None
+            else ""
+        )
+        s_o = _clear(o)
+        head = (f"{arm} answers OTHER (refuses, hedges, picks no single option) more often" if s_o > 0 else
+                f"{arm} answers OTHER less often" if s_o < 0 else "The OTHER rate shows no clear change")  # fmt: skip
+        text = (f"{head}: {rates + ', ' if rates else ''}Δ {_pp(o)} (n={o['n']} items); on answered rows only, "
+                f"Δaccuracy is {_pp(aa)}.")  # fmt: skip
+        out.append(_finding("other_rate", text, arm, o, o["n"], rows, answered_accuracy=aa))
+
+    design = report.get("design") or {}
+    if design.get("one_orientation"):
+        out.append(_finding("orientation", "The orientation check cannot be read: every item is shown in one "
+                            "orientation only.", arm, None, items, rows, holds=None))  # fmt: skip
+    else:
+        inst = next(
+            (f for f in flags if f["name"] == "orientation_instability" and f.get("arm") == arm), None
+        )
+        byo = {k: v for k, v in (d.get("by_orientation") or {}).items() if v is not None}
+        if inst is not None:
+            text = f"The effect does not hold per orientation ({items} items): {inst['evidence']}."
+            out.append(_finding("orientation", text, arm, None, items, rows, holds=False))
+        elif len(byo) >= 2:
+            vals = [v["value"] * 100 for v in byo.values()]
+            text = (f"The Δ holds per orientation: none of the {len(byo)} orientations (each on at least "
+                    f"{min(v['n'] for v in byo.values())} items) contradicts it; their Δs range from "
+                    f"{min(vals):+.1f} to {max(vals):+.1f} pp.")  # fmt: skip
+            out.append(_finding("orientation", text, arm, None, items, rows, holds=True))
+        else:
+            out.append(_finding("orientation", f"Not enough shared items per orientation (at least {MIN_ITEMS} "
+                                "in two orientations) to check the Δ per orientation.", arm, None, items, rows,
+                                holds=None))  # fmt: skip
+    return out
+
+
+def _audit_findings(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    audit = report.get("audit") or {}
+    if not audit or audit.get("audited"):
+        return []
+    st = report.get("study") or {}
+    done, need = audit.get("uniform_reviewed_rows", 0), audit.get("required_rows", MIN_AUDIT_ROWS)
+    if st.get("unaudited"):
+        text = ("The study was graded with --no-judge: verdicts come from the strict pre-filter alone, and rows "
+                "it could not resolve are ungraded.")  # fmt: skip
+    elif not audit.get("reviews"):
+        text = (f"No row has been reviewed yet, so the judge is unaudited: review a uniform spot check of "
+                f"{need} rows (`mcqaudit reviews queue --strategy uniform`).")  # fmt: skip
+    else:
+        text = (f"The judge is unaudited: {done} of the {need} rows of a uniform spot check it needs are reviewed "
+                f"({audit['reviews']} reviews in all, of {report.get('rows')} rows); agreement figures are "
+                "preliminary.")  # fmt: skip
+    return [_finding("audit", text, None, None, st.get("items"), report.get("rows"), reviewed_rows=done,
+                     required_rows=need)]  # fmt: skip
 
 
 # --- shared content -----------------------------------------------------------------------------------------
@@ -153,7 +372,7 @@ def banners(report: Mapping[str, Any]) -> list[str]:
 
 
 def sections(report: Mapping[str, Any]) -> list[Section]:
-    """The report's content for people, in reading order: flags first."""
+    """The report's content for people, in reading order: findings, then flags grouped by name, then tables."""
     arms: list[str] = report["arms"]
     ctrl = report["control_arm"]
     st = report["study"]
@@ -161,25 +380,30 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
     m = report["metrics"]
     out: list[Section] = []
 
+    fnd = report.get("findings")
+    if fnd is None:
+        fnd = findings(report)
+    out.append(Section("Findings", bullets=[f["text"] for f in fnd] or ["Nothing to report."]))
+
     flags = report["flags"]
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for f in flags:
+        groups.setdefault(f["name"], []).append(f)
+    frows = []
+    for name, fs in groups.items():
+        for k, f in enumerate(fs):
+            frows.append([f"{name} ({len(fs)})" if k == 0 else "", f.get("arm") or "", f["evidence"],
+                          str(f.get("items", "")), str(f.get("rows", ""))])  # fmt: skip
     out.append(
         Section(
             "Flags",
-            bullets=[
-                f"**{f['name']}**" + (f" ({f['arm']})" if f.get("arm") else "") + f": {f['evidence']}"
-                for f in flags
-            ]
-            or ["No diagnostic fired."],
+            paragraphs=[] if flags else ["No diagnostic fired."],
+            tables=[Table(["flag", "arm", "evidence", "items", "rows"], frows)] if frows else [],
         )
     )
 
     boot = report["bootstrap"]
-    src = {
-        "option": "--control",
-        "study": "stored in the study",
-        "name": "by name",
-        "first": "first arm ingested",
-    }
+    src = CONTROL_WORDS
     out.append(
         Section(
             "Study",
@@ -239,9 +463,14 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
     drows = []
     for a, d in report["delta_accuracy"].items():
         if d is None:
-            drows.append([a, "not compared (see notes)", "", *["" for _ in orients], "", ""])
+            drows.append([a, "not compared (see notes)", "", *["" for _ in orients], "", "", ""])
             continue
         ov = d["overall"]
+        if ov is None:
+            drows.append(
+                [a, f"not enough items (n={d.get('items', 0)})", "", *["" for _ in orients], "", "", ""]
+            )
+            continue
         drows.append(
             [
                 a,
@@ -250,6 +479,7 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
                 *[pct(d["by_orientation"].get(o), sign=True) for o in orients],
                 pct(d["other_rate"], sign=True),
                 pct(d["answered_accuracy"], sign=True),
+                f"{d.get('items')} ({d.get('pairing')})",
             ]
         )
     if drows:
@@ -258,13 +488,28 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
                 f"Δ vs control ({ctrl})",
                 paragraphs=[
                     "Treated − control on the same items, in percentage points, with the minimum detectable effect "
-                    "(MDE ≈ 2.8 × SE: a null is informative only when the MDE is small)."
+                    "(MDE ≈ 2.8 × SE: a null is informative only when the MDE is small). Arms that share no "
+                    f"items are compared unpaired; a Δ on fewer than {MIN_ITEMS} items is not computed."
                 ],
                 tables=[
-                    Table(["arm", "Δaccuracy", "MDE", *orients, "Δ OTHER rate", "Δ answered accuracy"], drows)
+                    Table(
+                        ["arm", "Δaccuracy", "MDE", *orients, "Δ OTHER rate", "Δ answered accuracy", "items"],
+                        drows,
+                    )
                 ],
             )
         )
+    pw = report.get("pairwise_delta") or {}
+    if pw:
+        out.append(
+            Section(
+                "Pairwise Δaccuracy",
+                paragraphs=["Row arm − column arm, in percentage points, on the items both answered (unpaired "
+                            "when they share none); n/a: too few items or not comparable (see notes)."],
+                tables=[Table(["", *arms], [[a, *["" if a == b else _pw_cell(pw.get(a, {}).get(b)) for b in arms]]
+                                             for a in arms])],
+            )
+        )  # fmt: skip
     dp = report.get("delta_accuracy_by_parser") or {}
     if dp:
         parsers = list(next(iter(dp.values())).keys())
@@ -345,15 +590,15 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
     )
 
     ag_rows = []
-    groups: list[tuple[str, Mapping[str, Any]]] = []
+    ag_groups: list[tuple[str, Mapping[str, Any]]] = []
     if report.get("judge_agreement"):
-        groups.append(("all arms", report["judge_agreement"]))
-    groups += [(a, m[a]["judge_agreement"]) for a in arms if m[a].get("judge_agreement")]
-    for name, ag in groups:
+        ag_groups.append(("all arms", report["judge_agreement"]))
+    ag_groups += [(a, m[a]["judge_agreement"]) for a in arms if m[a].get("judge_agreement")]
+    for name, ag in ag_groups:
         prec = ag["precision"]
         ag_rows.append(
             [
-                name,
+                name + (" (preliminary)" if ag.get("preliminary") else ""),
                 str(ag["agreement"]["n"]) if ag.get("agreement") else "0",
                 pct(ag["agreement"]),
                 num(ag["kappa"]),
@@ -370,6 +615,9 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
                     "Automated verdict vs the reviewer's, on "
                     + ("the uniform spot check." if sample == "uniform"
                        else "all reviewed rows (not a uniform sample: agreement may be biased).")
+                    + (f" Preliminary: fewer than {MIN_AUDIT_ROWS} reviewed rows, so these figures, the "
+                       "judge-corrected accuracy included, are no finding yet."
+                       if any(g.get("preliminary") for _, g in ag_groups) else "")
                 ],
                 tables=[
                     Table(
@@ -441,8 +689,65 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
         )
     notes = report.get("notes") or {}
     if notes:
-        out.append(Section("Notes", bullets=[f"`{k}`: {v}" for k, v in notes.items()]))
+        out.append(Section("Notes", bullets=[f"{note_label(k, report)}: {v}" for k, v in notes.items()]))
     return out
+
+
+def _pw_cell(m: Mapping[str, Any] | None) -> str:
+    if m is None:
+        return "n/a"
+    return f"{pct(m, sign=True)} (n={m.get('items')}{', unpaired' if m.get('pairing') == 'unpaired' else ''})"
+
+
+_NOTE_WORDS = {
+    "accuracy": "accuracy",
+    "answered_accuracy": "answered accuracy",
+    "other_rate": "OTHER rate",
+    "ungraded_rate": "ungraded rate",
+    "accuracy_by_orientation": "accuracy by orientation",
+    "circular_accuracy": "circular accuracy",
+    "position_pick_rate": "position pick rates",
+    "first_position_rate": "first-position rate",
+    "rstd": "RStd",
+    "consistency": "consistency",
+    "binary": "binary",
+    "nway": "n-way",
+    "parser_disagreement": "parser disagreement",
+    "judge_agreement": "judge agreement",
+    "corrected_accuracy": "judge-corrected accuracy",
+    "precision": "precision",
+    "logprob_crosscheck": "log-prob cross-check",
+    "control_arm": "Control arm",
+    "overall": "",
+    "by_orientation": "in orientation",
+}
+
+
+def note_label(path: str, report: Mapping[str, Any]) -> str:
+    """A note's dotted JSON path in words: ``metrics.steered.rstd`` → ``RStd (steered)``."""
+    parts = path.split(".")
+    ctrl = report.get("control_arm")
+    head, rest = parts[0], parts[1:]
+
+    def words(xs: Sequence[str]) -> str:
+        return " ".join(w for w in (_NOTE_WORDS.get(x, x.replace("_", " ")) for x in xs) if w)
+
+    if head == "metrics" and len(rest) >= 2:
+        s = words(rest[1:])
+        return f"{s[:1].upper()}{s[1:]} ({rest[0]})"
+    if head == "delta_accuracy" and rest:
+        tail = words(rest[1:])
+        return f"Δaccuracy {rest[0]} vs {ctrl}" + (f", {tail}" if tail else "")
+    if head == "delta_accuracy_by_parser" and len(rest) >= 2:
+        return f"Δaccuracy {rest[0]} vs {ctrl} by the {rest[1]} parser"
+    if head == "pairwise_delta" and len(rest) >= 2:
+        return f"Δaccuracy {rest[0]} vs {rest[1]}"
+    if head == "judge_agreement":
+        return "Judge agreement (all arms)" + (f", {words(rest)}" if rest else "")
+    if head == "delta_accuracy":
+        return "Δaccuracy"
+    s = words(parts)
+    return s[:1].upper() + s[1:]
 
 
 # --- Markdown ---------------------------------------------------------------------------------------------
@@ -480,7 +785,7 @@ h1{font-size:1.7rem}h2{font-size:1.25rem;margin-top:2rem;border-bottom:1px solid
 table{border-collapse:collapse;margin:.5rem 0 1rem;font-size:.9rem}
 th,td{border:1px solid #d9e2ec;padding:.3rem .55rem;text-align:left;vertical-align:top}
 th{background:#f0f4f8}.banner{background:#fff3cd;border:1px solid #e0b252;padding:.7rem 1rem;border-radius:4px;
-margin:.6rem 0;font-weight:600}.flags li{margin:.3rem 0}code{background:#f0f4f8;padding:0 .2rem}
+margin:.6rem 0;font-weight:600}.findings li{margin:.35rem 0;font-size:1.02rem}code{background:#f0f4f8;padding:0 .2rem}
 .fig{margin:1rem 0}
 """
 
@@ -501,10 +806,10 @@ def _html_table(t: Table) -> str:
 
 
 def to_html(report: Mapping[str, Any], figures: Sequence[tuple[str, Any]] | None = None) -> str:
-    """One self-contained HTML page (plotly.js embedded once; works offline) with the tables and plots."""
-    import plotly.io as pio
-
+    """One self-contained HTML page with the tables and the plots, drawn as inline SVG: no script and no
+    external reference, so it works offline and stays small (plotly.js alone would be about 4.8 MB)."""
     from mcqaudit.plots import report_figures
+    from mcqaudit.svgplot import figure_svg
 
     figs = list(figures) if figures is not None else report_figures(report)
     parts = ["<h1>mcqaudit report</h1>"]
@@ -513,20 +818,15 @@ def to_html(report: Mapping[str, Any], figures: Sequence[tuple[str, Any]] | None
         parts.append(f"<h2>{html.escape(sec.title)}</h2>")
         parts += [f"<p>{_inline(p)}</p>" for p in sec.paragraphs]
         if sec.bullets:
-            cls = ' class="flags"' if sec.title == "Flags" else ""
+            cls = ' class="findings"' if sec.title == "Findings" else ""
             parts.append(f"<ul{cls}>" + "".join(f"<li>{_inline(b)}</li>" for b in sec.bullets) + "</ul>")
         parts += [_html_table(t) for t in sec.tables]
     if figs:
         parts.append("<h2>Plots</h2>")
         for k, (title, fig) in enumerate(figs):
-            div = pio.to_html(
-                fig,
-                full_html=False,
-                include_plotlyjs=k == 0,
-                div_id=f"fig{k}",
-                config={"displaylogo": False, "responsive": True},
+            parts.append(
+                f'<div class="fig" id="fig{k}" aria-label="{html.escape(title)}">{figure_svg(fig)}</div>'
             )
-            parts.append(f'<div class="fig" aria-label="{html.escape(title)}">{div}</div>')
     body = "\n".join(parts)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

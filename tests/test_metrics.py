@@ -294,18 +294,38 @@ def test_position_picks_first_position_rate_and_rstd(tmp_path: Path) -> None:
     assert m["circular_accuracy"]["value"] == 0.0
 
 
-def test_unbalanced_design_compares_picks_with_the_gold_letter_share(tmp_path: Path) -> None:
+def test_all_gold_at_a_in_one_orientation_makes_position_metrics_unreadable(tmp_path: Path) -> None:
     b = StudyBuilder(tmp_path / "s.duckdb")
     for k in range(4):
         b.item(f"i{k}", n=4, gold=0)
         b.row("base", f"i{k}", "ABCD", "A" if k < 3 else "B")
     r = report_of(b)
     m = r["metrics"]["base"]
-    assert m["position_baseline"] == "gold"
-    assert m["first_position_rate"]["chance"] == 1.0
-    assert m["first_position_rate"]["value"] == approx(0.75)
+    # no "chance 100.0" / "chance 0.0": the design cannot separate position from content
+    assert m["first_position_rate"] is None and m["position_pick_rate"] is None and m["rstd"] is None
+    assert m["recall_by_gold_letter"] == {}
+    assert "unreadable" in r["notes"]["metrics.base.position_pick_rate"]
+    assert "unreadable" in r["notes"]["metrics.base.rstd"]
+    assert r["design"]["balanced"] is False and r["design"]["gold_unbalanced"] is True
+    assert r["design"]["one_orientation"] is True
+    (flag,) = [f for f in r["flags"] if f["name"] == "design_imbalance"]
+    assert flag["unreadable"] == ["position_pick_rate", "first_position_rate", "rstd", "orientation_instability"]
+    assert "A 100 %" in flag["evidence"] and "RStd" in flag["evidence"] and (flag["items"], flag["rows"]) == (4, 4)
+
+
+def test_mildly_unbalanced_design_compares_picks_with_the_gold_letter_share(tmp_path: Path) -> None:
+    b = StudyBuilder(tmp_path / "s.duckdb")
+    golds = [0, 0, 0, 1, 1, 2, 2, 3]  # A holds 3/8 (chance 1/4): unbalanced, yet every position holds gold
+    for k, g in enumerate(golds):
+        b.item(f"i{k}", n=4, gold=g)
+        for lab in ("ABCD", "BCDA"):
+            b.row("base", f"i{k}", lab, "A")
+    r = report_of(b)
+    m = r["metrics"]["base"]
+    assert r["design"]["balanced"] is False and r["design"]["gold_unbalanced"] is False
+    assert m["position_baseline"] == "gold" and m["first_position_rate"]["chance"] is not None
     assert "unbalanced" in r["notes"]["metrics.base.position_pick_rate"]
-    assert r["design"]["balanced"] is False
+    assert not any(f["name"] == "design_imbalance" for f in r["flags"])
 
 
 def test_binary_and_nway_consistency(tmp_path: Path) -> None:
@@ -329,7 +349,7 @@ def test_binary_and_nway_consistency(tmp_path: Path) -> None:
     assert m["consistency"]["nway"]["n"] == 4
 
 
-def delta_study(tmp_path: Path, n_items: int = 6) -> StudyBuilder:
+def delta_study(tmp_path: Path, n_items: int = 24) -> StudyBuilder:
     """base answers everything right; steered gets AB right and BA wrong on every item."""
     b = StudyBuilder(tmp_path / "s.duckdb")
     for k in range(n_items):
@@ -347,7 +367,7 @@ def test_delta_accuracy_per_orientation_with_mde(tmp_path: Path) -> None:
     assert r["control_arm"] == "base"
     d = r["delta_accuracy"]["steered"]
     assert d["overall"]["value"] == approx(-0.5)
-    assert d["overall"]["n"] == 6
+    assert d["overall"]["n"] == 24 and d["items"] == 24 and d["rows"] == 96 and d["pairing"] == "paired"
     assert d["by_orientation"]["AB"]["value"] == 0.0
     assert d["by_orientation"]["BA"]["value"] == -1.0
     # every item moves the same way, so the item bootstrap has no spread: SE 0, MDE 0
@@ -355,7 +375,7 @@ def test_delta_accuracy_per_orientation_with_mde(tmp_path: Path) -> None:
     assert d["other_rate"]["value"] == 0.0
     assert "base" not in r["delta_accuracy"]
     ev = [f for f in r["flags"] if f["name"] == "orientation_instability"]
-    assert ev and ev[0]["arm"] == "steered"
+    assert ev and ev[0]["arm"] == "steered" and (ev[0]["items"], ev[0]["rows"]) == (24, 96)
 
 
 def test_mde_is_2_8_standard_errors(tmp_path: Path) -> None:
@@ -374,22 +394,22 @@ def test_mde_is_2_8_standard_errors(tmp_path: Path) -> None:
 
 def test_parser_verdicts_confusion_and_delta_by_parser(tmp_path: Path) -> None:
     b = StudyBuilder(tmp_path / "s.duckdb")
-    for k in range(4):
+    for k in range(20):
         b.item(f"i{k}", n=4)
-    for k in range(4):
+    for k in range(20):
         for arm in ("base", "steered"):
             if arm == "base":
-                # correct; naive agrees; the user's parser found nothing on i3
-                b.row(arm, f"i{k}", "ABCD", "A", user="same" if k < 3 else None)
+                # correct; naive agrees; the user's parser found nothing on i0, i4, ... (a quarter)
+                b.row(arm, f"i{k}", "ABCD", "A", user="same" if k % 4 else None)
             else:
                 # OTHER ("At the garden...") that naive reads as A, i.e. CORRECT
                 b.row(arm, f"i{k}", "ABCD", "OTHER", naive="A", user="same")
     r = report_of(b)
     base, steered = r["metrics"]["base"], r["metrics"]["steered"]
-    assert steered["parser_disagreement"]["naive"]["confusion"]["OTHER"]["CORRECT"] == 4
+    assert steered["parser_disagreement"]["naive"]["confusion"]["OTHER"]["CORRECT"] == 20
     assert steered["parser_disagreement"]["naive"]["rate"]["value"] == 1.0
     assert base["parser_disagreement"]["naive"]["rate"]["value"] == 0.0
-    assert base["parser_disagreement"]["user"]["confusion"]["CORRECT"]["OTHER"] == 1
+    assert base["parser_disagreement"]["user"]["confusion"]["CORRECT"]["OTHER"] == 5
     assert "strict" not in base["parser_disagreement"]  # it resolved no row
     dp = r["delta_accuracy_by_parser"]["steered"]
     assert r["delta_accuracy"]["steered"]["overall"]["value"] == -1.0
@@ -504,9 +524,9 @@ def test_uniform_spot_check_is_the_agreement_sample_when_reviewed(tmp_path: Path
 
 def test_logprob_crosscheck_and_flag(tmp_path: Path) -> None:
     b = StudyBuilder(tmp_path / "s.duckdb")
-    for k in range(10):
+    for k in range(20):
         b.item(f"i{k}", n=4)
-        lp = {"A": -0.1, "B": -2.0} if k < 5 else {"A": -3.0, "B": -0.2}  # argmax A on half the items
+        lp = {"A": -0.1, "B": -2.0} if k < 10 else {"A": -3.0, "B": -0.2}  # argmax A on half the items
         b.row("base", f"i{k}", "ABCD", "A", logprobs=lp)
     r = report_of(b)
     lp = r["metrics"]["base"]["logprob_crosscheck"]
@@ -514,7 +534,8 @@ def test_logprob_crosscheck_and_flag(tmp_path: Path) -> None:
     assert lp["accuracy_logprob"]["value"] == 0.5
     assert lp["difference"]["value"] == -0.5
     assert lp["mismatch_rate"]["value"] == 0.5
-    assert any(f["name"] == "logprob_mismatch" for f in r["flags"])
+    (flag,) = [f for f in r["flags"] if f["name"] == "logprob_mismatch"]
+    assert (flag["items"], flag["rows"]) == (20, 20)
 
 
 def test_no_logprobs_gives_null_with_a_note(tmp_path: Path) -> None:
@@ -537,11 +558,11 @@ def test_mixed_judge_fingerprints_are_never_compared(tmp_path: Path) -> None:
 
 
 def test_control_arm_resolution_order() -> None:
-    assert resolve_control(["a", "base", "control"], None, None) == ("control", "name")
-    assert resolve_control(["a", "base"], None, None) == ("base", "name")
-    assert resolve_control(["x", "y"], None, None) == ("x", "first")
-    assert resolve_control(["x", "y"], None, "y") == ("y", "study")
-    assert resolve_control(["x", "y"], "x", "y") == ("x", "option")
+    assert resolve_control(["a", "base", "control"], None, None) == ("control", "named control/base")
+    assert resolve_control(["a", "base"], None, None) == ("base", "named control/base")
+    assert resolve_control(["x", "y"], None, None) == ("x", "first ingested")
+    assert resolve_control(["x", "y"], None, "y") == ("y", "stored")
+    assert resolve_control(["x", "y"], "x", "y") == ("x", "--control")
     with pytest.raises(ValueError, match="not an arm"):
         resolve_control(["x", "y"], "z", None)
 
@@ -550,7 +571,7 @@ def test_stored_control_arm_is_used(tmp_path: Path) -> None:
     b = delta_study(tmp_path)
     b.meta["control_arm"] = "steered"
     r = report_of(b)
-    assert r["control_arm"] == "steered" and r["control_source"] == "study"
+    assert r["control_arm"] == "steered" and r["control_source"] == "stored"
     assert r["delta_accuracy"]["base"]["overall"]["value"] == approx(0.5)
 
 

@@ -111,7 +111,7 @@ def flags(rep: dict[str, Any], name: str) -> list[dict[str, Any]]:
 
 def test_the_study_went_through_the_real_path(report: dict[str, Any]) -> None:
     assert report["arms"] == ["control", "steered", "biased", "refusing", "verbose", "placebo"]
-    assert report["control_arm"] == "control" and report["control_source"] == "study"
+    assert report["control_arm"] == "control" and report["control_source"] == "stored"
     assert report["rows"] == 6 * N_ITEMS * 4
     assert report["study"]["standin_judge"] is True
     (fp,) = report["judge_fingerprints"].values()

@@ -37,7 +37,7 @@ METRIC_KEYS = {"value", "ci_low", "ci_high", "n"}
 def fixture_study(
     path: Path, *, standin: bool = False, arm_names: tuple[str, str, str] | None = None
 ) -> StudyBuilder:
-    """3 arms × 12 four-option items × 4 cyclic orientations (144 rows), seeded.
+    """3 arms × 24 four-option items × 4 cyclic orientations (288 rows), seeded.
 
     base: accurate; steered: prefers the first displayed option; hedging: refuses more (OTHER), which the
     naive parser reads as a letter. Some rows are pre-filter resolved, one generation is blank, one judge
@@ -50,7 +50,7 @@ def fixture_study(
     b.config("fp-golden", model="judge-golden", standin=standin)
     labels = orient.scheme_labels(4, "cyclic")
     spot: list[str] = []
-    for k in range(12):
+    for k in range(24):
         item = b.item(f"q{k:02d}", n=4, gold=k % 4)
         for lab in labels:
             gold = b.gold_letter(item, lab)
@@ -134,7 +134,7 @@ def test_json_has_the_design_shape(tmp_path: Path) -> None:
                 "delta_accuracy_by_parser", "flags", "notes", "bootstrap"):  # fmt: skip
         assert key in rep, key
     assert rep["arms"] == ["base", "steered", "hedging"] and rep["control_arm"] == "base"
-    assert rep["rows"] == 144
+    assert rep["rows"] == 288
     assert rep["bootstrap"] == {"resamples": 200, "seed": 0, "unit": "item", "ci_level": 0.95}
     assert set(rep["study"]) >= {"path", "created", "unaudited", "standin_judge"}
     assert rep["judge_fingerprints"]["fp-golden"]["arms"] == ["base", "steered", "hedging"]
@@ -163,7 +163,16 @@ def test_fixture_flags(tmp_path: Path) -> None:
     names = {(f["name"], f["arm"]) for f in rep["flags"]}
     assert ("ungraded_rows", "hedging") in names
     assert ("other_rate_rise", "hedging") in names
-    assert not any(n == "judge_unaudited" for n, _ in names)  # reviews exist
+    # six reviews of a uniform spot check do not audit the judge: it needs 100 (DESIGN §7)
+    (un,) = [f for f in rep["flags"] if f["name"] == "judge_unaudited"]
+    assert (un["reviewed_rows"], un["required_rows"]) == (6, 100) and "6 of the 100" in un["evidence"]
+    assert rep["judge_agreement"]["preliminary"] is True
+    for f in rep["flags"]:
+        assert isinstance(f["items"], int) and isinstance(f["rows"], int)
+    for d in rep["delta_accuracy"].values():
+        assert (d["items"], d["pairing"]) == (24, "paired")
+    assert set(rep["pairwise_delta"]["steered"]) == {"base", "hedging"}
+    assert rep["pairwise_delta"]["steered"]["base"]["value"] == rep["delta_accuracy"]["steered"]["overall"]["value"]
     ev = next(f["evidence"] for f in rep["flags"] if f["name"] == "other_rate_rise")
     assert "answered accuracy" in ev  # the recomputation without OTHER is shown beside it
 
@@ -171,7 +180,7 @@ def test_fixture_flags(tmp_path: Path) -> None:
 def test_control_and_verdict_options(tmp_path: Path) -> None:
     study = fixture_study(tmp_path / "s.duckdb").build()
     rep = build_report(study, control="steered", verdicts="judge", n_boot=0)
-    assert rep["control_arm"] == "steered" and rep["control_source"] == "option"
+    assert rep["control_arm"] == "steered" and rep["control_source"] == "--control"
     assert set(rep["delta_accuracy"]) == {"base", "hedging"}
     assert rep["study"]["verdicts"] == "judge"
     assert rep["metrics"]["base"]["accuracy"]["ci_low"] is None  # no bootstrap asked for
@@ -206,12 +215,11 @@ def test_html_is_self_contained_with_banner_and_escaped_names(tmp_path: Path) ->
     rep = build_report(b.build(), n_boot=50)
     assert rep["study"]["standin_judge"] is True
     page = to_html(rep)
-    assert page.count("<script") - page.count("<script>alert") >= 2
-    assert evil not in page  # escaped in tables, JSON-escaped in the plots
+    assert "<script" not in page.replace("&lt;script", "")  # no script at all: the plots are inline SVG
+    assert evil not in page  # escaped in tables and in the plots' labels
     assert STANDIN_BANNER in page
-    assert not re.search(r"<script[^>]+src=", page)  # plotly.js inline, once: works offline
-    assert page.count("Plotly.newPlot") >= 6
-    assert len(re.findall(r"plotly\.js v\d", page)) == 1
+    assert not re.search(r"(src|href)=", page)  # nothing fetched: works offline
+    assert page.count("<svg") >= 6
     md = to_markdown(rep)
     assert STANDIN_BANNER in md and "hedging\\|pipe" in md
 

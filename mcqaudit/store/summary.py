@@ -77,7 +77,10 @@ def summarise(study: Study, rejected_cap: int = 20) -> StudySummary:
         ).df()
         meta = dict(con.execute("SELECT key, value FROM study_meta").fetchall())
     if not by.empty:
-        by = by.pivot_table(index="arm", columns="orientation", values="n", fill_value=0, sort=False)
+        # counts stay integers (a mean-aggregating pivot printed 299.0)
+        by = by.pivot_table(
+            index="arm", columns="orientation", values="n", aggfunc="sum", fill_value=0, sort=False
+        ).astype("int64")
     return StudySummary(
         path=str(study.path),
         created=meta.get("created"),

@@ -1,0 +1,217 @@
+"""Static SVG drawings of the report's plotly figures, for the HTML report. Pure: no I/O, no JavaScript.
+
+The HTML report must work offline and stay small; plotly.js alone is about 4.8 MB, so the report draws the
+same figures (:mod:`mcqaudit.plots`, which the dashboard shows interactively) as inline SVG: grouped bars
+and markers with error bars on categorical axes, reference ticks, horizontal lines, and heatmap panels.
+Hover text becomes each mark's SVG ``<title>`` (a tooltip). Only what those figures use is supported.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+PALETTE = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880")
+W, H = 760, 340
+ML, MR, MT, MB = 60, 20, 56, 60
+
+
+def _t(s: object) -> str:
+    """Escape for SVG; labels arrive entity-escaped for plotly.js (plots._txt), so unescape first."""
+    return html.escape(html.unescape(str(s)))
+
+
+def _num(x: float) -> str:
+    return f"{x:.1f}"
+
+
+def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    span = hi - lo
+    if span <= 0:
+        return [lo]
+    raw = span / n
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    first = math.ceil(lo / step) * step
+    return [round(first + k * step, 10) for k in range(int((hi - first) / step + 1e-9) + 1)]
+
+
+def _title(layout: Mapping[str, Any]) -> str:
+    t = layout.get("title")
+    return str(t.get("text", "") if isinstance(t, Mapping) else t or "")
+
+
+def figure_svg(fig: Any) -> str:
+    """An ``<svg>`` element drawing a plotly figure of :mod:`mcqaudit.plots`."""
+    spec = fig.to_plotly_json() if hasattr(fig, "to_plotly_json") else dict(fig)
+    data: list[dict[str, Any]] = [dict(d) for d in spec.get("data", [])]
+    layout: dict[str, Any] = dict(spec.get("layout", {}))
+    if any(d.get("type") == "heatmap" for d in data):
+        return _heatmaps(data, layout)
+    return _categorical(data, layout)
+
+
+def _svg(body: list[str], title: str, height: int = H) -> str:
+    return (
+        f'<svg viewBox="0 0 {W} {height}" width="100%" '
+        f'style="max-width:{W}px" role="img" aria-label="{_t(title)}" font-family="system-ui,sans-serif" '
+        f'font-size="12"><text x="{W / 2}" y="22" text-anchor="middle" font-size="14" font-weight="600">'
+        f"{_t(title)}</text>" + "".join(body) + "</svg>"
+    )
+
+
+def _err(d: Mapping[str, Any], k: int) -> tuple[float | None, float | None]:
+    e = d.get("error_y") or {}
+    plus, minus = e.get("array"), e.get("arrayminus")
+    p = plus[k] if plus is not None and k < len(plus) else None
+    m = minus[k] if minus is not None and k < len(minus) else p
+    return p, m
+
+
+def _categorical(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:
+    title = _title(layout)
+    cats: list[str] = []
+    for d in data:
+        for x in d.get("x") or []:
+            if str(x) not in cats:
+                cats.append(str(x))
+    if not cats:
+        return _svg(
+            [f'<text x="{W / 2}" y="{H / 2}" text-anchor="middle" fill="#666">no data</text>'], title, 80
+        )
+    ticks_ = [
+        d
+        for d in data
+        if d.get("type") == "scatter" and "line-ew" in str((d.get("marker") or {}).get("symbol", ""))
+    ]
+    series = [d for d in data if d not in ticks_]
+    lines = [s for s in layout.get("shapes") or [] if s.get("type") == "line" and s.get("y0") == s.get("y1")]
+    vals: list[float] = [0.0]
+    for d in data:
+        for k, y in enumerate(d.get("y") or []):
+            if y is None:
+                continue
+            p, m = _err(d, k)
+            vals += [y + (p or 0.0), y - (m or 0.0)]
+    vals += [float(s["y0"]) for s in lines]
+    yr = (layout.get("yaxis") or {}).get("range")
+    lo, hi = (float(yr[0]), float(yr[1])) if yr else (min(vals), max(vals))
+    if not yr:
+        pad = (hi - lo) * 0.08 or 1.0
+        lo, hi = (lo - pad if lo < 0 else lo), hi + pad
+    pw, ph = W - ML - MR, H - MT - MB
+
+    def Y(v: float) -> float:
+        return MT + ph * (1 - (min(max(v, lo), hi) - lo) / ((hi - lo) or 1.0))
+
+    body: list[str] = []
+    for tv in _ticks(lo, hi):
+        body.append(f'<line x1="{ML}" x2="{W - MR}" y1="{_num(Y(tv))}" y2="{_num(Y(tv))}" stroke="#e5e9f0"/>'
+                    f'<text x="{ML - 6}" y="{_num(Y(tv) + 4)}" text-anchor="end" fill="#444">{tv:g}</text>')  # fmt: skip
+    ytitle = (layout.get("yaxis") or {}).get("title")
+    ytext = ytitle.get("text") if isinstance(ytitle, Mapping) else ytitle
+    if ytext:
+        body.append(f'<text transform="translate(14 {MT + ph / 2}) rotate(-90)" text-anchor="middle" '
+                    f'fill="#444">{_t(ytext)}</text>')  # fmt: skip
+    slot = pw / len(cats)
+    n = max(len(series), 1)
+    bw = slot * 0.8 / n
+    tilt = max(len(html.unescape(c)) for c in cats) * 6.5 > slot  # long labels would overlap: slant them
+    for c, cat in enumerate(cats):
+        cx = ML + slot * (c + 0.5)
+        if tilt:
+            body.append(
+                f'<text transform="translate({_num(cx)} {H - MB + 12}) rotate(-18)" text-anchor="end" '
+                f'fill="#444" font-size="10">{_t(cat)}</text>'
+            )
+        else:
+            body.append(
+                f'<text x="{_num(cx)}" y="{H - MB + 16}" text-anchor="middle" fill="#444">{_t(cat)}</text>'
+            )
+    for si, d in enumerate(series):
+        color = ((d.get("marker") or {}).get("color") if isinstance((d.get("marker") or {}).get("color"), str)
+                 else PALETTE[si % len(PALETTE)])  # fmt: skip
+        xs, ys, hov = d.get("x") or [], d.get("y") or [], d.get("hovertext") or []
+        for k, (x, y) in enumerate(zip(xs, ys, strict=False)):
+            if y is None:
+                continue
+            cx = ML + slot * (cats.index(str(x)) + 0.5) - slot * 0.4 + bw * (si + 0.5)
+            tip = f"<title>{_t(d.get('name', ''))} {_t(x)}: {_t(hov[k] if k < len(hov) else y)}</title>"
+            if d.get("type") == "bar":
+                y0, y1 = Y(0.0 if lo <= 0 <= hi else lo), Y(y)
+                body.append(f'<rect x="{_num(cx - bw / 2)}" y="{_num(min(y0, y1))}" width="{_num(bw * 0.92)}" '
+                            f'height="{_num(abs(y1 - y0))}" fill="{color}">{tip}</rect>')  # fmt: skip
+            else:
+                body.append(f'<circle cx="{_num(cx)}" cy="{_num(Y(y))}" r="5" fill="{color}">{tip}</circle>')
+            p, m = _err(d, k)
+            if p is not None and m is not None:
+                a, b = Y(y + p), Y(y - m)
+                body.append(f'<path d="M{_num(cx)} {_num(a)}V{_num(b)}M{_num(cx - 4)} {_num(a)}h8M{_num(cx - 4)} '
+                            f'{_num(b)}h8" stroke="#333" fill="none"/>')  # fmt: skip
+    for d in ticks_:
+        for x, y in zip(d.get("x") or [], d.get("y") or [], strict=False):
+            if y is not None and str(x) in cats:
+                cx = ML + slot * (cats.index(str(x)) + 0.5)
+                body.append(f'<line x1="{_num(cx - slot * 0.42)}" x2="{_num(cx + slot * 0.42)}" y1="{_num(Y(y))}" '
+                            f'y2="{_num(Y(y))}" stroke="#000" stroke-width="2"><title>{_t(d.get("name", ""))}: '
+                            f"{y:.1f}</title></line>")  # fmt: skip
+    for s in lines:
+        yv = Y(float(s["y0"]))
+        color = (s.get("line") or {}).get("color", "grey")
+        body.append(f'<line x1="{ML}" x2="{W - MR}" y1="{_num(yv)}" y2="{_num(yv)}" stroke="{_t(color)}" '
+                    'stroke-dasharray="3 3"/>')  # fmt: skip
+    for a in layout.get("annotations") or []:
+        if a.get("text") and a.get("y") is not None and a.get("yref", "y") == "y":
+            body.append(f'<text x="{W - MR - 4}" y="{_num(Y(float(a["y"])) - 4)}" text-anchor="end" '
+                        f'fill="#666">{_t(a["text"])}</text>')  # fmt: skip
+    legend = [(d.get("name"), PALETTE[i % len(PALETTE)]) for i, d in enumerate(series) if d.get("name")]
+    legend += [(d.get("name"), "#000") for d in ticks_ if d.get("name")]
+    x = ML
+    for name, color in legend:
+        body.append(f'<rect x="{x}" y="{MT - 18}" width="10" height="10" fill="{color}"/>'
+                    f'<text x="{x + 14}" y="{MT - 9}" fill="#333">{_t(name)}</text>')  # fmt: skip
+        x += 24 + 7 * len(html.unescape(str(name)))
+    return _svg(body, title)
+
+
+def _heatmaps(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:
+    """One panel per heatmap trace, side by side: count in each cell, shade by count within the panel."""
+    title = _title(layout)
+    heads = [a.get("text", "") for a in layout.get("annotations") or []]
+    n = len(data)
+    left = 150
+    pw = (W - left - MR) / n
+    ph = H - MT - 70
+    body: list[str] = []
+    for k, d in enumerate(data):
+        z: Sequence[Sequence[float]] = d.get("z") or []
+        xs, ys = list(d.get("x") or []), list(d.get("y") or [])
+        top = max((v for r in z for v in r), default=0) or 1
+        x0 = left + k * pw
+        cw, chh = (pw - 12) / max(len(xs), 1), ph / max(len(ys), 1)
+        if k < len(heads):
+            body.append(f'<text x="{_num(x0 + pw / 2)}" y="{MT - 6}" text-anchor="middle" font-weight="600">'
+                        f"{_t(heads[k])}</text>")  # fmt: skip
+        for r, row in enumerate(z):
+            if k == 0 and r < len(ys):
+                body.append(f'<text x="{left - 6}" y="{_num(MT + chh * (r + 0.5) + 4)}" text-anchor="end" '
+                            f'fill="#444">{_t(ys[r])}</text>')  # fmt: skip
+            for c, v in enumerate(row):
+                share = float(v) / top
+                shade = f"rgb({int(247 - 200 * share)},{int(251 - 150 * share)},{int(255 - 80 * share)})"
+                ink = "#fff" if share > 0.6 else "#000"
+                body.append(f'<rect x="{_num(x0 + cw * c)}" y="{_num(MT + chh * r)}" width="{_num(cw - 2)}" '
+                            f'height="{_num(chh - 2)}" fill="{shade}"><title>{_t(ys[r] if r < len(ys) else "")} / '
+                            f'{_t(xs[c] if c < len(xs) else "")}: {v}</title></rect>'
+                            f'<text x="{_num(x0 + cw * (c + 0.5))}" y="{_num(MT + chh * (r + 0.5) + 4)}" '
+                            f'text-anchor="middle" fill="{ink}">{v}</text>')  # fmt: skip
+        for c, x in enumerate(xs):
+            x = str(x).split(": ", 1)[-1] if len(str(x)) * 6 > cw else x  # "naive: OTHER" → "OTHER"
+            body.append(f'<text x="{_num(x0 + cw * (c + 0.5))}" y="{_num(MT + ph + 16)}" text-anchor="middle" '
+                        f'fill="#444" font-size="10">{_t(x)}</text>')  # fmt: skip
+    return _svg(body, title)
+
+
+__all__ = ["figure_svg"]
