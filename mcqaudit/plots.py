@@ -271,6 +271,59 @@ def fig_judge_agreement(report: Report) -> go.Figure:
     return fig
 
 
+def fig_pairwise_delta(report: Report) -> go.Figure:
+    """With three or more arms: Δaccuracy of every pair on their shared items (row arm − column arm, pp),
+    each cell with its CI and n; a pair that could not be compared is left blank and says so."""
+    pw = report.get("pairwise_delta")
+    arms = list(report["arms"])
+    if not pw or len(arms) < 3:
+        return _empty("Δaccuracy between every pair of arms", "fewer than three arms")
+    z: list[list[float | None]] = []
+    text: list[list[str]] = []
+    for a in arms:
+        zr: list[float | None] = []
+        tr: list[str] = []
+        for b in arms:
+            m = (pw.get(a) or {}).get(b) if a != b else None
+            if a == b:
+                zr.append(None)
+                tr.append("")
+            elif not m or m.get("value") is None:
+                zr.append(None)
+                tr.append("not compared")
+            else:
+                zr.append(m["value"] * 100)
+                lo, hi = m.get("ci_low"), m.get("ci_high")
+                ci = f"<br>[{lo * 100:+.1f}, {hi * 100:+.1f}]" if lo is not None and hi is not None else ""
+                tr.append(f"{m['value'] * 100:+.1f}{ci}<br>n={int(m.get('n') or m.get('items') or 0)}")
+        z.append(zr)
+        text.append(tr)
+    lim = max([abs(v) for r in z for v in r if v is not None] or [1.0])
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=[_txt(a) for a in arms],
+            y=[_txt(a) for a in arms],
+            text=text,
+            texttemplate="%{text}",
+            colorscale="RdBu",
+            zmid=0,
+            zmin=-lim,
+            zmax=lim,
+            colorbar={"title": "Δ pp"},
+            hoverinfo="skip",
+        )
+    )
+    fig.update_layout(
+        title="Δaccuracy between every pair of arms (row − column, pp, shared items)",
+        xaxis_title="minus this arm",
+        yaxis_title="this arm",
+        yaxis_autorange="reversed",
+        height=120 + 70 * len(arms),
+    )
+    return fig
+
+
 def report_figures(report: Report) -> list[tuple[str, go.Figure]]:
     """The figures of the HTML report, titled, in order."""
     figs = [

@@ -99,11 +99,10 @@ def _set_control(path: str) -> None:
 
 CONTROL_KEY = "control_arm_select"
 CONTROL_SOURCES = {
-    "study": "stored in the study",
     "stored": "stored in the study",
-    "name": "the arm named control or base",
-    "first": "the first arm ingested: nobody chose it",
-    "option": "chosen for this run",
+    "named control/base": "the arm named control or base",
+    "first ingested": "the first arm ingested: nobody chose it",
+    "--control": "chosen for this run",
 }
 
 

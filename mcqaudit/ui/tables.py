@@ -73,6 +73,8 @@ def deltas(report: Report) -> pd.DataFrame:
         rows.append(
             {
                 "arm": a,
+                "shared items": d.get("items"),
+                "pairing": d.get("pairing", ""),
                 "Δaccuracy (pp)": pct(ov, sign=True),
                 "MDE (pp)": f"{ov['mde'] * 100:.1f}" if ov and ov.get("mde") is not None else NA,
                 "Δ OTHER rate (pp)": pct(d.get("other_rate"), sign=True),
@@ -292,11 +294,35 @@ def judge_agreement(report: Report) -> pd.DataFrame:
         rows.append(
             {
                 "": name,
-                "reviewed rows": ag["agreement"]["n"] if ag.get("agreement") else 0,
+                "reviewed rows": int(ag.get("reviewed_rows") or (ag["agreement"]["n"] if ag.get("agreement") else 0)),
                 "agreement %": pct(ag.get("agreement")),
                 "Cohen's κ": num(ag.get("kappa"), 2),
                 "judge-corrected accuracy %": pct(ag.get("corrected_accuracy")),
                 "sample": ag.get("sample", ""),
+                "status": "preliminary (< 100 reviewed rows)" if ag.get("preliminary") else "",
             }
         )
     return pd.DataFrame(rows)
+
+
+def pairwise(report: Report) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """With three or more arms: the Δaccuracy matrix (row arm − column arm, pp) as values for a heatmap, and
+    the same shape as text with CI and n in each cell; None for fewer arms."""
+    pw = report.get("pairwise_delta")
+    if not pw:
+        return None
+    arms = list(report["arms"])
+    values = pd.DataFrame(index=arms, columns=arms, dtype=float)
+    text = pd.DataFrame("", index=arms, columns=arms)
+    for a in arms:
+        for b in arms:
+            if a == b:
+                text.loc[a, b] = "—"
+                continue
+            m = (pw.get(a) or {}).get(b)
+            if not m or m.get("value") is None:
+                text.loc[a, b] = "not compared"
+                continue
+            values.loc[a, b] = m["value"] * 100
+            text.loc[a, b] = f"{pct(m, sign=True)} · {m.get('pairing', 'paired')}"
+    return values, text

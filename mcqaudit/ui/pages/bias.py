@@ -15,7 +15,7 @@ from mcqaudit.ui.pages import load
 def render_bias(report: Mapping[str, Any], meta: Mapping[str, str | None]) -> None:
     st.title("Bias")
     components.provenance(report, meta)
-    components.flags(report["flags"], only=["logprob_mismatch"], links=False)
+    components.flags(report["flags"], only=["design_imbalance", "logprob_mismatch"], links=False)
     st.subheader("Picks by displayed position (%)")
     st.dataframe(tables.position_picks(report), hide_index=True, key="position_picks")
     st.plotly_chart(plots.fig_position_picks(report), key="fig_position_picks")

@@ -15,7 +15,7 @@ from mcqaudit.ui.pages import load
 def render_orientations(report: Mapping[str, Any], meta: Mapping[str, str | None]) -> None:
     st.title("Orientations")
     components.provenance(report, meta)
-    components.flags(report["flags"], only=["orientation_instability"], links=False)
+    components.flags(report["flags"], only=["design_imbalance", "orientation_instability"], links=False)
     st.markdown(
         "Every item is asked in several option orders. An intervention that changes knowledge moves accuracy "
         "the same way in every orientation; a position preference helps where the gold sits in the preferred "

@@ -18,7 +18,15 @@ def render_findings(report: Mapping[str, Any]) -> None:
     if not found:
         st.caption("Nothing to report yet: no arm can be compared with the control.")
         return
-    st.markdown("\n".join(f"- {tables.md_escape(f['text'])}" for f in found))
+    st.markdown("\n".join(f"- {_with_code(f['text'])}" for f in found))
+
+
+def _with_code(text: str) -> str:
+    """A finding as Markdown: its words escaped, its `command` spans kept as code (shown literally)."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: escape it all
+        return tables.md_escape(text)
+    return "".join(f"`{p}`" if k % 2 else tables.md_escape(p) for k, p in enumerate(parts))
 
 
 def render_cards(report: Mapping[str, Any]) -> None:
@@ -69,6 +77,13 @@ def render_overview(
     st.subheader("Δ vs control")
     ctrl = report.get("control_arm")
     st.caption(f"Control arm: **{tables.md_escape(ctrl)}** (change it in the sidebar; stored in the study).")
+    pw = tables.pairwise(report)
+    if pw is not None:
+        from mcqaudit.plots import fig_pairwise_delta
+
+        st.plotly_chart(fig_pairwise_delta(report), key="pairwise", config={"displaylogo": False})
+        with st.expander("The pairwise Δ as a table"):
+            st.dataframe(pw[1], key="pairwise_table")
     d = tables.deltas(report)
     if len(d):
         st.markdown(f"Δ vs control ({tables.md_escape(ctrl)}), in percentage points, paired item bootstrap:")
