@@ -344,11 +344,11 @@ def bare_answer(draw: st.DrawFn, other_text: bool = False) -> tuple[str, list[st
     sep = draw(st.sampled_from(TEXT_SEPS)) if with_text else ""
     trailing = draw(st.sampled_from(TRAILING))
     lower = draw(st.booleans())
-    # lower-case letters are accepted where they cannot be an article: not before text after a bare space,
-    # and not at the very end after a lead-in
+    # lower-case letters count like capitals where they cannot be an article (DESIGN §4): not before text
+    # after a bare space, and not a or i at the very end after a lead-in without a colon
     if lower and with_text and sep.strip(" \n") == "" and not close:
         lower = False
-    if lower and not with_text and lead and not close and not trailing:
+    if lower and not with_text and lead and ":" not in lead and letter in "AI" and not close and not trailing:
         lower = False
     shown = letter.lower() if lower else letter
     if other_text:
