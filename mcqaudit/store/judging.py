@@ -117,7 +117,7 @@ def _table(records: Sequence[Any], schema: pa.Schema) -> pa.Table:
 
 # --- selection ----------------------------------------------------------------------------------------
 
-_NEEDS_JUDGE = "NOT g.is_blank AND g.strict_letter IS NULL"
+_NEEDS_JUDGE = "needs_judge(g.strict_letter, g.is_blank)"  # a rule macro (store.schema)
 
 
 def known_arms(study: Study) -> list[str]:

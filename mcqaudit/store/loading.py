@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
-from mcqaudit.vocab import LETTERS
+from mcqaudit.vocab import LETTERS, WHITESPACE
 
 # Field order of the staged JSON object: index i+1 in the extracted list f[].
 FIELDS = (
@@ -160,9 +160,6 @@ def stage_parquet(con: duckdb.DuckDBPyConnection, path: str) -> None:
 def staged_count(con: duckdb.DuckDBPyConnection) -> int:
     return _count(con, "SELECT count(*) FROM staged")
 
-
-# what Python's str.strip() removes (DuckDB's one-argument trim() removes only spaces)
-_UNICODE_SPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
 
 _FIELD = re.compile(r"\bf\[(\d+)\]")
 _TYPE_OF_FIELD = re.compile(r"json_type\(f\[(\d+)\]\)")
@@ -612,7 +609,7 @@ def load(
         """
         INSERT INTO gen_rows
         SELECT row_id, arm, item_id, derived, sample, question, options, gold_letter, generation,
-            regexp_full_match(generation, '[\\s\\p{Z}]*') AS is_blank,
+            is_blank(generation),
             prompt, model, metadata, option_logprobs, user_letter, naive_letter, strict_letter, ?, line
         FROM final
         """,
@@ -657,7 +654,8 @@ def _run_parsers(
         SELECT row_id, generation, options FROM final
         WHERE length(trim(generation, ?)) <= list_max(list_transform(options, lambda o: length(o))) + ?
         """,
-        [_UNICODE_SPACE, strict_max_extra],
+        # what Python's str.strip() removes, as strict measures (DuckDB's one-argument trim() removes spaces)
+        [WHITESPACE, strict_max_extra],
     ).fetchall()
     hits_id: list[str] = []
     hits_letter: list[str] = []

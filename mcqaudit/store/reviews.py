@@ -291,10 +291,8 @@ def review_counts(study: Study) -> dict[str, int]:
 # than the final one, in the "other" stratum when its final verdict is OTHER or it has none yet.
 _STRATUM = """
 CASE WHEN g.final_verdict IS NULL OR g.final_verdict = 'OTHER' THEN 'other'
-     WHEN (CASE WHEN g.naive_letter IS NULL THEN 'OTHER' WHEN g.naive_letter = g.gold_letter THEN 'CORRECT'
-                ELSE 'INCORRECT' END) <> g.final_verdict
-       OR (g.user_letter IS NOT NULL AND (CASE WHEN g.user_letter = g.gold_letter THEN 'CORRECT'
-                ELSE 'INCORRECT' END) <> g.final_verdict)
+     WHEN verdict_of(g.naive_letter, g.gold_letter) <> g.final_verdict
+       OR (g.user_letter IS NOT NULL AND verdict_of(g.user_letter, g.gold_letter) <> g.final_verdict)
      THEN 'disagreement'
      ELSE 'rest' END"""
 STRATA = ("disagreement", "other", "rest")
