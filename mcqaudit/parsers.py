@@ -17,7 +17,8 @@ differently:
   (end of text), which :func:`python_pattern` turns into Python's ``\\Z``;
 - ``\\b`` is ASCII in RE2, so the Python side compiles with ``re.ASCII``.
 
-SQL semantics a caller must reproduce (tested against DuckDB in ``tests/test_parsers.py``): for each pattern
+The SQL is built in one place, ``mcqaudit.store.loading`` (``naive_letter_sql``, ``framework_letters_sql``),
+and ``tests/test_parsers.py`` runs those builders against these functions. Its semantics: for each pattern
 in order take ``regexp_extract(generation, pattern, 1)``; the first non-empty one, upper-cased, is the
 letter; it counts only when it is one of the first ``n_options`` letters, else the parser returns None
 (it does not fall through to the next pattern).
