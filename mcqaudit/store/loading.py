@@ -704,7 +704,10 @@ def framework_letters_sql(framework_patterns: dict[str, tuple[str, ...]], table:
             f"FROM (SELECT row_id, n_opt, upper({first}) AS l FROM {table})"
         )
     if not selects:
-        return "SELECT NULL::VARCHAR AS row_id, NULL::VARCHAR AS parser, NULL::VARCHAR AS letter WHERE false", []
+        return (
+            "SELECT NULL::VARCHAR AS row_id, NULL::VARCHAR AS parser, NULL::VARCHAR AS letter WHERE false",
+            [],
+        )
     return " UNION ALL ".join(selects), params
 
 
