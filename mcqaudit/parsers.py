@@ -17,7 +17,8 @@ differently:
   (end of text), which :func:`python_pattern` turns into Python's ``\\Z``;
 - ``\\b`` is ASCII in RE2, so the Python side compiles with ``re.ASCII``.
 
-SQL semantics a caller must reproduce (tested against DuckDB in ``tests/test_parsers.py``): for each pattern
+The SQL is built in one place, ``mcqaudit.store.loading`` (``naive_letter_sql``, ``framework_letters_sql``),
+and ``tests/test_parsers.py`` runs those builders against these functions. Its semantics: for each pattern
 in order take ``regexp_extract(generation, pattern, 1)``; the first non-empty one, upper-cased, is the
 letter; it counts only when it is one of the first ``n_options`` letters, else the parser returns None
 (it does not fall through to the next pattern).
@@ -31,7 +32,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mcqaudit.vocab import LETTERS, MAX_OPTIONS
+from mcqaudit.vocab import LETTERS, MAX_OPTIONS, WHITESPACE
 
 __all__ = [
     "FRAMEWORK_PARSERS",
@@ -50,9 +51,9 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------------------
 # shared regex pieces (RE2 and Python alike)
 
-# Exactly the characters Python's Unicode ``\s`` matches; the ASCII ones as escapes both engines read, the
-# others as literal characters (RE2 has no ``\u``, Python has no ``\x{...}``).
-_WS_BODY = r"\t\n\v\f\r \x1c-\x1f\x85\xa0" + "\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# Exactly the characters Python's Unicode ``\s`` matches (vocab.WHITESPACE); those below U+0100 as ``\xHH``
+# escapes both engines read, the others as literal characters (RE2 has no ``\u``, Python has no ``\x{...}``).
+_WS_BODY = "".join(f"\\x{ord(c):02x}" if ord(c) < 0x100 else c for c in WHITESPACE)
 WS = f"[{_WS_BODY}]"
 _NOT_WS = f"[^{_WS_BODY}]"
 _END = r"\z"  # end of text; see python_pattern
@@ -350,7 +351,8 @@ def strict(generation: str, options: Sequence[str]) -> str | None:
     ``B. three``, ``(B) three``, ``B: three``), after an optional short lead-in (``Answer:``, ``The answer
     is``, ``The correct answer is``, ``I choose``) and an optional ``Option``. Defers on anything else:
     other prose, another option's text, a letter that is also another option's text, a lower-case letter
-    that could be an article (``The answer is a``, ``a cat``).
+    that could be an article (``The answer is a``, ``a cat``). A lower-case letter otherwise counts like its
+    capital (``answer: b``, ``The answer is c``).
     """
     n = len(options)
     if not 1 <= n <= MAX_OPTIONS:
@@ -377,8 +379,9 @@ def strict(generation: str, options: Sequence[str]) -> str | None:
         return None
 
     if _TRAIL_ONLY.match(rest):
-        # "The answer is a" may be a truncated "The answer is a bit…": a lower-case letter needs a closer
-        if lower and lead and not rest.strip():
+        # "The answer is a" may be a truncated "The answer is a bit…" (or "i" a truncated "i think…"): after a
+        # lead-in without a colon, these two need a closer; any other lower-case letter counts like its capital
+        if raw_letter in "ai" and lead and ":" not in lead.group() and not rest.strip():
             return None
         # the letter is also another option's text ("B" when option A reads "B"): which one is meant?
         if raw_letter.casefold() in others:

@@ -1,5 +1,7 @@
 """The project's fixed vocabulary (DESIGN.md §1): verdicts, judge statuses, verdict sources, parser names, the
-stand-in judge's model name."""
+stand-in judge's model name; and the Python twins of the rules the study file holds as SQL macros
+(:mod:`mcqaudit.store.schema`, ``RULE_MACROS``): :func:`verdict_of` (``verdict_of(letter, gold)``) and
+:func:`is_blank` (``is_blank(text)``). ``tests/test_rules.py`` checks each twin against the production SQL."""
 
 from __future__ import annotations
 
@@ -44,8 +46,27 @@ def letters(n: int) -> str:
     return LETTERS[:n]
 
 
-def verdict_for(picked: str | None, gold: str) -> str:
-    """CORRECT/INCORRECT for a picked letter; OTHER when nothing single was picked."""
-    if picked is None:
+# Exactly what Python's str.strip() removes (every character whose str.isspace() is true). Spelled out, not
+# computed, because SQL needs it too (the ``is_blank`` macro, the parsers' RE2 patterns); a test checks it
+# against every code point.
+WHITESPACE: Final = (
+    "\t\n\v\f\r\x1c\x1d\x1e\x1f \x85\xa0\u1680"
+    "\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)
+
+
+def verdict_of(letter: str | None, gold: str) -> Verdict:
+    """The verdict a picked letter implies: the gold letter → CORRECT, another → INCORRECT, none → OTHER.
+
+    Twin of the SQL macro ``verdict_of(letter, gold)``."""
+    if letter is None:
         return OTHER
-    return CORRECT if picked == gold else INCORRECT
+    return CORRECT if letter == gold else INCORRECT
+
+
+def is_blank(text: str) -> bool:
+    """A blank generation (empty or whitespace only) is OTHER by rule and is never sent to a judge (DESIGN §1).
+
+    Blank means exactly what ``str.strip()`` removes. Twin of the SQL macro ``is_blank(text)``."""
+    return not text.strip()

@@ -30,7 +30,7 @@ from mcqaudit.metrics import (
 )
 from mcqaudit.store.db import Study
 from mcqaudit.store.frames import load_frames
-from mcqaudit.vocab import LETTERS, verdict_for
+from mcqaudit.vocab import LETTERS, verdict_of
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -139,7 +139,7 @@ class StudyBuilder:
                     {
                         "row_id": r["row_id"], "fingerprint": r["fp"], "status": "ok" if ok else "error",
                         "letter": r["letter"] if ok else None,
-                        "verdict": verdict_for(r["letter"], gold) if ok else None, "reply": r["pick"] or "??",
+                        "verdict": verdict_of(r["letter"], gold) if ok else None, "reply": r["pick"] or "??",
                     }
                 )  # fmt: skip
         gen_df = pd.DataFrame(gen, columns=list(gen[0]) if gen else ["row_id"])

@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from mcqaudit import parsers
 from mcqaudit.parsers import FRAMEWORK_PARSERS, STRICT_MAX_EXTRA, naive, naive_pattern, strict
+from mcqaudit.store.loading import framework_letters_sql, naive_letter_sql
 from mcqaudit.vocab import LETTERS, MAX_OPTIONS, OTHER
 
 CASES_PATH = Path(__file__).parent / "cases" / "parsers.jsonl"
@@ -139,41 +141,33 @@ def test_ws_class_is_pythons_whitespace() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# DuckDB (RE2) equivalence: the SQL ingest runs must give the letters the Python parsers give
+# DuckDB (RE2) equivalence: the SQL ingest runs (the very builders store.loading uses) must give the letters
+# the Python parsers give
 
-_ALPHABET = LETTERS
 _CON = duckdb.connect()  # in-memory; one per module, the Hypothesis test calls it hundreds of times
 
 
 def duckdb_letters(parser: str, texts: Sequence[str], ns: Sequence[int]) -> list[str | None]:
-    """Letters that DuckDB's regexp_extract gives, with the range check applied after extraction."""
-    if parser == "naive":
-        patterns: list[str] = []
-        per_row = [naive_pattern(n) for n in ns]
-        extract = "nullif(regexp_extract(t, p, 1), '')"
-    else:
-        patterns = list(FRAMEWORK_PARSERS[parser].patterns)
-        per_row = [""] * len(ns)
-        extract = (
-            "coalesce("
-            + ", ".join(f"nullif(regexp_extract(t, $p{i}, 1), '')" for i in range(len(patterns)))
-            + ")"
-        )
-    sql = f"""
-        SELECT CASE WHEN length(x) = 1 AND contains(left($alphabet, n), upper(x)) THEN upper(x) END
-        FROM (SELECT i, n, {extract} AS x
-              FROM (SELECT unnest($texts) AS t, unnest($ns) AS n, unnest($per_row) AS p,
-                           unnest(range(len($texts))) AS i))
-        ORDER BY i
-    """
-    params: dict[str, object] = {
-        "alphabet": _ALPHABET,
-        "texts": list(texts),
-        "ns": list(ns),
-        "per_row": per_row,
-    }
-    params.update({f"p{i}": pat for i, pat in enumerate(patterns)})
-    return [row[0] for row in _CON.execute(sql, params).fetchall()]
+    """Letters that ingest's SQL gives (store.loading.naive_letter_sql / framework_letters_sql), over a table
+    shaped like ingest's (row_id, generation, n_opt)."""
+    rows = pa.table(
+        {
+            "row_id": [f"r{i:05d}" for i in range(len(texts))],
+            "generation": list(texts),
+            "n_opt": pa.array(ns, pa.int32()),
+        }
+    )
+    _CON.register("_rows", rows)
+    try:
+        if parser == "naive":
+            expr, params = naive_letter_sql(sorted(set(ns)), naive_pattern)
+            sql = f"SELECT row_id, {expr} AS letter FROM _rows"
+        else:
+            sql, params = framework_letters_sql({parser: FRAMEWORK_PARSERS[parser].patterns}, "_rows")
+        got = dict(_CON.execute(f"SELECT row_id, letter FROM ({sql})", params).fetchall())
+    finally:
+        _CON.unregister("_rows")
+    return [got[r] for r in rows.column("row_id").to_pylist()]
 
 
 @pytest.mark.parametrize("parser", SQL_PARSERS)
@@ -344,11 +338,11 @@ def bare_answer(draw: st.DrawFn, other_text: bool = False) -> tuple[str, list[st
     sep = draw(st.sampled_from(TEXT_SEPS)) if with_text else ""
     trailing = draw(st.sampled_from(TRAILING))
     lower = draw(st.booleans())
-    # lower-case letters are accepted where they cannot be an article: not before text after a bare space,
-    # and not at the very end after a lead-in
+    # lower-case letters count like capitals where they cannot be an article (DESIGN §4): not before text
+    # after a bare space, and not a or i at the very end after a lead-in without a colon
     if lower and with_text and sep.strip(" \n") == "" and not close:
         lower = False
-    if lower and not with_text and lead and not close and not trailing:
+    if lower and not with_text and lead and ":" not in lead and letter in "AI" and not close and not trailing:
         lower = False
     shown = letter.lower() if lower else letter
     if other_text:

@@ -396,7 +396,7 @@ def test_queues_drawn_before_migration_3_are_per_arm(tmp_path: Path) -> None:
     con.execute("INSERT INTO spot_checks VALUES (1, 'old', 'uniform', 0, 5, ['base'], NULL, now())")
     con.close()
     s = Study(path)
-    assert s.query("SELECT max(version) FROM schema_migrations") == [(3,)]
+    assert s.query("SELECT max(version) FROM schema_migrations") == [(len(MIGRATIONS),)]
     assert list(rv.spot_checks(s)["per_arm"]) == [True]
 
 

@@ -26,7 +26,7 @@ from mcqaudit.judge import prompts
 from mcqaudit.judge.heuristic import _quote, judge_reply, pick_letter
 from mcqaudit.judge.replies import parse_reply
 from mcqaudit.judge.standin import GARBAGE_REPLIES, MODEL_NAME, StandinOptions, StandinServer
-from mcqaudit.vocab import LETTERS, OTHER, verdict_for
+from mcqaudit.vocab import LETTERS, OTHER, verdict_of
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES_PATH = ROOT / "tests" / "cases" / "standin_cases.jsonl"
@@ -45,7 +45,7 @@ def expected_reply(case: dict[str, Any], shape: str) -> str:
     truth = case["truth"]
     if shape == "extract":
         return truth
-    return verdict_for(None if truth == OTHER else truth, case["gold"])
+    return verdict_of(None if truth == OTHER else truth, case["gold"])
 
 
 def render(case: dict[str, Any], shape: str, generation: str | None = None, rationale: bool = False) -> str:

@@ -70,7 +70,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from mcqaudit.judge.prompts import ParsedPrompt
-from mcqaudit.vocab import LETTERS, OTHER, verdict_for
+from mcqaudit.vocab import LETTERS, OTHER, verdict_of
 
 
 class _Rx:
@@ -1008,7 +1008,7 @@ def judge_reply(parsed: ParsedPrompt) -> str:
     if parsed.shape == "gold":
         if parsed.gold is None:
             raise ValueError("a gold-shape prompt without a GOLD letter")
-        value = verdict_for(letter, parsed.gold)
+        value: str = verdict_of(letter, parsed.gold)
     else:
         value = letter if letter is not None else OTHER
     if not parsed.rationale:

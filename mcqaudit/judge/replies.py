@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from mcqaudit.judge.prompts import legal_values
-from mcqaudit.vocab import CORRECT, INCORRECT, LETTERS, OTHER, verdict_for
+from mcqaudit.vocab import CORRECT, INCORRECT, LETTERS, OTHER, verdict_of
 
 # Error kinds (also used in the run summary's "errors by kind").
 EMPTY: Final = "empty"
@@ -149,4 +149,4 @@ def judged(shape: str, value: str, gold_letter: str) -> tuple[str | None, str]:
         return None, value
     if value == OTHER:
         return None, OTHER
-    return value, verdict_for(value, gold_letter)
+    return value, verdict_of(value, gold_letter)

@@ -1,7 +1,7 @@
 """The SQL that loads the compact frames :mod:`mcqaudit.metrics` works on, out of a study file.
 
-DuckDB does the joins and resolves every row's verdict (the same precedence as the ``graded_rows`` view,
-written against the base tables so that no text column is read). What comes back is one narrow row of
+DuckDB does the joins and resolves every row's verdict (the rule macros the ``graded_rows`` view calls, see
+:mod:`mcqaudit.store.schema`, over the base tables so that no text column is read). What comes back is one narrow row of
 small integer codes per generation — no strings: arms, items and orientations are dense codes (``ai``,
 ``ii``, ``oi``) indexing the lists in :class:`~mcqaudit.metrics.StudyInfo`; verdicts are 0 = CORRECT,
 1 = INCORRECT, 2 = OTHER, -1 = none (ungraded); letters are 0-based displayed positions, -1 = none.
@@ -72,22 +72,13 @@ WITH ax AS (
     JOIN ax USING (arm) JOIN ox USING (orientation) JOIN ix USING (item_id)
     LEFT JOIN j USING (row_id)
     LEFT JOIN r USING (row_id)
-), a AS (
-    SELECT *,
-        coalesce(
-            judge_verdict,
-            CASE WHEN strict_letter IS NOT NULL THEN
-                CASE WHEN strict_letter = gold_letter THEN 'CORRECT' ELSE 'INCORRECT' END END,
-            CASE WHEN is_blank THEN 'OTHER' END
-        ) AS auto_verdict,
-        CASE WHEN judge_verdict IS NOT NULL THEN judge_letter
-             WHEN strict_letter IS NOT NULL THEN strict_letter END AS auto_letter
-    FROM g
 ), f AS (
     SELECT *,
-        coalesce(review_verdict, auto_verdict) AS final_verdict,
-        CASE WHEN review_verdict IS NOT NULL THEN review_letter ELSE auto_letter END AS final_letter
-    FROM a
+        final_verdict(NULL, judge_verdict, strict_letter, gold_letter, is_blank) AS auto_verdict,
+        picked_letter(NULL, NULL, judge_verdict, judge_letter, strict_letter) AS auto_letter,
+        final_verdict(review_verdict, judge_verdict, strict_letter, gold_letter, is_blank) AS final_verdict,
+        picked_letter(review_verdict, review_letter, judge_verdict, judge_letter, strict_letter) AS final_letter
+    FROM g
 )
 SELECT rn, ai, oi, ii, sample::INTEGER AS sample,
     (ascii(gold_letter) - 65)::TINYINT AS gold_pos,

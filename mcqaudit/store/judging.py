@@ -117,7 +117,7 @@ def _table(records: Sequence[Any], schema: pa.Schema) -> pa.Table:
 
 # --- selection ----------------------------------------------------------------------------------------
 
-_NEEDS_JUDGE = "NOT g.is_blank AND g.strict_letter IS NULL"
+_NEEDS_JUDGE = "needs_judge(g.strict_letter, g.is_blank)"  # a rule macro (store.schema)
 
 
 def known_arms(study: Study) -> list[str]:
@@ -162,8 +162,9 @@ def resolution_counts(study: Study, arms: Sequence[str] = ()) -> dict[str, int]:
     arm_filter = "WHERE g.arm IN (SELECT unnest(?::VARCHAR[]))" if arms else ""
     sql = f"""
         SELECT count(*) AS rows,
-               count(*) FILTER (WHERE g.is_blank) AS rule,
-               count(*) FILTER (WHERE NOT g.is_blank AND g.strict_letter IS NOT NULL) AS prefilter,
+               count(*) FILTER (WHERE verdict_source(NULL, NULL, g.strict_letter, g.is_blank) = 'rule') AS rule,
+               count(*) FILTER (WHERE verdict_source(NULL, NULL, g.strict_letter, g.is_blank) = 'prefilter')
+                   AS prefilter,
                count(*) FILTER (WHERE {_NEEDS_JUDGE}) AS needs_judge
         FROM gen_rows g {arm_filter}
     """

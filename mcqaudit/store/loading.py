@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
-from mcqaudit.vocab import LETTERS
+from mcqaudit.vocab import LETTERS, WHITESPACE
 
 # Field order of the staged JSON object: index i+1 in the extracted list f[].
 FIELDS = (
@@ -160,9 +160,6 @@ def stage_parquet(con: duckdb.DuckDBPyConnection, path: str) -> None:
 def staged_count(con: duckdb.DuckDBPyConnection) -> int:
     return _count(con, "SELECT count(*) FROM staged")
 
-
-# what Python's str.strip() removes (DuckDB's one-argument trim() removes only spaces)
-_UNICODE_SPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
 
 _FIELD = re.compile(r"\bf\[(\d+)\]")
 _TYPE_OF_FIELD = re.compile(r"json_type\(f\[(\d+)\]\)")
@@ -446,20 +443,13 @@ def load(
         """
     )
     ns = [int(r[0]) for r in con.execute("SELECT DISTINCT n_opt FROM parsed ORDER BY 1").fetchall()]
-    naive_case = "NULL"
-    naive_params: list = []
-    if ns:
-        naive_case = (
-            "CASE n_opt " + " ".join("WHEN ? THEN regexp_extract(generation, ?, 0)" for _ in ns) + " END"
-        )
-        for n in ns:
-            naive_params += [n, naive_pattern(n)]
+    naive_letter, naive_params = naive_letter_sql(ns, naive_pattern)
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE final AS
         SELECT *,
             'r' || left(md5(arm || chr(31) || item_id || chr(31) || coalesce(derived, '') || chr(31) || sample::VARCHAR), 20) AS row_id,
-            upper(nullif({naive_case}, '')) AS naive_letter,
+            {naive_letter} AS naive_letter,
             NULL::VARCHAR AS strict_letter
         FROM (
             SELECT p.*, c.canon, c.origin, c.first_line,
@@ -612,7 +602,7 @@ def load(
         """
         INSERT INTO gen_rows
         SELECT row_id, arm, item_id, derived, sample, question, options, gold_letter, generation,
-            regexp_full_match(generation, '[\\s\\p{Z}]*') AS is_blank,
+            is_blank(generation),
             prompt, model, metadata, option_logprobs, user_letter, naive_letter, strict_letter, ?, line
         FROM final
         """,
@@ -657,7 +647,8 @@ def _run_parsers(
         SELECT row_id, generation, options FROM final
         WHERE length(trim(generation, ?)) <= list_max(list_transform(options, lambda o: length(o))) + ?
         """,
-        [_UNICODE_SPACE, strict_max_extra],
+        # what Python's str.strip() removes, as strict measures (DuckDB's one-argument trim() removes spaces)
+        [WHITESPACE, strict_max_extra],
     ).fetchall()
     hits_id: list[str] = []
     hits_letter: list[str] = []
@@ -675,27 +666,49 @@ def _run_parsers(
         finally:
             con.unregister("_strict")
 
-    # framework patterns: the first pattern that matches wins; out-of-range letters read as no letter
+    fw_sql, fw_params = framework_letters_sql(framework_patterns, "final")
+    con.execute("CREATE OR REPLACE TEMP TABLE fw_letters AS " + fw_sql, fw_params)
+
+
+# The SQL side of the parsers that ingest runs in DuckDB (RE2), over a table with columns (row_id, generation,
+# n_opt); tests/test_parsers.py calls these same two builders to check them against mcqaudit.parsers.
+
+
+def naive_letter_sql(ns: Sequence[int], naive_pattern: Callable[[int], str]) -> tuple[str, list]:
+    """(SQL expression over ``generation`` and ``n_opt``, its parameters): the naive parser's letter, for rows
+    with any of the option counts ``ns``; NULL when it finds none."""
+    if not ns:
+        return "NULL::VARCHAR", []
+    case = "CASE n_opt " + " ".join("WHEN ? THEN regexp_extract(generation, ?, 0)" for _ in ns) + " END"
+    params: list = []
+    for n in ns:
+        params += [n, naive_pattern(n)]
+    return f"upper(nullif({case}, ''))", params
+
+
+def framework_letters_sql(framework_patterns: dict[str, tuple[str, ...]], table: str) -> tuple[str, list]:
+    """(a SELECT of (row_id, parser, letter) over ``table``, its parameters): each framework parser's letter
+    per row. The first pattern that matches (non-empty group 1) wins; an out-of-range letter reads as no
+    letter (it does not fall through to the next pattern). ``table`` is a name of this module's, never input."""
     selects = []
-    params = []
+    params: list = []
     for name, patterns in framework_patterns.items():
         if not patterns:
             continue
         first = (
             "coalesce(" + ", ".join("nullif(regexp_extract(generation, ?, 1), '')" for _ in patterns) + ")"
         )
-        params += list(patterns)
+        params += [name, *patterns]
         selects.append(
             f"SELECT row_id, ? AS parser, CASE WHEN length(l) = 1 AND ascii(l) BETWEEN 65 AND 64 + n_opt THEN l END AS letter "
-            f"FROM (SELECT row_id, n_opt, upper({first}) AS l FROM final)"
+            f"FROM (SELECT row_id, n_opt, upper({first}) AS l FROM {table})"
         )
-        params.insert(len(params) - len(patterns), name)
-    if selects:
-        con.execute("CREATE OR REPLACE TEMP TABLE fw_letters AS " + " UNION ALL ".join(selects), params)
-    else:
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE fw_letters (row_id VARCHAR, parser VARCHAR, letter VARCHAR)"
+    if not selects:
+        return (
+            "SELECT NULL::VARCHAR AS row_id, NULL::VARCHAR AS parser, NULL::VARCHAR AS letter WHERE false",
+            [],
         )
+    return " UNION ALL ".join(selects), params
 
 
 def upsert_items(

@@ -29,7 +29,7 @@ import duckdb
 import pandas as pd
 
 from mcqaudit.store.db import Study, utcnow
-from mcqaudit.vocab import CORRECT, INCORRECT, LETTERS, VERDICTS
+from mcqaudit.vocab import CORRECT, INCORRECT, LETTERS, VERDICTS, verdict_of
 
 CONFIRM, OVERRIDE, RETRACT = "confirm", "override", "retract"
 ACTIONS = (CONFIRM, OVERRIDE, RETRACT)
@@ -108,15 +108,14 @@ def check_verdict(
     letter = (picked or "").strip().upper() or None
     if letter is not None and (len(letter) != 1 or letter not in LETTERS[:n_options]):
         raise ReviewError(f"picked letter {picked!r} is not one of this row's letters {LETTERS[:n_options]}")
-    if verdict == CORRECT:
-        if letter not in (None, gold):
+    if letter is not None and verdict_of(letter, gold) != verdict:  # the letter implies another verdict
+        if verdict == CORRECT:
             raise ReviewError(f"a CORRECT verdict picks the gold letter {gold}, not {letter}")
-        letter = gold
-    elif verdict == INCORRECT:
-        if letter == gold:
+        if verdict == INCORRECT:
             raise ReviewError(f"{letter} is the gold letter: the verdict would be CORRECT")
-    elif letter is not None:
         raise ReviewError("an OTHER verdict picks no letter")
+    if verdict == CORRECT:
+        letter = gold
     return verdict, letter
 
 
@@ -291,10 +290,8 @@ def review_counts(study: Study) -> dict[str, int]:
 # than the final one, in the "other" stratum when its final verdict is OTHER or it has none yet.
 _STRATUM = """
 CASE WHEN g.final_verdict IS NULL OR g.final_verdict = 'OTHER' THEN 'other'
-     WHEN (CASE WHEN g.naive_letter IS NULL THEN 'OTHER' WHEN g.naive_letter = g.gold_letter THEN 'CORRECT'
-                ELSE 'INCORRECT' END) <> g.final_verdict
-       OR (g.user_letter IS NOT NULL AND (CASE WHEN g.user_letter = g.gold_letter THEN 'CORRECT'
-                ELSE 'INCORRECT' END) <> g.final_verdict)
+     WHEN verdict_of(g.naive_letter, g.gold_letter) <> g.final_verdict
+       OR (g.user_letter IS NOT NULL AND verdict_of(g.user_letter, g.gold_letter) <> g.final_verdict)
      THEN 'disagreement'
      ELSE 'rest' END"""
 STRATA = ("disagreement", "other", "rest")

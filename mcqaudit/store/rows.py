@@ -1,10 +1,10 @@
 """SQL for browsing rows: filtered, paged row lists, one row's detail, and verdict counts per cell.
 
 Everything reads the public ``graded_rows`` view, so what the dashboard lists is exactly what the metrics
-count. A parser's verdict for a row is derived the same way as in :mod:`mcqaudit.store.frames` (letter =
-gold → CORRECT, another letter → INCORRECT, no letter → OTHER; the strict pre-filter only where it gave a
-letter, a framework parser only where it was run), so a confusion-matrix cell lists exactly the rows it
-counts. Filters are parameters; the only SQL text chosen from input is a column name from a fixed list.
+count. A parser's verdict for a row is the ``verdict_of`` rule macro, as in :mod:`mcqaudit.store.frames`
+(letter = gold → CORRECT, another letter → INCORRECT, no letter → OTHER; the strict pre-filter only where it
+gave a letter, a framework parser only where it was run), so a confusion-matrix cell lists exactly the rows
+it counts. Filters are parameters; the only SQL text chosen from input is a column name from a fixed list.
 """
 
 from __future__ import annotations
@@ -101,10 +101,7 @@ def known_parsers(study: Study) -> list[str]:
 
 
 def _parser_verdict(letter: str) -> str:
-    return (
-        f"CASE WHEN {letter} IS NULL THEN 'OTHER' WHEN {letter} = g.gold_letter THEN 'CORRECT' "
-        "ELSE 'INCORRECT' END"
-    )
+    return f"verdict_of({letter}, g.gold_letter)"
 
 
 @dataclass

@@ -1,12 +1,41 @@
-"""The study file's schema as numbered migrations (SQL text), and the public `graded_rows` view (DESIGN §6).
+"""The study file's schema as numbered migrations (SQL text), the rules as SQL macros, and the public
+`graded_rows` view (DESIGN §6).
 
 Each migration runs once, in order, inside one transaction; `schema_migrations` records which ran.
 The views are re-created by every migration that changes them.
+
+The rules (DESIGN §1) live here once, as macros every query calls (the view, :mod:`~mcqaudit.store.frames`,
+:mod:`~mcqaudit.store.rows`, :mod:`~mcqaudit.store.reviews`, :mod:`~mcqaudit.store.loading`):
+
+- ``verdict_of(letter, gold)``: the verdict a picked letter implies (gold → CORRECT, another → INCORRECT,
+  none → OTHER); Python twin :func:`mcqaudit.vocab.verdict_of`.
+- ``is_blank(text)``: nothing but what Python's ``str.strip()`` removes (OTHER by rule, never judged);
+  Python twin :func:`mcqaudit.vocab.is_blank`.
+- ``needs_judge(strict_letter, blank)``: a row goes to the judge unless the pre-filter or the rule resolved
+  it (``judge_status`` is then ``skipped`` until a judge answers anyway).
+- ``verdict_source(review_verdict, judge_verdict, strict_letter, blank)``: the final-verdict precedence —
+  latest review, else judge, else strict pre-filter, else rule; NULL while the row has no verdict.
+- ``final_verdict(review_verdict, judge_verdict, strict_letter, gold, blank)`` and
+  ``picked_letter(review_verdict, review_letter, judge_verdict, judge_letter, strict_letter)``: the verdict
+  and letter of that source. Pass NULL reviews for the automated verdict alone (frames' ``judge`` view).
+
+A change to a rule is a new migration that re-runs ``RULE_MACROS`` (and the view, if it changes).
 """
 
 from __future__ import annotations
 
-GRADED_ROWS_VIEW = """
+from mcqaudit.parsers import WS
+from mcqaudit.vocab import (
+    CORRECT,
+    INCORRECT,
+    OTHER,
+    SOURCE_JUDGE,
+    SOURCE_PREFILTER,
+    SOURCE_REVIEW,
+    SOURCE_RULE,
+)
+
+_FIRST_VIEWS = """
 CREATE OR REPLACE VIEW current_judge AS
 SELECT * EXCLUDE (rn) FROM (
     SELECT jv.*, row_number() OVER (PARTITION BY row_id ORDER BY judged_at DESC, fingerprint) AS rn
@@ -20,53 +49,64 @@ SELECT * EXCLUDE (rn) FROM (
     WHERE r.action <> 'retract'
       AND r.review_id NOT IN (SELECT retracts FROM reviews WHERE action = 'retract' AND retracts IS NOT NULL)
 ) WHERE rn = 1;
+"""
 
+# the rules, once (see the module docstring); every name is CREATE OR REPLACE, so a later migration re-runs it
+RULE_MACROS = f"""
+CREATE OR REPLACE MACRO verdict_of(letter, gold) AS
+    CASE WHEN letter IS NULL THEN '{OTHER}' WHEN letter = gold THEN '{CORRECT}' ELSE '{INCORRECT}' END;
+
+CREATE OR REPLACE MACRO is_blank(text) AS regexp_full_match(text, '{WS}*');
+
+CREATE OR REPLACE MACRO needs_judge(strict_letter, blank) AS NOT blank AND strict_letter IS NULL;
+
+CREATE OR REPLACE MACRO verdict_source(review_verdict, judge_verdict, strict_letter, blank) AS
+    CASE
+        WHEN review_verdict IS NOT NULL THEN '{SOURCE_REVIEW}'
+        WHEN judge_verdict IS NOT NULL THEN '{SOURCE_JUDGE}'
+        WHEN strict_letter IS NOT NULL THEN '{SOURCE_PREFILTER}'
+        WHEN blank THEN '{SOURCE_RULE}'
+    END;
+
+CREATE OR REPLACE MACRO final_verdict(review_verdict, judge_verdict, strict_letter, gold, blank) AS
+    CASE verdict_source(review_verdict, judge_verdict, strict_letter, blank)
+        WHEN '{SOURCE_REVIEW}' THEN review_verdict
+        WHEN '{SOURCE_JUDGE}' THEN judge_verdict
+        WHEN '{SOURCE_PREFILTER}' THEN verdict_of(strict_letter, gold)
+        WHEN '{SOURCE_RULE}' THEN '{OTHER}'
+    END;
+
+CREATE OR REPLACE MACRO picked_letter(review_verdict, review_letter, judge_verdict, judge_letter, strict_letter) AS
+    CASE verdict_source(review_verdict, judge_verdict, strict_letter, false)
+        WHEN '{SOURCE_REVIEW}' THEN review_letter
+        WHEN '{SOURCE_JUDGE}' THEN judge_letter
+        WHEN '{SOURCE_PREFILTER}' THEN strict_letter
+    END;
+"""
+
+GRADED_ROWS_VIEW = """
 CREATE OR REPLACE VIEW graded_rows AS
 WITH base AS (
     SELECT
         g.row_id, g.arm, g.item_id, g.orientation, g.sample, g.question, g.options, g.gold_letter,
         g.options[ascii(g.gold_letter) - 64] AS gold_option,
-        g.generation, g.prompt, g.user_letter, g.naive_letter, g.strict_letter,
+        g.generation, g.prompt, g.user_letter, g.naive_letter, g.strict_letter, g.is_blank,
         j.letter AS judge_letter,
         CASE WHEN j.status = 'ok' THEN j.verdict END AS judge_verdict,
-        CASE
-            WHEN g.is_blank OR g.strict_letter IS NOT NULL THEN coalesce(j.status, 'skipped')
-            ELSE coalesce(j.status, 'pending')
-        END AS judge_status,
+        coalesce(j.status, CASE WHEN needs_judge(g.strict_letter, g.is_blank) THEN 'pending' ELSE 'skipped' END)
+            AS judge_status,
         j.reply AS judge_reply, j.rationale AS judge_rationale, j.fingerprint AS judge_fingerprint,
         r.verdict AS review_verdict, r.reviewer, r.created_at AS reviewed_at,
-        r.picked_letter AS review_letter,
-        CASE WHEN g.is_blank THEN 'OTHER' END AS rule_verdict,
-        CASE
-            WHEN g.strict_letter IS NULL THEN NULL
-            WHEN g.strict_letter = g.gold_letter THEN 'CORRECT' ELSE 'INCORRECT'
-        END AS prefilter_verdict
+        r.picked_letter AS review_letter
     FROM gen_rows g
     LEFT JOIN current_judge j USING (row_id)
     LEFT JOIN effective_reviews r USING (row_id)
-), decided AS (
-    SELECT *,
-        CASE
-            WHEN review_verdict IS NOT NULL THEN 'review'
-            WHEN judge_verdict IS NOT NULL THEN 'judge'
-            WHEN prefilter_verdict IS NOT NULL THEN 'prefilter'
-            WHEN rule_verdict IS NOT NULL THEN 'rule'
-        END AS verdict_source
-    FROM base
 ), picked AS (
     SELECT *,
-        CASE verdict_source
-            WHEN 'review' THEN review_verdict
-            WHEN 'judge' THEN judge_verdict
-            WHEN 'prefilter' THEN prefilter_verdict
-            WHEN 'rule' THEN rule_verdict
-        END AS final_verdict,
-        CASE verdict_source
-            WHEN 'review' THEN review_letter
-            WHEN 'judge' THEN judge_letter
-            WHEN 'prefilter' THEN strict_letter
-        END AS picked_letter
-    FROM decided
+        final_verdict(review_verdict, judge_verdict, strict_letter, gold_letter, is_blank) AS final_verdict,
+        verdict_source(review_verdict, judge_verdict, strict_letter, is_blank) AS verdict_source,
+        picked_letter(review_verdict, review_letter, judge_verdict, judge_letter, strict_letter) AS picked_letter
+    FROM base
 )
 SELECT
     row_id, arm, item_id, orientation, sample, question, options, gold_letter, gold_option,
@@ -227,7 +267,7 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (queue_id, position)
     );
     """
-    + GRADED_ROWS_VIEW,
+    + _FIRST_VIEWS,  # graded_rows came here too until migration 4 made it read the rule macros
     # 2: the effective review of a row is the latest by review time (then review_id), not by review_id
     # alone: an imported review log (a collaborator's reviews) gets new review_ids but keeps its times,
     # so without this an older imported review would override a newer local one.
@@ -248,4 +288,12 @@ MIGRATIONS: list[str] = [
     ALTER TABLE spot_checks ADD COLUMN deleted_at TIMESTAMPTZ;
     ALTER TABLE spot_checks ADD COLUMN deleted_by VARCHAR;
     """,
+    # 4: every rule once, as macros (RULE_MACROS); graded_rows reads them. Blank now means exactly what
+    # Python's str.strip() removes (RE2's \s missed \v, U+0085 and \x1c-\x1f, so such a generation went to
+    # the judge): rows stored before are re-read with the rule.
+    RULE_MACROS
+    + """
+    UPDATE gen_rows SET is_blank = is_blank(generation) WHERE is_blank IS DISTINCT FROM is_blank(generation);
+    """
+    + GRADED_ROWS_VIEW,
 ]
