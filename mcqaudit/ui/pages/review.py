@@ -35,7 +35,7 @@ from mcqaudit.store import StudyError
 from mcqaudit.store.reviews import CONFIRM, OVERRIDE, STRATEGIES, ReviewError
 from mcqaudit.store.rows import UNGRADED, VERDICT_FILTER_VALUES, ConfusionCell, RowFilter
 from mcqaudit.ui import components, data, state, tables
-from mcqaudit.vocab import LETTERS, PARSER_STRICT, PARSER_USER, VERDICTS
+from mcqaudit.vocab import LETTERS, PARSER_STRICT, PARSER_USER, VERDICTS, is_blank, verdict_of
 
 PAGE_SIZE = 25
 NO_LETTER = "(none)"
@@ -359,8 +359,10 @@ def render_generation(row: Mapping[str, Any], *, hidden: bool) -> None:
     from marked (naive by default; any framework parser whose letter can be located)."""
     gen = row["generation"]
     st.markdown("**Generation** (verbatim)")
-    if gen is None or gen == "":
+    if gen is None or is_blank(gen):
         st.caption("(empty generation: OTHER by rule)")
+        if gen:
+            components.plain_text(repr(gen))  # whitespace only: show which characters
         return
     spans = {} if hidden else letter_spans(gen, len(row["options"]))
     letters = row["parser_letters"]
@@ -393,8 +395,9 @@ def parser_table(row: Mapping[str, Any], has_user: bool) -> pd.DataFrame:
     for p, letter in row["parser_letters"].items():
         if p == PARSER_USER and not has_user:
             continue
+        implied: str
         if letter is not None:
-            implied = "CORRECT" if letter == gold else "INCORRECT"
+            implied = verdict_of(letter, gold)
         elif p == PARSER_STRICT:
             implied = "defers (no letter: the judge decides)"
         else:
