@@ -925,17 +925,39 @@ def reviews_export(
     out: Annotated[
         Path | None,
         typer.Option(
-            "--out", "-o", help="Write the CSV here instead of standard output.", show_default=False
+            "--out", "-o", help="Write the CSV here instead of standard output (with --inspect: the new log, "
+            ".eval or .json).", show_default=False
         ),
+    ] = None,
+    inspect: Annotated[
+        Path | None,
+        typer.Option(
+            "--inspect",
+            help="An Inspect AI log (.eval or .json) that rows of the study were ingested from: write a copy of it "
+            "to --out in which every review of those rows is a score edit with provenance (reviewer, time, note, "
+            "judge fingerprint), for Inspect View. The original is never touched. Needs mcqaudit[inspect].",
+            show_default=False,
+        ),
+    ] = None,
+    arm: Annotated[
+        str | None,
+        typer.Option("--arm", help="With --inspect: the arm the log was ingested as, when several match.",
+                     show_default=False),
     ] = None,
 ) -> None:
     """Every review of the study, retractions included, oldest first, as CSV: row_id (and arm, item_id,
     orientation, sample), action, verdict, picked_letter, note, reviewer, created_at (UTC), prior_verdict,
-    prior_source, fingerprint, retracts, queue_id, origin."""
+    prior_source, fingerprint, retracts, queue_id, origin.
+
+    With --inspect LOG --out NEW_LOG: the reviews of the rows that came from LOG, as score edits in a copy
+    of it (CORRECT -> C; INCORRECT and OTHER -> I, OTHER with no answer and the explanation "OTHER: ...")."""
     from mcqaudit.store.reviews import review_log_csv
 
     if not db.exists():
         raise _fail(f"error: {db}: no such study file")
+    if inspect is not None or arm is not None:
+        _reviews_to_inspect(db, inspect, out, arm)
+        return
     text = review_log_csv(_open_study(db))
     if out is None:
         sys.stdout.write(text)
@@ -946,6 +968,31 @@ def reviews_export(
     tmp.replace(out)
     n = text.count("\n") - 1
     err.print(f"wrote {out} ({n} review{'s' if n != 1 else ''})", markup=False, highlight=False)
+
+
+def _reviews_to_inspect(db: Path, log: Path | None, out: Path | None, arm: str | None) -> None:
+    from mcqaudit.inspect_edits import InspectExportError, export_to_inspect
+    from mcqaudit.store import StudyError
+
+    if log is None:
+        raise _fail("error: --arm goes with --inspect LOG", 2)
+    if out is None:
+        raise _fail("error: --inspect needs --out NEW_LOG (the original log is never written to)", 2)
+    if not log.exists():
+        raise _fail(f"error: {log}: no such log")
+    try:
+        res = export_to_inspect(_open_study(db), log, out, arm=arm)
+    except (InspectExportError, StudyError) as exc:
+        raise _fail(f"error: {exc}") from None
+    values = ", ".join(f"{v} {n}" for v, n in sorted(res.values.items())) or "none"
+    err.print(
+        f"wrote {out}: {res.edits} score edit(s) on {res.samples_edited} sample(s) of score {res.score_name!r} "
+        f"(arm {res.arm}, {res.rows_matched} rows from {log}; final values: {values}); {log} is unchanged",
+        markup=False, highlight=False,
+    )
+    if res.reviews_elsewhere:
+        err.print(f"{res.reviews_elsewhere} reviewed row(s) of the study are not from this log and were left out",
+                  markup=False, highlight=False)
 
 
 @reviews_app.command("import")
