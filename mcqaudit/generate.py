@@ -169,6 +169,11 @@ class GenerateSummary:
         out.append(f"elapsed: {self.elapsed_s:.1f} s ({self.rows_per_s:.1f} rows/s)")
         if self.aborted:
             out.append(f"stopped: {self.aborted}")
+        elif not self.errors and not self.not_attempted:
+            out.append(
+                f"next: mcqaudit ingest {self.out} --db STUDY --items ITEMS (rows are in the order they arrived: "
+                "the items file fixes each item's canonical option order)"
+            )
         return out
 
     def as_json(self) -> dict[str, Any]:

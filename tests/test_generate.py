@@ -293,7 +293,9 @@ def test_the_whole_loop_orient_generate_ingest_grade_report(prompts: Path, tmp_p
             g = cli("generate", str(prompts), "--model", "answerer", "--base-url", model.base_url, "--out",
                     str(gens), "--arm", arm, "--quiet")  # fmt: skip
             assert g.returncode == 0, g.stderr
-        ing = cli("ingest", str(gens), "--db", str(db), "--control", "base", "--quiet")
+        # --items: rows are written as they complete, so an item's first row need not be in canonical order
+        items = prompts.parent / "items.jsonl"
+        ing = cli("ingest", str(gens), "--db", str(db), "--items", str(items), "--control", "base", "--quiet")
         assert ing.returncode == 0 and f"{2 * N_PROMPTS} rows loaded" in ing.stdout, ing.stderr
         gr = cli("grade", "--db", str(db), "--judge-model", "scripted", "--judge-base-url", judge.base_url,
                  "--quiet", "--json")  # fmt: skip
