@@ -154,6 +154,138 @@ def orient(
     console.print(f"{len(all_items)} items -> {len(rows)} prompt rows ({scheme}) in {out}")
 
 
+# --------------------------------------------------------------------------------------------- generate
+class GenerateProgress:
+    """`generate`'s progress bar (a :class:`mcqaudit.grade.Reporter`): rows done/total, rows/s, ETA, errors and
+    tokens, on stderr."""
+
+    def __init__(self, console: Console):
+        self._progress = Progress(
+            TextColumn("generating"), BarColumn(), MofNCompleteColumn(), TextColumn("rows"), _RateColumn(),
+            TextColumn("ETA"), TimeRemainingColumn(), TextColumn("errors {task.fields[errors]}"),
+            TextColumn("tokens {task.fields[tokens]}"), console=console,
+        )  # fmt: skip
+        self._task: TaskID | None = None
+
+    def start(self, total: int, done: int) -> None:
+        self._progress.start()
+        self._task = self._progress.add_task("generate", total=total, completed=done, errors=0, tokens=0)
+
+    def advance(self, rows: int, errors: int, tokens: int) -> None:
+        if self._task is not None:
+            f = self._progress.tasks[0].fields
+            self._progress.update(self._task, advance=rows, errors=f["errors"] + errors, tokens=f["tokens"] + tokens)
+
+    def note(self, text: str) -> None:
+        self._progress.console.print(text)
+
+    def stop(self) -> None:
+        self._progress.stop()
+
+
+@app.command()
+def generate(
+    prompts: Annotated[
+        Path,
+        typer.Argument(help="Prompt rows (JSONL) from `mcqaudit orient`: item_id, question, options, gold, "
+                       "orientation, prompt.", show_default=False),
+    ],
+    model: Annotated[str, typer.Option("--model", help="The model to evaluate, as the endpoint names it.",
+                                       show_default=False)],
+    base_url: Annotated[
+        str,
+        typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (vLLM, "
+                     "llama.cpp, Ollama, ...) or https://api.openai.com/v1.", show_default=False),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="The generations file (JSONL) to write or, when it exists, to "
+                     "complete: rows already there are skipped.", show_default=False),
+    ],
+    arm: Annotated[
+        str | None,
+        typer.Option(help="The arm of the rows written. Default: a prompt row's own `arm`, else the model name.",
+                     show_default=False),
+    ] = None,
+    concurrency: Annotated[int, typer.Option(help="Requests in flight.")] = 16,
+    api_key_env: Annotated[
+        str,
+        typer.Option("--api-key-env", help="NAME of the environment variable holding the API key (read at run "
+                     "time; the key is never stored, logged or printed). A local server (127.0.0.1) needs none."),
+    ] = "OPENAI_API_KEY",
+    temperature: Annotated[float, typer.Option(help="Sampling temperature (0 to 2).")] = 0.0,
+    samples: Annotated[
+        int, typer.Option(help="Generations per prompt row, written as sample 0..K-1 (use a temperature above 0).")
+    ] = 1,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Max tokens per generation.")] = 1024,
+    seed: Annotated[
+        int | None,
+        typer.Option(help="Seed sent with each request, as S + sample index (honoured where the endpoint "
+                     "supports seeds). Default: none sent.", show_default=False),
+    ] = None,
+    max_retries: Annotated[
+        int, typer.Option("--max-retries", help="Retries per request on 429, 5xx, timeouts (backoff; retry-after honoured).")
+    ] = 5,
+    timeout: Annotated[float, typer.Option(help="Per-request timeout in seconds.")] = 120.0,
+    logprobs: Annotated[
+        bool,
+        typer.Option("--logprobs/--no-logprobs", help="Ask for the first token's top-20 log-probs and write the "
+                     "option letters' ones as option_logprobs (for the report's log-prob cross-check). An "
+                     "endpoint that refuses them (HTTP 400) is asked without."),
+    ] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON on stdout.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Run a model on the prompt rows: one generation per prompt row and sample, written as rows that
+    `mcqaudit ingest` reads (the prompt row's fields plus arm, sample, generation, model and, where the
+    endpoint returns them, option_logprobs).
+
+    Resumable: rows are appended and flushed one at a time, so a killed run leaves a valid file (a torn last
+    line is dropped by the next run), and a re-run with the same arguments sends only what the file lacks.
+    Retries with backoff on 429, 5xx and timeouts; a request that still fails writes nothing and a re-run
+    retries it.
+
+    Exit status: 0 every row written; 3 some generations failed (a re-run retries them); 2 usage errors (bad
+    flags, no API key for a remote endpoint, an output file from another model); 1 anything else (bad prompt
+    rows, the endpoint refusing every request).
+    """
+    from mcqaudit.endpoint import Interrupted, scrub
+    from mcqaudit.generate import GenerateOptions, GenerateUsageError, secret_for
+    from mcqaudit.generate import generate as run_generate
+    from mcqaudit.ingest.errors import InputError
+
+    options = GenerateOptions(model=model, base_url=base_url, arm=arm, api_key_env=api_key_env,
+                              concurrency=concurrency, temperature=temperature, samples=samples,
+                              max_tokens=max_tokens, seed=seed, timeout_s=timeout, max_retries=max_retries,
+                              logprobs=logprobs)  # fmt: skip
+    try:
+        options.validate()
+    except GenerateUsageError as exc:
+        raise _fail(f"error: {exc}", 2) from None
+    secret = secret_for(options)
+    try:
+        summary = run_generate(prompts, out, options,
+                               reporter=None if quiet or as_json else GenerateProgress(err))  # fmt: skip
+    except GenerateUsageError as exc:
+        raise _fail(f"error: {scrub(str(exc), secret)}", 2) from None
+    except InputError as exc:
+        err.print(f"error: {prompts}: {exc.total} problem(s); nothing sent", markup=False, highlight=False)
+        raise _fail(str(exc)) from None
+    except (KeyboardInterrupt, Interrupted) as exc:
+        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        err.print(f"{why}: every generation received is in {out}; re-run the same command to continue",
+                  markup=False, highlight=False)
+        raise typer.Exit(130 if isinstance(exc, KeyboardInterrupt) else 143) from None
+    except Exception as exc:  # anything else: exit 1 with a one-line reason, never a traceback with locals
+        raise _fail(f"error: generate failed: {type(exc).__name__}: {scrub(str(exc), secret)}") from None
+    if as_json:
+        sys.stdout.write(json.dumps(summary.as_json(), indent=2) + "\n")
+    else:
+        for line in summary.lines():
+            console.print(line, markup=False, highlight=False)
+    raise typer.Exit(summary.exit_code)
+
+
 # --------------------------------------------------------------------------------------------- ingest
 @app.command()
 def ingest(
@@ -802,17 +934,39 @@ def reviews_export(
     out: Annotated[
         Path | None,
         typer.Option(
-            "--out", "-o", help="Write the CSV here instead of standard output.", show_default=False
+            "--out", "-o", help="Write the CSV here instead of standard output (with --inspect: the new log, "
+            ".eval or .json).", show_default=False
         ),
+    ] = None,
+    inspect: Annotated[
+        Path | None,
+        typer.Option(
+            "--inspect",
+            help="An Inspect AI log (.eval or .json) that rows of the study were ingested from: write a copy of it "
+            "to --out in which every review of those rows is a score edit with provenance (reviewer, time, note, "
+            "judge fingerprint), for Inspect View. The original is never touched. Needs mcqaudit[inspect].",
+            show_default=False,
+        ),
+    ] = None,
+    arm: Annotated[
+        str | None,
+        typer.Option("--arm", help="With --inspect: the arm the log was ingested as, when several match.",
+                     show_default=False),
     ] = None,
 ) -> None:
     """Every review of the study, retractions included, oldest first, as CSV: row_id (and arm, item_id,
     orientation, sample), action, verdict, picked_letter, note, reviewer, created_at (UTC), prior_verdict,
-    prior_source, fingerprint, retracts, queue_id, origin."""
+    prior_source, fingerprint, retracts, queue_id, origin.
+
+    With --inspect LOG --out NEW_LOG: the reviews of the rows that came from LOG, as score edits in a copy
+    of it (CORRECT -> C; INCORRECT and OTHER -> I, OTHER with no answer and the explanation "OTHER: ...")."""
     from mcqaudit.store.reviews import review_log_csv
 
     if not db.exists():
         raise _fail(f"error: {db}: no such study file")
+    if inspect is not None or arm is not None:
+        _reviews_to_inspect(db, inspect, out, arm)
+        return
     text = review_log_csv(_open_study(db))
     if out is None:
         sys.stdout.write(text)
@@ -823,6 +977,31 @@ def reviews_export(
     tmp.replace(out)
     n = text.count("\n") - 1
     err.print(f"wrote {out} ({n} review{'s' if n != 1 else ''})", markup=False, highlight=False)
+
+
+def _reviews_to_inspect(db: Path, log: Path | None, out: Path | None, arm: str | None) -> None:
+    from mcqaudit.inspect_edits import InspectExportError, export_to_inspect
+    from mcqaudit.store import StudyError
+
+    if log is None:
+        raise _fail("error: --arm goes with --inspect LOG", 2)
+    if out is None:
+        raise _fail("error: --inspect needs --out NEW_LOG (the original log is never written to)", 2)
+    if not log.exists():
+        raise _fail(f"error: {log}: no such log")
+    try:
+        res = export_to_inspect(_open_study(db), log, out, arm=arm)
+    except (InspectExportError, StudyError) as exc:
+        raise _fail(f"error: {exc}") from None
+    values = ", ".join(f"{v} {n}" for v, n in sorted(res.values.items())) or "none"
+    err.print(
+        f"wrote {out}: {res.edits} score edit(s) on {res.samples_edited} sample(s) of score {res.score_name!r} "
+        f"(arm {res.arm}, {res.rows_matched} rows from {log}; final values: {values}); {log} is unchanged",
+        markup=False, highlight=False,
+    )
+    if res.reviews_elsewhere:
+        err.print(f"{res.reviews_elsewhere} reviewed row(s) of the study are not from this log and were left out",
+                  markup=False, highlight=False)
 
 
 @reviews_app.command("import")

@@ -1,15 +1,21 @@
-"""Scripted OpenAI-compatible judge servers on 127.0.0.1 for the judge tests.
+"""Scripted OpenAI-compatible servers on 127.0.0.1 for the judge tests and the `generate` tests.
 
 A real aiohttp server in a background thread, speaking enough of POST /v1/chat/completions for the real
-`openai` client. Each request is handed to a *responder* that returns an action: a reply text, an HTTP
-status (with headers such as retry-after), a hang, or a garbage body. Every request is recorded, so a test
-can count what was sent, with which headers, for which prompt.
+`openai` client. Each request is handed to a *responder* that returns an action: a reply text (with the
+first token's top log-probs, when the request asks for them and the reply has some), an HTTP status (with
+headers such as retry-after), a hang, or a garbage body. Every request is recorded, so a test can count
+what was sent, with which headers, for which prompt.
+
+:func:`answering_model` is the "model under evaluation" for `generate`: a scripted stand-in, not an LLM.
+It reads the options out of a prompt rendered by `mcqaudit orient` and answers with a scripted option
+text, in a scripted style, so that every letter it gives follows the order it was shown.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from collections import Counter
@@ -45,6 +51,8 @@ class Reply:
     model: str | None = None
     system_fingerprint: str | None = None
     finish_reason: str = "stop"  # "length": the endpoint says it cut the reply off at max_tokens
+    # the first token's top log-probs (token, logprob), sent when the request has logprobs=True
+    top_logprobs: tuple[tuple[str, float], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,47 @@ def heuristic(call: Call) -> Action:
     if call.parsed is None:
         return Reply("OTHER")
     return Reply(option_match(call.parsed))
+
+
+# --- the answering model (for `generate`) --------------------------------------------------------------
+
+_OPTION_LINE = re.compile(r"^([A-Z])\. (.*)$", re.M)
+
+
+def displayed_options(prompt: str) -> list[str]:
+    """The options of a prompt rendered by orient's default template (`A. text` lines), in displayed order."""
+    return [m.group(2) for m in _OPTION_LINE.finditer(prompt)]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the answering model says to one question: the option text it picks (None: it refuses), and how."""
+
+    pick: str | None
+    style: str = "letter"  # letter: "B" | sentence: "I think it is <text>." | refuse
+
+
+def answering_model(answers: dict[str, Answer]) -> Responder:
+    """A scripted "model" for `generate` (not an LLM): the question whose text occurs in the prompt gets its
+    scripted :class:`Answer`, given as the displayed letter of the picked text (style letter), or a sentence
+    naming the text, or a refusal. A letter reply carries top log-probs with that letter first."""
+
+    def respond(call: Call) -> Action:
+        options = displayed_options(call.user)
+        question = next((q for q in answers if q in call.user), None)
+        if question is None or not options:
+            return Status(400, "the answering model got a prompt it has no script for")
+        a = answers[question]
+        if a.pick is None or a.style == "refuse":
+            return Reply("I would rather not answer that.", top_logprobs=(("I", -0.05), ("Sorry", -3.2)))
+        letter = LETTERS[options.index(a.pick)]
+        if a.style == "sentence":
+            return Reply(f"I think it is {a.pick}.", top_logprobs=(("I", -0.1), (letter, -2.5)))
+        others = [c for c in LETTERS[: len(options)] if c != letter]
+        top = [(letter, -0.1), (f" {letter}", -2.3)] + [(c, -4.0 - i) for i, c in enumerate(others)]
+        return Reply(letter, top_logprobs=(*top, ("The", -6.0)))
+
+    return respond
 
 
 class ScriptedJudge:
@@ -178,9 +227,15 @@ class ScriptedJudge:
             )
         if action.delay_s:
             await asyncio.sleep(action.delay_s)
-        return web.json_response(
-            self._completion(action.text, body, action.model, action.system_fingerprint, action.finish_reason)
+        completion = self._completion(
+            action.text, body, action.model, action.system_fingerprint, action.finish_reason
         )
+        if body.get("logprobs") and action.top_logprobs:
+            k = int(body.get("top_logprobs") or 0)
+            top = [{"token": t, "logprob": lp, "bytes": None} for t, lp in action.top_logprobs[:k]]
+            first = top[0] if top else {"token": action.text or "", "logprob": 0.0, "bytes": None}
+            completion["choices"][0]["logprobs"] = {"content": [{**first, "top_logprobs": top}]}
+        return web.json_response(completion)
 
     def _completion(
         self, text: str | None, body: dict, model: str | None, fp: str | None, finish_reason: str

@@ -6,13 +6,12 @@ The API key is never held here: only the name of its environment variable, read 
 from __future__ import annotations
 
 import json
-import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcqaudit.judge.client import is_local_url
+from mcqaudit.endpoint import Interrupted, api_key_for, valid_env_name
+from mcqaudit.endpoint import key_in_env as key_in_env  # re-exported: the CLI scrubs with it
 from mcqaudit.judge.prompts import Exemplar, JudgeConfig, legal_values
 from mcqaudit.store import judging
 from mcqaudit.store.db import Study
@@ -34,19 +33,12 @@ NO_JUDGE_MESSAGE = (
     "strict pre-filter alone, pass --no-judge: the study is then marked unaudited."
 )
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def valid_env_name(name: str) -> bool:
-    return bool(_ENV_NAME.match(name))
-
-
 class GradeUsageError(Exception):
     """Bad flags, no judge configured, bad exemplar file, unknown arm: exit status 2."""
 
 
-class GradeInterrupted(Exception):
-    """The run was stopped by a signal; what had arrived is saved, and a re-run continues."""
+# The run was stopped by a signal; what had arrived is saved, and a re-run continues.
+GradeInterrupted = Interrupted
 
 
 @dataclass(frozen=True)
@@ -83,18 +75,11 @@ class GradeOptions:
             )
 
 
-def key_in_env(env_name: str) -> str:
-    """The value of the named variable now; empty when it is unset or ``env_name`` is not a variable name."""
-    return os.environ.get(env_name, "") if valid_env_name(env_name) else ""
-
-
 def resolve_api_key(env_name: str, base_url: str | None) -> str:
     """The key from the named environment variable, read now. Local servers may go without one."""
-    key = key_in_env(env_name)
-    if key:
+    key = api_key_for(env_name, base_url)
+    if key is not None:
         return key
-    if is_local_url(base_url):
-        return "no-key"  # the openai client insists on a key; local OpenAI-compatible servers ignore it
     raise GradeUsageError(
         f"the judge API key is read from the environment variable {env_name}, which is not set "
         "(name another one with --judge-api-key-env)"

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
-import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from mcqaudit.grade.config import GradeInterrupted, GradeOptions, check_arms, resolve_api_key
+from mcqaudit.endpoint import run_until_sigterm
+from mcqaudit.grade.config import GradeOptions, check_arms, resolve_api_key
 from mcqaudit.grade.plan import plan_requests
 from mcqaudit.grade.records import cached_verdicts, outcome_records
 from mcqaudit.grade.summary import STANDIN_NOTE, GradeSummary, NullReporter, Reporter
@@ -163,33 +162,6 @@ async def grade_async(
 
 
 def grade(study: Study, options: GradeOptions, *, reporter: Reporter | None = None) -> GradeSummary:
-    """Synchronous entry point: runs :func:`grade_async`; SIGTERM cancels it cleanly (batches are kept)."""
-
-    terminated = threading.Event()
-
-    async def main() -> GradeSummary:
-        task = asyncio.current_task()
-        loop = asyncio.get_running_loop()
-        installed = False
-
-        def on_sigterm() -> None:
-            terminated.set()
-            if task is not None:
-                task.cancel()
-
-        if threading.current_thread() is threading.main_thread():
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(signal.SIGTERM, on_sigterm)
-                installed = True
-        try:
-            return await grade_async(study, options, reporter=reporter)
-        finally:
-            if installed:
-                loop.remove_signal_handler(signal.SIGTERM)
-
-    try:
-        return asyncio.run(main())
-    except asyncio.CancelledError:
-        if terminated.is_set():
-            raise GradeInterrupted("terminated (SIGTERM)") from None
-        raise
+    """Synchronous entry point: runs :func:`grade_async`; SIGTERM cancels it cleanly (batches are kept) and
+    raises :class:`~mcqaudit.grade.GradeInterrupted`."""
+    return run_until_sigterm(lambda: grade_async(study, options, reporter=reporter))
