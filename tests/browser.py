@@ -92,3 +92,20 @@ def serve(db: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
         log.close()
+
+
+def settle(page, quiet_ms: int = 300, timeout_s: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    """Wait until no element has been stale for ``quiet_ms``: Streamlit marks a rerun's old elements stale
+    only after a short delay, and a page streams in top to bottom, so one look can catch a run in flight."""
+    deadline = time.monotonic() + timeout_s
+    quiet_since = None
+    while time.monotonic() < deadline:
+        now = time.monotonic()
+        if page.locator('[data-stale="true"]').count():
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = now
+        elif (now - quiet_since) * 1000 >= quiet_ms:
+            return
+        page.wait_for_timeout(25)
+    raise AssertionError("the page kept re-rendering")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import ARGS, ARTIFACTS, CHROMIUM, serve
+from tests.browser import ARGS, ARTIFACTS, CHROMIUM, serve, settle
 from tests.ui_study import XSS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -70,6 +70,7 @@ def test_review_in_the_browser_changes_the_overview(server) -> None:
             assert page.locator("img[src*='127.0.0.1:9']").count() == 0  # the Markdown image stayed text
             assert page.locator("script", has_text="alert(1)").count() == 0
 
+            settle(page)  # the whole panel of the found row is drawn (the decision controls come after the text)
             page.get_by_role("radiogroup", name="Verdict").get_by_text("INCORRECT", exact=True).click()
             save = page.get_by_role("button", name="Save override")
             expect(save).to_be_enabled()

@@ -130,7 +130,12 @@ def control_arm(path: str) -> None:
 def main(default: str = "overview") -> None:
     st.set_page_config(page_title="mcqaudit", page_icon=":material/fact_check:", layout="wide")
     # less empty space above each page's title, so the first screen holds the findings and the decision
-    st.html('<style>[data-testid="stMainBlockContainer"] { padding-top: 2.5rem; }</style>')
+    # ... and an element of the previous run (greyed while a rerun streams in) takes no clicks: a click on
+    # the previous row's controls would land on a row no longer on screen
+    st.html(
+        '<style>[data-testid="stMainBlockContainer"] { padding-top: 2.5rem; }'
+        ' [data-stale="true"] { pointer-events: none; }</style>'
+    )
     state.init_state()
     wants_review = state.read_url()  # a reload or a shared link: ?row= / ?queue= open Review there
     path = resolve_db()
