@@ -139,6 +139,7 @@ class Results(TypedDict):
 
     control_arm: str | None
     control_source: str
+    flags: list[Flag]
     metrics: dict[str, ArmMetrics]
     delta_accuracy: dict[str, ArmDelta | None]
     delta_accuracy_by_parser: dict[str, dict[str, Metric | None]]
@@ -147,7 +148,6 @@ class Results(TypedDict):
     design: Design
     audit: Audit
     notes: Notes
-    flags: list[Flag]
 
 
 class Finding(TypedDict):
@@ -197,26 +197,18 @@ class BootstrapFacts(TypedDict):
     ci_level: float
 
 
-class Report(TypedDict):
-    """The whole report dict (``mcqaudit report --format json``)."""
+class Report(Results):
+    """The whole report dict (``mcqaudit report --format json``): :class:`Results` and the study's facts.
+    (The JSON prints ``schema_version``, ``mcqaudit_version``, ``study``, ``arms``, ``control_arm``,
+    ``control_source``, ``rows``, ``rows_by_arm``, ``judge_fingerprints``, ``bootstrap``, ``findings``, then
+    the computed keys.)"""
 
     schema_version: int
     mcqaudit_version: str
     study: StudyFacts
     arms: list[str]
-    control_arm: str | None
-    control_source: str
     rows: int
     rows_by_arm: dict[str, int]
     judge_fingerprints: dict[str, FingerprintUse]
     bootstrap: BootstrapFacts
     findings: list[Finding]
-    flags: list[Flag]
-    metrics: dict[str, ArmMetrics]
-    delta_accuracy: dict[str, ArmDelta | None]
-    delta_accuracy_by_parser: dict[str, dict[str, Metric | None]]
-    pairwise_delta: dict[str, dict[str, Metric | None]] | None
-    judge_agreement: JudgeAgreement | None
-    design: Design
-    audit: Audit
-    notes: Notes
