@@ -525,7 +525,8 @@ def report(
     orientations is one unit. Every difference carries its minimum detectable effect. The HTML and
     Markdown say when verdicts come from the heuristic stand-in judge or an unaudited (--no-judge) study.
     """
-    from mcqaudit.report import FORMATS, build_report, render
+    from mcqaudit.api import build_report
+    from mcqaudit.report import FORMATS, render
 
     if fmt not in FORMATS:
         raise _fail(f"error: --format must be one of {', '.join(FORMATS)}, not {fmt!r}", 2)
@@ -553,11 +554,14 @@ def report(
 
 
 def _info_flags(study) -> None:
-    from mcqaudit.report import flags_for
+    from mcqaudit.api import study_flags
 
-    flags = flags_for(study)
+    flags, unchecked = study_flags(study)  # counts only: the bootstrap is `report`'s
+    later = (
+        f"{', '.join(unchecked)} read bootstrap CIs: `mcqaudit report` checks them" if unchecked else None
+    )
     if not flags:
-        console.print("diagnostics: no flag fired")
+        console.print("diagnostics: no flag fired" + (f" ({later})" if later else ""), markup=False)
         return
     t = Table(title=f"diagnostics ({len(flags)} flags; details: `mcqaudit report`)", title_justify="left")
     for c in ("flag", "arm", "evidence"):
@@ -565,6 +569,8 @@ def _info_flags(study) -> None:
     for f in flags:
         t.add_row(f["name"], f.get("arm") or "", f["evidence"])
     console.print(t)
+    if later:
+        console.print(f"not checked here: {later}", markup=False)
 
 
 _INFO_SECTIONS.append(_info_flags)

@@ -1,9 +1,10 @@
-"""The shareable report: the JSON dict (docs/report-schema.md), and its Markdown and self-contained HTML.
+"""Render a report dict (docs/report-schema.md): the findings, and the JSON, Markdown and self-contained HTML.
 
-:func:`build_report` is the one entry point the CLI and the dashboard call; it loads aggregated frames
-from the study (:mod:`mcqaudit.store.frames`, imported lazily so this module stays free of duckdb) and
-hands them to :func:`mcqaudit.metrics.compute`. The renderers are pure functions of the dict: Markdown
-and HTML are built from the same list of sections, so the two always say the same thing.
+Pure functions of the dict, no I/O: :func:`findings` writes the few sentences every view opens with, and
+Markdown and HTML are built from the same list of sections, so the two always say the same thing. The
+dict itself is built by the application layer, :func:`mcqaudit.api.build_report` (study → frames →
+metrics → report); ``mcqaudit.report.build_report``, ``report_from_frames`` and ``flags_for`` still
+resolve to it, so older imports keep working.
 """
 
 from __future__ import annotations
@@ -11,14 +12,11 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mcqaudit import __version__
-from mcqaudit.metrics import CI_LEVEL, MIN_AUDIT_ROWS, MIN_ITEMS, StudyFrames, compute, sort_flags
-
-if TYPE_CHECKING:
-    from mcqaudit.store.db import Study
+from mcqaudit.formatting import num, pct, pp, with_chance
+from mcqaudit.metrics import MIN_AUDIT_ROWS, MIN_ITEMS
+from mcqaudit.metrics.results import Finding
 
 SCHEMA_VERSION = 1
 FORMATS = ("json", "md", "html")
@@ -30,81 +28,35 @@ UNAUDITED_BANNER = (
 
 Report = dict[str, Any]
 MDE_INFORMATIVE = 0.10  # a null is called informative when the study could have seen a 10 pp effect
+_API_NAMES = ("build_report", "report_from_frames", "flags_for")  # moved to mcqaudit.api
+
+__all__ = [
+    "FORMATS",
+    "SCHEMA_VERSION",
+    "STANDIN_BANNER",
+    "UNAUDITED_BANNER",
+    "banners",
+    "findings",
+    "note_label",
+    "num",
+    "pct",
+    "render",
+    "sections",
+    "to_html",
+    "to_markdown",
+    "with_chance",
+]
 
 
-def build_report(
-    study: str | Path | Study,
-    control: str | None = None,
-    verdicts: str = "final",
-    n_boot: int = 2000,
-    seed: int = 0,
-) -> Report:
-    """The report dict of a study file (path or open :class:`~mcqaudit.store.db.Study`)."""
-    from mcqaudit.store.db import Study
-    from mcqaudit.store.frames import load_frames
+def __getattr__(name: str) -> Any:
+    # The report builders live in the application layer, which imports this module; resolving them on
+    # first use keeps this module free of the study file and keeps `from mcqaudit.report import
+    # build_report` working.
+    if name in _API_NAMES:
+        from mcqaudit import api
 
-    st = study if isinstance(study, Study) else Study(study)
-    return report_from_frames(load_frames(st, verdicts), control=control, n_boot=n_boot, seed=seed)  # type: ignore[arg-type]
-
-
-def report_from_frames(
-    frames: StudyFrames, control: str | None = None, n_boot: int = 2000, seed: int = 0
-) -> Report:
-    """The report dict from already loaded frames (pure)."""
-    info = frames.info
-    res = compute(frames, control=control, n_boot=n_boot, seed=seed)
-    used = {fp for fps in info.arm_fingerprints.values() for fp in fps}
-    fingerprints: dict[str, Any] = {}
-    for fp in sorted(used):
-        cfg = info.judge_configs.get(fp, {})
-        fingerprints[fp] = {
-            "model": cfg.get("model"),
-            "shape": cfg.get("shape"),
-            "temperature": cfg.get("temperature"),
-            "standin": bool(cfg.get("standin", False)),
-            "arms": [a for a in info.arms if fp in info.arm_fingerprints.get(a, {})],
-            "rows": sum(info.arm_fingerprints.get(a, {}).get(fp, 0) for a in info.arms),
-        }
-    standin = any(v["standin"] for v in fingerprints.values())
-    report: Report = {
-        "schema_version": SCHEMA_VERSION,
-        "mcqaudit_version": __version__,
-        "study": {
-            "path": info.path,
-            "created": info.created,
-            "unaudited": info.unaudited,
-            "standin_judge": standin,
-            "verdicts": frames.verdicts,
-            "items": info.n_items,
-            "orientations": info.orientations,
-            "parsers": info.parsers,
-            "reviews": info.n_reviews,
-        },
-        "arms": info.arms,
-        "control_arm": res["control_arm"],
-        "control_source": res["control_source"],
-        "rows": sum(info.rows_by_arm.values()),
-        "rows_by_arm": info.rows_by_arm,
-        "judge_fingerprints": fingerprints,
-        "bootstrap": {"resamples": int(n_boot), "seed": int(seed), "unit": "item", "ci_level": CI_LEVEL},
-        "findings": [],
-        "flags": sort_flags(res["flags"]),
-        "metrics": res["metrics"],
-        "delta_accuracy": res["delta_accuracy"],
-        "delta_accuracy_by_parser": res["delta_accuracy_by_parser"],
-        "pairwise_delta": res["pairwise_delta"],
-        "judge_agreement": res["judge_agreement"],
-        "design": res["design"],
-        "audit": res["audit"],
-        "notes": dict(sorted(res["notes"].items())),
-    }
-    report["findings"] = findings(report)
-    return report
-
-
-def flags_for(study: str | Path | Study, n_boot: int = 500, seed: int = 0) -> list[dict[str, Any]]:
-    """The diagnostics of a study (for ``mcqaudit info``): the report's flags, most important first."""
-    return build_report(study, n_boot=n_boot, seed=seed)["flags"]
+        return getattr(api, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --- findings -------------------------------------------------------------------------------------------
@@ -117,16 +69,6 @@ CONTROL_WORDS = {
 _PARSER_WORDS = {"naive": "naive parser (first [A-D] letter)", "user": "user's own parser"}
 
 
-def _pp(m: Mapping[str, Any] | None) -> str:
-    """``-2.7 pp [-7.3, +2.3]``."""
-    if m is None or m.get("value") is None:
-        return "n/a"
-    s = f"{m['value'] * 100:+.1f} pp"
-    if m.get("ci_low") is not None and m.get("ci_high") is not None:
-        s += f" [{m['ci_low'] * 100:+.1f}, {m['ci_high'] * 100:+.1f}]"
-    return s
-
-
 def _clear(m: Mapping[str, Any] | None) -> int:
     """+1 / -1 when the CI lies above / below 0, else 0."""
     if not m or m.get("ci_low") is None or m.get("ci_high") is None:
@@ -135,13 +77,15 @@ def _clear(m: Mapping[str, Any] | None) -> int:
 
 
 def _finding(kind: str, text: str, arm: str | None = None, m: Mapping[str, Any] | None = None,
-             items: int | None = None, rows: int | None = None, **extra: Any) -> dict[str, Any]:  # fmt: skip
+             items: int | None = None, rows: int | None = None, **extra: Any) -> Finding:  # fmt: skip
     ci = [m["ci_low"], m["ci_high"]] if m and m.get("ci_low") is not None else None
-    return {"kind": kind, "arm": arm, "text": text, "value": m.get("value") if m else None, "ci": ci,
-            "n_items": items, "n_rows": rows, **extra}  # fmt: skip
+    f: Finding = {"kind": kind, "arm": arm, "text": text, "value": m.get("value") if m else None, "ci": ci,
+                  "n_items": items, "n_rows": rows}  # fmt: skip
+    f.update(extra)  # type: ignore[typeddict-item]
+    return f
 
 
-def findings(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+def findings(report: Mapping[str, Any]) -> list[Finding]:
     """A few sentences a collaborator can trust in thirty seconds, written from the report dict (pure).
 
     Each finding is ``{"kind", "arm", "text", "value", "ci", "n_items", "n_rows", ...}``; every sentence
@@ -151,7 +95,7 @@ def findings(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     per orientation); then ``control`` (a control picked only for being first), ``design`` and ``audit``.
     Nothing is stated from fewer than 20 items: such a comparison reads "not enough shared items (n=2)".
     """
-    out: list[dict[str, Any]] = []
+    out: list[Finding] = []
     arms = list(report.get("arms") or [])
     ctrl = report.get("control_arm")
     flags = report.get("flags") or []
@@ -185,7 +129,7 @@ def findings(report: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _arm_findings(
     report: Mapping[str, Any], arm: str, d: Mapping[str, Any] | None, flags: Sequence[Mapping[str, Any]]
-) -> list[dict[str, Any]]:
+) -> list[Finding]:
     ctrl = report["control_arm"]
     notes = report.get("notes") or {}
     vs = f"{arm} vs {ctrl}"
@@ -211,16 +155,16 @@ def _arm_findings(
     mde = ov.get("mde")
     sign = _clear(ov)
     if ov.get("ci_low") is None:
-        text = f"{vs}: Δaccuracy {_pp(ov)} {on}; no CI was computed (--bootstrap 0)."
+        text = f"{vs}: Δaccuracy {pp(ov)} {on}; no CI was computed (--bootstrap 0)."
         informative = None
     elif sign:
-        text = f"{vs}: Δaccuracy {_pp(ov)} {on}; the CI excludes 0 (MDE {mde * 100:.1f} pp)."
+        text = f"{vs}: Δaccuracy {pp(ov)} {on}; the CI excludes 0 (MDE {mde * 100:.1f} pp)."
         informative = True
     else:
         informative = mde is not None and mde <= MDE_INFORMATIVE
         same = ov["ci_low"] == ov["ci_high"] == ov["value"] == 0
         text = (
-            f"{vs}: Δaccuracy {_pp(ov)} {on}, "
+            f"{vs}: Δaccuracy {pp(ov)} {on}, "
             + ("the two arms' verdicts agree on every shared item; " if same else "no effect the study can see; ")
             + (f"with an MDE of {mde * 100:.1f} pp a null here is informative." if informative else
                f"with an MDE of {mde * 100:.1f} pp a null here is not informative (a smaller effect would not show).")
@@ -246,7 +190,7 @@ def _arm_findings(
         )
         n = f"n={m['n']} items"
         if not artifact:
-            text = f"The {label} would have reported Δaccuracy {_pp(m)} ({n}), in line with the verdicts."
+            text = f"The {label} would have reported Δaccuracy {pp(m)} ({n}), in line with the verdicts."
         else:
             ps, js = _clear(m), sign
             verb = (
@@ -255,8 +199,8 @@ def _arm_findings(
                 "reverses the effect" if ps and js and ps != js else
                 "misstates the size of the effect"
             )  # fmt: skip
-            text = (f"The {label} would have reported Δaccuracy {_pp(m)} instead ({n}): the parser, not the "
-                    f"model, {verb} ({_pp(ov)} by the verdicts).")  # fmt: skip
+            text = (f"The {label} would have reported Δaccuracy {pp(m)} instead ({n}): the parser, not the "
+                    f"model, {verb} ({pp(ov)} by the verdicts).")  # fmt: skip
         out.append(_finding("parser", text, arm, m, m["n"], rows, parser=name, artifact=artifact))
 
     o, aa = d.get("other_rate"), d.get("answered_accuracy")
@@ -271,8 +215,8 @@ def _arm_findings(
         s_o = _clear(o)
         head = (f"{arm} answers OTHER (refuses, hedges, picks no single option) more often" if s_o > 0 else
                 f"{arm} answers OTHER less often" if s_o < 0 else "The OTHER rate shows no clear change")  # fmt: skip
-        text = (f"{head}: {rates + ', ' if rates else ''}Δ {_pp(o)} (n={o['n']} items); on answered rows only, "
-                f"Δaccuracy is {_pp(aa)}.")  # fmt: skip
+        text = (f"{head}: {rates + ', ' if rates else ''}Δ {pp(o)} (n={o['n']} items); on answered rows only, "
+                f"Δaccuracy is {pp(aa)}.")  # fmt: skip
         out.append(_finding("other_rate", text, arm, o, o["n"], rows, answered_accuracy=aa))
 
     design = report.get("design") or {}
@@ -300,7 +244,7 @@ def _arm_findings(
     return out
 
 
-def _audit_findings(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _audit_findings(report: Mapping[str, Any]) -> list[Finding]:
     audit = report.get("audit") or {}
     if not audit or audit.get("audited"):
         return []
@@ -333,33 +277,6 @@ class Section:
     paragraphs: list[str] = field(default_factory=list)
     bullets: list[str] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
-
-
-def pct(m: Mapping[str, Any] | None, *, sign: bool = False, ci: bool = True) -> str:
-    """A metric in percent (or percentage points) with its CI: ``71.2 [66.1, 75.8]``; ``n/a`` when missing."""
-    if m is None or m.get("value") is None:
-        return "n/a"
-    f = "{:+.1f}" if sign else "{:.1f}"
-    s = f.format(m["value"] * 100)
-    if ci and m.get("ci_low") is not None and m.get("ci_high") is not None:
-        s += f" [{f.format(m['ci_low'] * 100)}, {f.format(m['ci_high'] * 100)}]"
-    return s
-
-
-def num(m: Mapping[str, Any] | None, digits: int = 2, scale: float = 1.0) -> str:
-    if m is None or m.get("value") is None:
-        return "n/a"
-    s = f"{m['value'] * scale:.{digits}f}"
-    if m.get("ci_low") is not None and m.get("ci_high") is not None:
-        s += f" [{m['ci_low'] * scale:.{digits}f}, {m['ci_high'] * scale:.{digits}f}]"
-    return s
-
-
-def with_chance(m: Mapping[str, Any] | None) -> str:
-    s = pct(m)
-    if m is not None and m.get("chance") is not None:
-        s += f" (chance {m['chance'] * 100:.1f})"
-    return s
 
 
 def banners(report: Mapping[str, Any]) -> list[str]:

@@ -743,9 +743,9 @@ def test_orientation_instability_fires_on_an_effect_in_one_orientation() -> None
 
 
 def test_many_orientations_get_point_estimates_beyond_the_ci_cap(monkeypatch: pytest.MonkeyPatch) -> None:
-    import mcqaudit.metrics as metrics
+    from mcqaudit.metrics import rules
 
-    monkeypatch.setattr(metrics, "MAX_ORIENTATIONS_WITH_CI", 2)
+    monkeypatch.setattr(rules, "MAX_ORIENTATIONS_WITH_CI", 2)
     labels = tuple(orient.scheme_labels(4, "all")[:5])
     res = compute(synthetic_frames(np.random.default_rng(1), n_items=40, labels=labels), n_boot=50)
     by = res["metrics"]["base"]["accuracy_by_orientation"]

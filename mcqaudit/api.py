@@ -1,0 +1,114 @@
+"""The application layer the CLI and the dashboard share: study → frames → metrics → report dict.
+
+This is the one place where the pure core meets the study file: it opens the study (:mod:`mcqaudit.store`),
+loads its frames, runs :func:`mcqaudit.metrics.compute` and hands the results to :mod:`mcqaudit.report`,
+which writes the findings and renders. ``mcqaudit report`` and the dashboard call :func:`build_report`;
+``mcqaudit info`` calls :func:`study_flags`, which counts and does not bootstrap.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mcqaudit import __version__
+from mcqaudit.metrics import CI_FLAGS, CI_LEVEL, StudyFrames, compute, sort_flags
+from mcqaudit.metrics.results import FingerprintUse, Flag, Report
+from mcqaudit.report import SCHEMA_VERSION, findings
+
+if TYPE_CHECKING:
+    from mcqaudit.store.db import Study
+
+
+def open_study(study: str | Path | Study) -> Study:
+    """An open :class:`~mcqaudit.store.db.Study` for a path (or the one given)."""
+    from mcqaudit.store.db import Study
+
+    return study if isinstance(study, Study) else Study(study)
+
+
+def load_frames(study: str | Path | Study, verdicts: str = "final") -> StudyFrames:
+    """The study's frames in the ``final`` or ``judge`` verdict view (:mod:`mcqaudit.store.frames`)."""
+    from mcqaudit.store.frames import load_frames as _load
+
+    return _load(open_study(study), verdicts)  # type: ignore[arg-type]
+
+
+def build_report(
+    study: str | Path | Study,
+    control: str | None = None,
+    verdicts: str = "final",
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> Report:
+    """The report dict of a study file (path or open :class:`~mcqaudit.store.db.Study`)."""
+    return report_from_frames(load_frames(study, verdicts), control=control, n_boot=n_boot, seed=seed)
+
+
+def report_from_frames(
+    frames: StudyFrames, control: str | None = None, n_boot: int = 2000, seed: int = 0
+) -> Report:
+    """The report dict from already loaded frames (pure: metrics, then the study's facts and the findings)."""
+    info = frames.info
+    res = compute(frames, control=control, n_boot=n_boot, seed=seed)
+    used = {fp for fps in info.arm_fingerprints.values() for fp in fps}
+    fingerprints: dict[str, FingerprintUse] = {}
+    for fp in sorted(used):
+        cfg = info.judge_configs.get(fp, {})
+        fingerprints[fp] = {
+            "model": cfg.get("model"),
+            "shape": cfg.get("shape"),
+            "temperature": cfg.get("temperature"),
+            "standin": bool(cfg.get("standin", False)),
+            "arms": [a for a in info.arms if fp in info.arm_fingerprints.get(a, {})],
+            "rows": sum(info.arm_fingerprints.get(a, {}).get(fp, 0) for a in info.arms),
+        }
+    report: Report = {
+        "schema_version": SCHEMA_VERSION,
+        "mcqaudit_version": __version__,
+        "study": {
+            "path": info.path,
+            "created": info.created,
+            "unaudited": info.unaudited,
+            "standin_judge": any(v["standin"] for v in fingerprints.values()),
+            "verdicts": frames.verdicts,
+            "items": info.n_items,
+            "orientations": info.orientations,
+            "parsers": info.parsers,
+            "reviews": info.n_reviews,
+        },
+        "arms": info.arms,
+        "control_arm": res["control_arm"],
+        "control_source": res["control_source"],
+        "rows": sum(info.rows_by_arm.values()),
+        "rows_by_arm": info.rows_by_arm,
+        "judge_fingerprints": fingerprints,
+        "bootstrap": {"resamples": int(n_boot), "seed": int(seed), "unit": "item", "ci_level": CI_LEVEL},
+        "findings": [],
+        "flags": sort_flags(res["flags"]),
+        "metrics": res["metrics"],
+        "delta_accuracy": res["delta_accuracy"],
+        "delta_accuracy_by_parser": res["delta_accuracy_by_parser"],
+        "pairwise_delta": res["pairwise_delta"],
+        "judge_agreement": res["judge_agreement"],
+        "design": res["design"],
+        "audit": res["audit"],
+        "notes": dict(sorted(res["notes"].items())),
+    }
+    report["findings"] = findings(report)
+    return report
+
+
+def flags_for(study: str | Path | Study, n_boot: int = 500, seed: int = 0) -> list[Flag]:
+    """The report's flags, most important first, from a bootstrap of ``n_boot`` resamples."""
+    return build_report(study, n_boot=n_boot, seed=seed)["flags"]
+
+
+def study_flags(study: str | Path | Study) -> tuple[list[Flag], tuple[str, ...]]:
+    """The flags that need no bootstrap (for ``mcqaudit info``), most important first, and the names of
+    the flags that could not be checked here: those read off CIs (:data:`~mcqaudit.metrics.CI_FLAGS`),
+    which need two or more arms to compare and a bootstrap (``mcqaudit report``)."""
+    frames = load_frames(study)
+    res = compute(frames, n_boot=0)
+    unchecked = CI_FLAGS if res["delta_accuracy"] else ()
+    return sort_flags(res["flags"]), unchecked

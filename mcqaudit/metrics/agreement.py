@@ -1,0 +1,96 @@
+"""Agreement family: the automated verdict against reviews (``judge_agreement``, with Cohen's κ and the
+review-corrected accuracy) and the log-prob cross-check (``logprob_crosscheck``). Pure.
+
+Bootstrap columns read here: ``("review_vs_auto", arm | "all", auto, review)`` (reviewed rows by automated
+and review verdict), ``("auto_share", verdict, arm)`` / ``("auto_den", arm)`` (item-weighted share of each
+automated verdict) and ``("logprob", what, arm)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mcqaudit.metrics.bootstrap import Sums, safe_div, summarize
+from mcqaudit.metrics.results import JudgeAgreement, LogprobCrosscheck, Notes
+from mcqaudit.metrics.rules import MIN_AUDIT_ROWS
+from mcqaudit.vocab import VERDICTS
+
+LOGPROB_COLUMNS = ("n", "lp_correct", "text_correct", "mismatch")
+
+
+def judge_agreement(
+    S: Sums, notes: Notes, key: int | str, arm: str | None, scope: str
+) -> JudgeAgreement | None:
+    """Automated verdict vs the reviewer's on reviewed rows of arm ``key`` (or ``"all"``); per arm, also
+    the accuracy corrected by the reviews. None when no reviewed row has an automated verdict."""
+    if ("review_vs_auto", key, 0, 0) not in S:
+        return None
+    conf = np.array([[S["review_vs_auto", key, j, h] for h in range(3)] for j in range(3)])  # (3, 3, B + 1)
+    total = conf.sum(axis=(0, 1))
+    n = int(round(total[0]))
+    if n == 0:
+        return None
+    row = conf.sum(axis=1)  # automated verdict
+    colm = conf.sum(axis=0)  # reviewer's verdict
+    po = safe_div(np.einsum("kkb->b", conf), total)
+    pe = sum(safe_div(row[k], total) * safe_div(colm[k], total) for k in range(3))
+    kappa = safe_div(po - pe, 1 - pe)
+    out: JudgeAgreement = {
+        "sample": "uniform" if scope == "uniform" else "all",
+        "reviewed_rows": n,
+        "preliminary": n < MIN_AUDIT_ROWS,
+        "agreement": summarize(po, n),
+        "kappa": summarize(kappa, n),
+        "precision": {
+            VERDICTS[k]: summarize(safe_div(conf[k, k], row[k]), int(round(row[k][0]))) for k in range(3)
+        },
+        "confusion": {
+            VERDICTS[j]: {VERDICTS[h]: int(round(conf[j, h, 0])) for h in range(3)} for j in range(3)
+        },
+    }
+    where = "judge_agreement" if arm is None else f"metrics.{arm}.judge_agreement"
+    for k in range(3):
+        if out["precision"][VERDICTS[k]] is None:
+            notes[f"{where}.precision.{VERDICTS[k]}"] = (
+                f"no reviewed row with automated verdict {VERDICTS[k]}"
+            )
+    if scope != "uniform":
+        out["caveat"] = "reviewed rows are not a uniform spot check: agreement may be biased"
+    if arm is not None:
+        # Σ_V (item-weighted share of automated verdict V) × P(reviewer says CORRECT | automated V)
+        corr = np.zeros_like(total)
+        assumed = []
+        for k in range(3):
+            share = safe_div(S["auto_share", VERDICTS[k], key], S["auto_den", key])
+            if row[k][0] > 0:
+                q = safe_div(conf[k, 0], row[k])
+            else:
+                q = np.full_like(total, 1.0 if k == 0 else 0.0)
+                if S.point(("auto_share", VERDICTS[k], key)) > 0:
+                    assumed.append(VERDICTS[k])
+            corr = corr + share * q
+        m = summarize(corr, int(round(S.point(("auto_den", key)))))
+        if m is not None:
+            m["preliminary"] = n < MIN_AUDIT_ROWS
+        if m is not None and assumed:
+            m["assumed_exact"] = assumed
+            notes[f"metrics.{arm}.judge_agreement.corrected_accuracy"] = (
+                f"no reviewed row with automated verdict {', '.join(assumed)}: taken as exact"
+            )
+        out["corrected_accuracy"] = m
+    return out
+
+
+def logprob_crosscheck(S: Sums, a: int, items: int) -> LogprobCrosscheck:
+    """Accuracy by argmax log-prob vs by text on arm ``a``'s graded rows that carry option_logprobs."""
+    n = S["logprob", "n", a]
+    n_lp = int(n[0])
+    lp_acc = safe_div(S["logprob", "lp_correct", a], n)
+    tx_acc = safe_div(S["logprob", "text_correct", a], n)
+    return {
+        "accuracy_logprob": summarize(lp_acc, n_lp),
+        "accuracy_text": summarize(tx_acc, n_lp),
+        "difference": summarize(lp_acc - tx_acc, n_lp),
+        "mismatch_rate": summarize(safe_div(S["logprob", "mismatch", a], n), n_lp),
+        "items": items,
+    }

@@ -1,0 +1,222 @@
+"""Bias family: position and token bias (``position_pick_rate``, ``first_position_rate``, ``rstd``),
+``consistency`` across orientations, and whether the design can separate position from content
+(``design``, behind the ``design_imbalance`` flag). Pure.
+
+Bootstrap columns read here: ``("pick", arm, position)`` / ``("picked", arm)``, ``("gold_correct" |
+"gold_graded", arm, position)``, ``("binary_consistent" | "binary_pairs", arm)`` and ``("nway_num" |
+"nway_den", arm)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from mcqaudit.metrics.bootstrap import Sums, ratio, round6, safe_div, summarize
+from mcqaudit.metrics.cells import Rows, group_ids
+from mcqaudit.metrics.results import Consistency, Design, Metric
+from mcqaudit.metrics.rules import BALANCE_TOLERANCE, IMBALANCE_RATIO
+from mcqaudit.vocab import LETTERS
+
+Note = Callable[[str, str], None]  # (key under the arm's path, reason)
+
+
+def binary_consistency(
+    R: Rows, c_ai: np.ndarray, c_ii: np.ndarray, answered: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per (arm, item): swapped pairs and consistent ones (CC or II), for items shown in exactly two
+    orientations in the arm; one pair per sample index whose two rows are both answered."""
+    n_arms, n_items = R.n_arms, R.n_items
+    n_orient = np.bincount(c_ai * n_items + c_ii, minlength=n_arms * n_items)
+    smax = int(R.sample.max()) + 1 if R.sample.size else 1
+    key = ((R.ai * n_items + R.ii) * smax + R.sample)[answered]
+    uq, inv = group_ids(key, n_arms * n_items * smax)
+    cnt = np.bincount(inv, minlength=uq.size)
+    corr = np.bincount(inv, weights=(R.verdict[answered] == 0).astype(np.float64), minlength=uq.size)
+    parent = uq // smax
+    pair = (cnt == 2) & (n_orient[parent] == 2)
+    consistent = pair & ((corr == 0) | (corr == 2))
+    size = n_arms * n_items
+    pairs = np.bincount(parent, weights=pair.astype(np.float64), minlength=size).reshape(n_arms, n_items)
+    cons = np.bincount(parent, weights=consistent.astype(np.float64), minlength=size).reshape(n_arms, n_items)
+    return pairs, cons
+
+
+def nway_consistency(
+    R: Rows, orients: list[str], max_n: int, answered: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per (arm, item): share of rows choosing the plurality choice (a canonical option, or OTHER), for
+    items with choices in two or more orientations. A CORRECT row without a letter chose the gold option;
+    an INCORRECT one without a letter is left out (its option is unknown)."""
+    n_arms, n_items, n_or = R.n_arms, R.n_items, R.n_or
+    canon = np.full((max(n_or, 1), max_n), -1, dtype=np.int64)
+    for o, lab in enumerate(orients):
+        for p, ch in enumerate(lab[:max_n]):
+            canon[o, p] = LETTERS.index(ch)
+    choice = np.full(R.ai.size, -1, dtype=np.int64)
+    choice[R.verdict == 2] = max_n
+    m = answered & (R.pick >= 0)
+    choice[m] = canon[R.oi[m], R.pick[m]]
+    m2 = (R.verdict == 0) & (R.pick < 0)
+    choice[m2] = canon[R.oi[m2], np.clip(R.gold[m2], 0, max_n - 1)]
+    sel = choice >= 0
+    size = n_arms * n_items
+    num, den = np.zeros(size), np.zeros(size)
+    if not sel.any():
+        return num.reshape(n_arms, n_items), den.reshape(n_arms, n_items)
+    k = max_n + 1
+    ai_ii = (R.ai * n_items + R.ii)[sel]
+    uq, inv = group_ids(ai_ii * k + choice[sel], size * k)
+    cnt = np.bincount(inv, minlength=uq.size)
+    parent = uq // k
+    starts = np.flatnonzero(np.r_[True, parent[1:] != parent[:-1]])
+    plural = np.maximum.reduceat(cnt, starts)
+    total = np.add.reduceat(cnt, starts)
+    par = parent[starts]
+    uo, _ = group_ids(ai_ii * max(n_or, 1) + R.oi[sel], size * max(n_or, 1))
+    n_orient = np.bincount(uo // max(n_or, 1), minlength=size)
+    ok = n_orient[par] >= 2
+    num[par[ok]] = plural[ok] / total[ok]
+    den[par[ok]] = 1.0
+    return num.reshape(n_arms, n_items), den.reshape(n_arms, n_items)
+
+
+def position_chance(
+    c_ai: np.ndarray, c_gold: np.ndarray, c_nopt: np.ndarray, n_picked: np.ndarray, n_arms: int, max_n: int
+) -> list[dict[str, Any]]:
+    """Per arm and position: the pick share expected without position preference — 1/n averaged over the
+    picked rows (balanced design), and the share of picked rows whose gold letter is there."""
+    out = []
+    for a in range(n_arms):
+        sel = c_ai == a
+        w, n, g = n_picked[sel], c_nopt[sel], c_gold[sel]
+        tot = float(w.sum())
+        uniform = {q: round6(float((w * (n > q) / n).sum()) / tot) if tot else None for q in range(max_n)}
+        gold = {q: round6(float(w[g == q].sum()) / tot) if tot else None for q in range(max_n)}
+        out.append({"uniform": uniform, "gold": gold})
+    return out
+
+
+def gold_balance(R: Rows) -> tuple[bool, dict[str, dict[str, float]]]:
+    """Whether gold positions are uniform within each option count (all rows), and their shares."""
+    shares: dict[str, dict[str, float]] = {}
+    balanced = True
+    if not R.n_opt.size:
+        return True, shares
+    top = int(R.n_opt.max()) + 1
+    counts = np.bincount(R.n_opt * top + np.clip(R.gold, 0, top - 1), minlength=top * top).reshape(top, top)
+    for n in range(2, top):
+        tot = float(counts[n].sum())
+        if tot == 0:
+            continue
+        sh = {LETTERS[p]: float(counts[n, p]) / tot for p in range(n)}
+        shares[str(n)] = {k: round(x, 6) for k, x in sh.items()}
+        if max(abs(x - 1 / n) for x in sh.values()) > BALANCE_TOLERANCE:
+            balanced = False
+    return balanced, shares
+
+
+def design_of(orients: list[str], balanced: bool, gold_share: Mapping[str, Mapping[str, float]]) -> Design:
+    """Whether the design can separate position from content (DESIGN §7 ``design_imbalance``).
+
+    Gold letters are *unbalanced* when some displayed position holds under half or over one and a half times
+    its fair share 1/n of them (all gold at A, say): a position preference and the answers are then the same
+    thing, so pick rates and RStd cannot be read. With *one orientation only* (per option count) nothing
+    shows an item's options in another order, so the Δ cannot be checked per orientation.
+    """
+    by_n: dict[int, set[str]] = {}
+    for lab in orients:
+        by_n.setdefault(len(lab), set()).add(lab)
+    one = bool(by_n) and all(len(v) == 1 for v in by_n.values())
+    skewed: list[str] = []
+    for n, sh in gold_share.items():
+        k = int(n)
+        if any(x < (1 - IMBALANCE_RATIO) / k or x > (1 + IMBALANCE_RATIO) / k for x in sh.values()):
+            skewed.append(f"{k} options: " + ", ".join(f"{x} {v * 100:.0f} %" for x, v in sh.items()))
+    reasons, unreadable = [], []
+    if skewed:
+        reasons.append("gold letters are unbalanced across displayed positions (" + "; ".join(skewed) + ")")
+        unreadable += ["position_pick_rate", "first_position_rate", "rstd"]
+    if one:
+        reasons.append(
+            "every item is shown in one orientation only (" + ", ".join(sorted(orients, key=len)) + ")"
+        )
+        unreadable.append("orientation_instability")
+    return {
+        "balanced": balanced,
+        "gold_position_share": {k: dict(v) for k, v in gold_share.items()},
+        "gold_unbalanced": bool(skewed),
+        "one_orientation": one,
+        "separates_position": not (skewed or one),
+        "unreadable": unreadable,
+        "reason": "; ".join(reasons) or None,
+    }
+
+
+def position_pick_rates(
+    S: Sums, a: int, max_n: int, balanced: bool, chance: Mapping[str, Any], design: Design, note: Note
+) -> tuple[dict[str, Metric | None] | None, Metric | None]:
+    """Arm ``a``'s share of non-OTHER picks at each displayed position (with its chance level), and the
+    first position's; ``(None, None)`` when the design or the rows cannot give them."""
+    picked = S["picked", a]
+    base = chance["uniform" if balanced else "gold"]
+    if design["gold_unbalanced"]:
+        note("position_pick_rate", _unreadable(design))
+        return None, None
+    if not balanced:
+        note(
+            "position_pick_rate",
+            "unbalanced design (gold letters are not uniform over positions): pick rates are compared with "
+            "the gold-letter distribution, not 1/n",
+        )
+    if picked[0] == 0:
+        note("position_pick_rate", "no answered row with a picked letter in this arm")
+        return None, None
+    ppr: dict[str, Metric | None] = {}
+    for q in range(max_n):
+        m = summarize(safe_div(S["pick", a, q], picked), int(picked[0]))
+        if m is not None:
+            m["chance"] = base.get(q)
+        ppr[LETTERS[q]] = m
+    return ppr, ppr[LETTERS[0]]
+
+
+def rstd(
+    S: Sums, a: int, max_n: int, design: Design, note: Note
+) -> tuple[Metric | None, dict[str, Metric | None]]:
+    """RStd (Zheng et al. 2024): the std over gold letters of recall, in percentage points; and the recalls."""
+    letters_ = [q for q in range(max_n) if S.point(("gold_graded", a, q)) > 0]
+    if design["gold_unbalanced"]:
+        note("rstd", _unreadable(design))
+        return None, {}
+    if len(letters_) < 2:
+        note("rstd", "fewer than two gold letters have graded rows")
+        return None, {}
+    rec = np.stack([safe_div(S["gold_correct", a, q], S["gold_graded", a, q]) for q in letters_], axis=1)
+    with np.errstate(invalid="ignore"):
+        spread = 100 * np.std(rec, axis=1)
+    recall = {
+        LETTERS[q]: summarize(rec[:, j], int(S.point(("gold_graded", a, q)))) for j, q in enumerate(letters_)
+    }
+    return summarize(spread, int(S.point(("graded", a)))), recall
+
+
+def consistency(S: Sums, a: int, note: Note) -> Consistency:
+    """Binary (CC+II over swapped pairs) and n-way (plurality share) consistency of arm ``a``."""
+    out: Consistency = {
+        "binary": ratio(S, ("binary_consistent", a), ("binary_pairs", a)),
+        "nway": ratio(S, ("nway_num", a), ("nway_den", a)),
+    }
+    if out["binary"] is None:
+        note("consistency.binary", "no item shown in exactly two orientations with both rows answered")
+    if out["nway"] is None:
+        note("consistency.nway", "no item has choices in two or more orientations")
+    return out
+
+
+def _unreadable(design: Design) -> str:
+    return (
+        f"unreadable: {design['reason']}; the design cannot separate a position preference from the answers"
+    )

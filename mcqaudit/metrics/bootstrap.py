@@ -1,0 +1,202 @@
+"""The item-clustered bootstrap and the metric value it yields (DESIGN §7: CIs resample items). Pure.
+
+Every metric is a function of per-item sums, so one :class:`ItemBootstrap` serves them all: each replicate
+draws the study's items with replacement — the same draw for every arm, orientation and parser, so
+comparisons are paired — and every statistic is recomputed from the weighted item sums. Rows are never
+resampled: an item shown in four orientations is one unit, not four. Columns are named by tuples of their
+family and indices (``("acc_num", arm)``), never by strings built from them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable
+
+import numpy as np
+
+from mcqaudit.metrics.results import Metric
+from mcqaudit.metrics.rules import CI_LEVEL, MDE_FACTOR
+
+Column = Hashable  # a bootstrap column's name: a tuple such as ("acc_num", 0), or any hashable
+
+
+class ItemBootstrap:
+    """Weighted sums of per-item columns under an item bootstrap, all columns sharing the same draws.
+
+    ``add(name, vector)`` registers a per-item vector (length ``n_items``); :meth:`run` returns, for each
+    column, an array of ``n_boot + 1`` sums: index 0 with every item once (the point estimate), then one
+    per replicate. A replicate draws ``n_items`` items with replacement; its weights are the draw counts.
+    Replicate ``b`` depends only on ``(seed, b // CHUNK)``, so results do not depend on memory settings.
+    """
+
+    CHUNK = 64
+    MAX_RESIDENT_BYTES = 256 * 2**20
+    EXACT_ELEMENTS = 2_000_000  # item values × columns below which replicates are summed in float64
+
+    def __init__(self, n_items: int, n_boot: int, seed: int) -> None:
+        self.n_items = n_items
+        self.n_boot = max(int(n_boot), 0)
+        self.seed = seed
+        self._names: dict[Column, int] = {}
+        self._cols: list[np.ndarray] = []
+        self._points: list[float] = []  # exact (float64) point sums
+        self._keys: dict[tuple[float, float], list[int]] = {}
+        self._probe = np.random.default_rng(12345).random(n_items)
+
+    def add(self, name: Column, values: np.ndarray) -> Column:
+        v = np.asarray(values, dtype=np.float64)
+        if v.shape != (self.n_items,):
+            raise ValueError(f"column {name}: expected {self.n_items} item values, got shape {v.shape}")
+        total = float(v.sum())
+        if total == 0.0 and not v.any():
+            self._names[name] = -1  # an all-zero column sums to zero in every replicate
+            return name
+        # identical columns (e.g. presence vectors of complete arms) are summed once
+        key = (total, float(v @ self._probe))
+        idx = next((j for j in self._keys.get(key, []) if np.array_equal(self._cols[j], v)), None)
+        if idx is None:
+            idx = len(self._cols)
+            self._cols.append(v.copy() if v is values else v)
+            self._points.append(total)
+            self._keys.setdefault(key, []).append(idx)
+        self._names[name] = idx
+        return name
+
+    @property
+    def n_columns(self) -> int:
+        return len(self._cols)
+
+    def _dtype(self) -> type[np.floating]:
+        # Small problems sum in float64 (reproducible to the last printed digit on any BLAS); large ones
+        # in float32, twice as fast and exact enough for percentiles of sums of counts.
+        return np.float64 if self.n_items * len(self._cols) <= self.EXACT_ELEMENTS else np.float32
+
+    def _weights(self, chunk: int) -> np.ndarray:
+        lo = chunk * self.CHUNK
+        m = min(self.CHUNK, self.n_boot - lo)
+        n = self.n_items
+        rng = np.random.default_rng([self.seed, chunk])
+        draws = rng.integers(0, n, size=(m, n), dtype=np.int32)
+        w = np.empty((m, n), dtype=self._dtype())
+        for k in range(m):
+            w[k] = np.bincount(draws[k], minlength=n)
+        return w
+
+    def run(self) -> Sums:
+        k = len(self._cols)
+        out = np.zeros((self.n_boot + 1, k + 1), dtype=np.float64)  # the last column is the zero column
+        out[0, :k] = self._points
+        if self.n_boot and self.n_items and k:
+            # Columns are summed in groups small enough to keep resident; with one group (the usual
+            # case) each chunk of weights is drawn once.
+            group = max(1, min(k, self.MAX_RESIDENT_BYTES // (self.n_items * 4)))
+            n_chunks = math.ceil(self.n_boot / self.CHUNK)
+            for start in range(0, k, group):
+                stop = min(start + group, k)
+                xt = np.stack(self._cols[start:stop], axis=0).astype(self._dtype(), copy=False)
+                for c in range(n_chunks):
+                    w = self._weights(c)
+                    lo = 1 + c * self.CHUNK
+                    # (k × n) @ (n × m): this orientation of the product is the fast one for BLAS
+                    out[lo : lo + w.shape[0], start:stop] = (xt @ w.T).T
+                del xt
+        return Sums({n: (j if j >= 0 else k) for n, j in self._names.items()}, out)
+
+
+class Sums:
+    """Weighted sums by column name: ``sums[("acc_num", 0)]`` is an array of ``n_boot + 1`` values."""
+
+    def __init__(self, names: dict[Column, int], table: np.ndarray) -> None:
+        self._names = names
+        self._table = table
+
+    def __getitem__(self, name: Column) -> np.ndarray:
+        return self._table[:, self._names[name]]
+
+    def __contains__(self, name: Column) -> bool:
+        return name in self._names
+
+    def point(self, name: Column) -> float:
+        """The column's sum with every item once (the point estimate's)."""
+        return float(self._table[0, self._names[name]])
+
+
+def safe_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """``num / den``, NaN where ``den`` is 0 (an undefined ratio, never an error)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
+def round6(x: float | None) -> float | None:
+    """Six significant digits (the report's precision; keeps tiny chance levels readable)."""
+    if x is None or not math.isfinite(x):
+        return None
+    return float(f"{float(x):.6g}") + 0.0  # + 0.0 turns -0.0 into 0.0
+
+
+def summarize(reps: np.ndarray, n: int, *, se: bool = False) -> Metric | None:
+    """A metric dict from ``[point, replicate...]``; None when the point estimate is undefined."""
+    point = float(reps[0])
+    if not math.isfinite(point):
+        return None
+    boot = reps[1:]
+    boot = boot[np.isfinite(boot)]
+    lo = hi = sd = None
+    if boot.size >= 2:
+        a = (1 - CI_LEVEL) / 2
+        lo, hi = (float(v) for v in np.percentile(boot, [100 * a, 100 * (1 - a)]))
+        sd = float(np.std(boot, ddof=1))
+    m: Metric = {"value": round6(point), "ci_low": round6(lo), "ci_high": round6(hi), "n": int(n)}
+    if se:
+        m["se"] = round6(sd)
+        m["mde"] = round6(MDE_FACTOR * sd) if sd is not None else None
+    return m
+
+
+def ratio(S: Sums, num: Column, den: Column, *, se: bool = False) -> Metric | None:
+    """Σnum / Σden under the bootstrap; ``n`` is the point estimate's denominator."""
+    d = S[den]
+    return summarize(safe_div(S[num], d), int(round(d[0])), se=se)
+
+
+def unpaired(S: Sums, num_t: Column, den_t: Column, num_c: Column, den_c: Column, n: int) -> Metric | None:
+    """The difference of two arms' ratios, each over its own items (independent item-clustered CIs)."""
+    return summarize(safe_div(S[num_t], S[den_t]) - safe_div(S[num_c], S[den_c]), n, se=True)
+
+
+def negated(m: Metric) -> Metric:
+    """``m`` for the difference taken the other way round (its CI flipped)."""
+    out = m.copy()
+    out["value"] = round6(-m["value"]) if m.get("value") is not None else None  # type: ignore[operator]
+    lo, hi = m.get("ci_low"), m.get("ci_high")
+    out["ci_low"] = round6(-hi) if hi is not None else None
+    out["ci_high"] = round6(-lo) if lo is not None else None
+    return out
+
+
+def _wilson(d: float, n: float, var: float) -> tuple[float, float]:
+    """Wilson interval on an effective sample size that carries the item clustering (design effect)."""
+    if n <= 0:
+        return (math.nan, math.nan)
+    r = d / n
+    srs = r * (1 - r) / n
+    n_eff = n if srs <= 0 or var <= 0 else max(1.0, min(n, n * srs / var))
+    z = 1.959963984540054
+    den = 1 + z * z / n_eff
+    centre = (r + z * z / (2 * n_eff)) / den
+    half = z * math.sqrt(r * (1 - r) / n_eff + z * z / (4 * n_eff * n_eff)) / den
+    lo, hi = centre - half, centre + half
+    return (0.0 if lo < 1e-12 else lo), (1.0 if hi > 1 - 1e-12 else hi)
+
+
+def clustered_rate(sums: np.ndarray | Iterable[float]) -> Metric | None:
+    """A rate Σd/Σn over item clusters, from ``(k, Σn, Σd, Σd², Σd·n, Σn²)``, with a Wilson 95 % CI whose
+    effective sample size carries the clustered (ratio-estimator) variance."""
+    k, sn, sd, sdd, sdn, snn = (float(x) for x in sums)
+    if sn <= 0:
+        return None
+    r = sd / sn
+    ss = sdd - 2 * r * sdn + r * r * snn  # Σ (d_i − r n_i)²
+    var = (k / (k - 1)) * max(ss, 0.0) / (sn * sn) if k > 1 else 0.0
+    lo, hi = _wilson(sd, sn, var)
+    return {"value": round6(r), "ci_low": round6(lo), "ci_high": round6(hi), "n": int(round(sn))}

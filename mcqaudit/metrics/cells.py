@@ -1,0 +1,149 @@
+"""Rows → (arm, item, orientation) cells → per-item sums: the vectorised aggregation every family uses.
+
+Everything here is numpy over dense integer codes (``bincount``, ``reduceat``), never a Python loop over
+rows. Rows are pooled into cells (over samples), and cells into per-item vectors; every metric is then a
+function of per-item sums, which is what lets one item bootstrap serve them all. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from mcqaudit.metrics.inputs import StudyFrames
+
+
+def group_ids(key: np.ndarray, space: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct keys, and each element's index among them (bincount when the key space is small)."""
+    key = key.astype(np.int64, copy=False)
+    if key.size == 0:
+        return key, key
+    if space <= max(8 * key.size, 1 << 20):
+        present = np.bincount(key, minlength=space) > 0
+        ids = np.cumsum(present) - 1
+        return np.flatnonzero(present), ids[key]
+    uniq, inv = np.unique(key, return_inverse=True)
+    return uniq, inv.reshape(-1)
+
+
+def cluster_sums(n: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Along the last axis (item clusters; n = 0 is no cluster): k, Σn, Σd, Σd², Σd·n, Σn² — what
+    :func:`~mcqaudit.metrics.bootstrap.clustered_rate` reads."""
+    return np.stack(
+        [(n > 0).sum(axis=-1), n.sum(axis=-1), d.sum(axis=-1), (d * d).sum(axis=-1), (d * n).sum(axis=-1),
+         (n * n).sum(axis=-1)],
+        axis=-1,
+    ).astype(np.float64)  # fmt: skip
+
+
+def segment_cluster_sums(
+    starts: np.ndarray, groups: np.ndarray, n: np.ndarray, d: np.ndarray, size: int
+) -> np.ndarray:
+    """:func:`cluster_sums` over contiguous segments (``starts``) that belong to ``groups``; shape (size, 6)."""
+    out = np.zeros((size, 6))
+    if starts.size == 0:
+        return out
+    for j, w in enumerate(((n > 0).astype(np.float64), n, d, d * d, d * n, n * n)):
+        out[groups, j] = np.add.reduceat(w, starts)
+    return out
+
+
+@dataclass
+class Rows:
+    """The frames' row codes as int64 arrays (positions beyond the displayed options are no letter)."""
+
+    ai: np.ndarray
+    ii: np.ndarray
+    oi: np.ndarray
+    sample: np.ndarray
+    gold: np.ndarray
+    n_opt: np.ndarray
+    verdict: np.ndarray  # the chosen view's verdict (final or judge); -1 ungraded
+    pick: np.ndarray
+    auto_verdict: np.ndarray  # judge, else pre-filter, else rule; -1 ungraded
+    review: np.ndarray  # the effective review's verdict; -1 not reviewed
+    uniform: np.ndarray  # in the uniform spot check
+    n_arms: int
+    n_or: int
+    n_items: int
+
+
+def rows_of(frames: StudyFrames) -> Rows:
+    r = frames.rows
+    info = frames.info
+
+    def col(name: str) -> np.ndarray:
+        return r[name].to_numpy().astype(np.int64)
+
+    n_opt = col("n_opt")
+
+    def legal(pos: np.ndarray) -> np.ndarray:  # a letter beyond the displayed options is no letter
+        return np.where(pos < n_opt, pos, -1)
+
+    return Rows(
+        ai=col("ai"),
+        ii=col("ii"),
+        oi=col("oi"),
+        sample=col("sample"),
+        gold=col("gold_pos"),
+        n_opt=n_opt,
+        verdict=col("verdict"),
+        pick=legal(col("pick_pos")),
+        auto_verdict=col("auto_verdict"),
+        review=col("human"),  # the frames' column name (mcqaudit.store.frames)
+        uniform=r["uniform"].to_numpy().astype(bool),
+        n_arms=len(info.arms),
+        n_or=len(info.orientations),
+        n_items=info.n_items,
+    )
+
+
+@dataclass
+class Cells:
+    """(arm, item, orientation) cells, pooled over samples; ``of_row`` maps each row to its cell."""
+
+    of_row: np.ndarray
+    ai: np.ndarray
+    oi: np.ndarray
+    ii: np.ndarray
+    groups: np.ndarray  # the (arm, orientation) groups present, as ai * n_or + oi, ascending
+    group_starts: np.ndarray  # where each group's cells start (cells are sorted by group, then item)
+
+    @property
+    def n(self) -> int:
+        return int(self.ai.size)
+
+
+def cells_of(R: Rows) -> Cells:
+    uq, inv = group_ids((R.ai * R.n_or + R.oi) * R.n_items + R.ii, R.n_arms * R.n_or * R.n_items)
+    g = uq // max(R.n_items, 1)
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if g.size else g
+    return Cells(
+        of_row=inv,
+        ai=uq // (R.n_or * R.n_items),
+        oi=(uq // R.n_items) % R.n_or,
+        ii=uq % R.n_items,
+        groups=g[starts],
+        group_starts=starts,
+    )
+
+
+class ItemGrid:
+    """Per-item vectors keyed by small integer tuples, built with one bincount each."""
+
+    def __init__(self, n_items: int) -> None:
+        self.n = n_items
+
+    def sum(
+        self, keys: Iterable[np.ndarray], sizes: Iterable[int], ii: np.ndarray, w: np.ndarray | None = None
+    ) -> np.ndarray:
+        key = np.zeros(ii.shape, dtype=np.int64)
+        shape: list[int] = []
+        for k, s in zip(keys, sizes, strict=True):
+            key = key * s + k
+            shape.append(s)
+        total = int(np.prod(shape)) if shape else 1
+        flat = np.bincount(key * self.n + ii, weights=w, minlength=total * self.n).astype(np.float64)
+        return flat.reshape(*shape, self.n)

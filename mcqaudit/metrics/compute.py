@@ -1,0 +1,469 @@
+"""Every metric, difference and flag of DESIGN §7 from a study's frames: the one entry point
+:func:`compute`, which aggregates rows into per-item vectors, registers them as bootstrap columns, runs one
+item bootstrap, and hands the sums to each metric family (:mod:`~mcqaudit.metrics.accuracy`,
+:mod:`~mcqaudit.metrics.bias`, :mod:`~mcqaudit.metrics.parsers`, :mod:`~mcqaudit.metrics.agreement`) and the
+results to :mod:`~mcqaudit.metrics.diagnostics`. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mcqaudit.metrics import accuracy, agreement, bias, rules
+from mcqaudit.metrics.bootstrap import ItemBootstrap, Sums, ratio, round6, safe_div
+from mcqaudit.metrics.cells import Cells, ItemGrid, Rows, cells_of, rows_of
+from mcqaudit.metrics.diagnostics import diagnose
+from mcqaudit.metrics.inputs import StudyFrames
+from mcqaudit.metrics.parsers import ParserTally, parser_disagreement, parser_tallies
+from mcqaudit.metrics.results import (
+    ArmDelta,
+    ArmMetrics,
+    Design,
+    JudgeAgreement,
+    LogprobCrosscheck,
+    Metric,
+    Notes,
+    Pairing,
+    Results,
+)
+from mcqaudit.metrics.rules import MIN_AUDIT_ROWS, resolve_control
+from mcqaudit.vocab import VERDICTS
+
+COUNTS = ("rows", "graded", "correct", "incorrect", "other")  # per (arm, item) row counts
+
+
+@dataclass
+class _Orientations:
+    """Per (arm, orientation) item accuracy; cells are sorted by (arm, orientation, item), so each
+    (arm, orientation) is a slice. Only the :attr:`with_ci` orientations get bootstrap columns."""
+
+    bounds: np.ndarray
+    cell_acc: np.ndarray
+    c_ii: np.ndarray
+    n_items: int
+    n_or: int
+    with_ci: set[int]
+    _cache: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
+
+    def shown(self, a: int, o: int) -> bool:
+        return bool(self.bounds[a * self.n_or + o] < self.bounds[a * self.n_or + o + 1])
+
+    def acc(self, a: int, o: int) -> np.ndarray:
+        """Item accuracy of arm ``a`` in orientation ``o`` (NaN: the item has no graded row there)."""
+        key = (a, o)
+        if key not in self._cache:
+            lo, hi = self.bounds[a * self.n_or + o], self.bounds[a * self.n_or + o + 1]
+            vec = np.full(self.n_items, np.nan)
+            vec[self.c_ii[lo:hi]] = self.cell_acc[lo:hi]
+            self._cache[key] = vec
+        return self._cache[key]
+
+    def point(self, a: int, o: int) -> Metric | None:
+        """An orientation beyond the CI cap: the point estimate only."""
+        vals = self.cell_acc[self.bounds[a * self.n_or + o] : self.bounds[a * self.n_or + o + 1]]
+        vals = vals[np.isfinite(vals)]
+        if not vals.size:
+            return None
+        return {"value": round6(float(vals.mean())), "ci_low": None, "ci_high": None, "n": int(vals.size)}
+
+
+@dataclass
+class _Tables:
+    """Everything :func:`compute` derives from the rows before the bootstrap: (arm, item) arrays
+    (shape ``(n_arms, n_items)`` unless said otherwise) for every family."""
+
+    max_n: int
+    counts: dict[str, np.ndarray]  # COUNTS -> rows of each kind
+    picked: np.ndarray  # answered rows with a picked letter
+    answered_rows: np.ndarray  # (n_arms,) answered rows, with or without a picked letter
+    acc_item: np.ndarray  # item accuracy (mean over its orientations); NaN: no graded row
+    present: np.ndarray  # acc_item is defined
+    orientations: _Orientations
+    circular_eligible: np.ndarray
+    circular_correct: np.ndarray
+    circular_chance: np.ndarray
+    gold_correct: np.ndarray  # (n_arms, max_n, n_items) by gold position
+    gold_graded: np.ndarray
+    picks: np.ndarray  # (n_arms, max_n, n_items) by picked position
+    chance: list[dict[str, Any]]
+    balanced: bool
+    design: Design
+    binary: tuple[np.ndarray, np.ndarray]  # pairs, consistent
+    nway: tuple[np.ndarray, np.ndarray]  # num, den
+    review_scope: str
+    review_vs_auto: np.ndarray | None  # (n_arms, 3, 3, n_items): automated verdict × review verdict
+    auto_share: dict[str, np.ndarray]
+    auto_present: np.ndarray
+    logprob: dict[str, np.ndarray] | None  # agreement.LOGPROB_COLUMNS -> (n_arms, n_items)
+    logprob_items: np.ndarray  # (n_arms,)
+    items: np.ndarray  # (n_arms,) items with any row
+    uniform_reviewed_rows: int
+
+
+def _tables(frames: StudyFrames, R: Rows, C: Cells, notes: Notes) -> _Tables:
+    n_arms, n_items, n_or = R.n_arms, R.n_items, R.n_or
+    grid = ItemGrid(n_items)
+    max_n = int(R.n_opt.max()) if R.n_opt.size else 2
+    nc = C.n
+    c_ai, c_oi, c_ii, cinv = C.ai, C.oi, C.ii, C.of_row
+    c_gold = np.zeros(nc, dtype=np.int64)
+    c_gold[cinv] = R.gold
+    c_nopt = np.ones(nc, dtype=np.int64)
+    c_nopt[cinv] = R.n_opt
+
+    def counts4(codes: np.ndarray) -> np.ndarray:  # (nc, 4): none, CORRECT, INCORRECT, OTHER
+        return np.bincount(cinv * 4 + (codes + 1), minlength=nc * 4).reshape(nc, 4).astype(np.float64)
+
+    def arm_sum(w: np.ndarray) -> np.ndarray:  # cells -> (n_arms, n_items)
+        return grid.sum([c_ai], [n_arms], c_ii, w)
+
+    # accuracy: verdict counts per cell, item accuracy = mean over the item's graded cells
+    v = R.verdict
+    answered = (v == 0) | (v == 1)
+    vc, ac = counts4(v), counts4(R.auto_verdict)
+    n_c, n_i, n_o = vc[:, 1], vc[:, 2], vc[:, 3]
+    n_graded = n_c + n_i + n_o
+    n_picked = np.bincount(cinv, weights=(answered & (R.pick >= 0)).astype(np.float64), minlength=nc)
+    cell_acc = safe_div(n_c, n_graded)
+    counts = {k: arm_sum(x) for k, x in zip(COUNTS, (vc.sum(axis=1), n_graded, n_c, n_i, n_o), strict=True)}
+    cells_ai = arm_sum(np.ones(nc))
+    gcells_ai = arm_sum((n_graded > 0).astype(np.float64))
+    acc_item = safe_div(arm_sum(np.nan_to_num(cell_acc)), gcells_ai)  # NaN: no graded row of the item
+    a_graded = ac[:, 1:].sum(axis=1)
+    acells_ai = arm_sum((a_graded > 0).astype(np.float64))
+    auto_share = {
+        name: safe_div(arm_sum(np.nan_to_num(safe_div(ac[:, k + 1], a_graded))), acells_ai)
+        for k, name in enumerate(VERDICTS)
+    }
+
+    rows_by_or = np.bincount(R.oi, minlength=n_or)
+    cap = rules.MAX_ORIENTATIONS_WITH_CI
+    with_ci = set(np.argsort(-rows_by_or, kind="stable")[:cap].tolist())
+    if n_or > cap:
+        notes["accuracy_by_orientation"] = (
+            f"{n_or} orientations: CIs are given for the {cap} with most rows, point estimates for the rest"
+        )
+    bounds = np.searchsorted(c_ai * n_or + c_oi, np.arange(n_arms * n_or + 1))
+
+    # circular: every orientation the arm showed the item in has a verdict, all of them CORRECT
+    eligible = (cells_ai == gcells_ai) & (gcells_ai >= 2)
+    item_nopt = np.ones(n_items)
+    item_nopt[c_ii] = c_nopt
+
+    # bias: gold and picked positions
+    c_gold_k = np.clip(c_gold, 0, max_n - 1)
+    pk = answered & (R.pick >= 0)
+    balanced, gold_share = bias.gold_balance(R)
+
+    # agreement: automated vs review verdict on reviewed rows, the uniform spot check when it has reviews
+    reviewed = R.review >= 0
+    if (reviewed & R.uniform).any():
+        reviewed &= R.uniform
+        scope = "uniform"
+    else:
+        scope = "all" if reviewed.any() else "none"
+    rj = reviewed & (R.auto_verdict >= 0)
+    review_vs_auto = (
+        grid.sum([R.ai[rj], R.auto_verdict[rj], R.review[rj]], [n_arms, 3, 3], R.ii[rj]) if rj.any() else None
+    )
+
+    logprob = _logprob_tables(frames, R, grid)
+    return _Tables(
+        max_n=max_n,
+        counts=counts,
+        picked=arm_sum(n_picked),
+        answered_rows=np.bincount(R.ai[answered], minlength=n_arms),
+        acc_item=acc_item,
+        present=np.isfinite(acc_item),
+        orientations=_Orientations(bounds, cell_acc, c_ii, n_items, n_or, with_ci),
+        circular_eligible=eligible,
+        circular_correct=(counts["correct"] == counts["graded"]) & eligible,
+        circular_chance=np.where(eligible, (1.0 / item_nopt) ** cells_ai, 0.0),
+        gold_correct=grid.sum([c_ai, c_gold_k], [n_arms, max_n], c_ii, n_c),
+        gold_graded=grid.sum([c_ai, c_gold_k], [n_arms, max_n], c_ii, n_graded),
+        picks=grid.sum([R.ai[pk], R.pick[pk]], [n_arms, max_n], R.ii[pk]),
+        chance=bias.position_chance(c_ai, c_gold, c_nopt, n_picked, n_arms, max_n),
+        balanced=balanced,
+        design=bias.design_of(frames.info.orientations, balanced, gold_share),
+        binary=bias.binary_consistency(R, c_ai, c_ii, answered),
+        nway=bias.nway_consistency(R, frames.info.orientations, max_n, answered),
+        review_scope=scope,
+        review_vs_auto=review_vs_auto,
+        auto_share=auto_share,
+        auto_present=acells_ai > 0,
+        logprob=logprob,
+        logprob_items=(logprob["n"] > 0).sum(axis=1) if logprob is not None else np.zeros(n_arms),
+        items=(counts["rows"] > 0).sum(axis=1),
+        uniform_reviewed_rows=int(((R.review >= 0) & R.uniform).sum()),
+    )
+
+
+def _logprob_tables(frames: StudyFrames, R: Rows, grid: ItemGrid) -> dict[str, np.ndarray] | None:
+    """Graded rows with option_logprobs: per (arm, item) rows, log-prob and text correct, mismatches."""
+    if frames.logprob is None or not len(frames.logprob):
+        return None
+    v = R.verdict
+    li = frames.logprob["row"].to_numpy().astype(np.int64)
+    lpos = frames.logprob["lp_pos"].to_numpy().astype(np.int64)
+    keep = v[li] >= 0
+    li, lpos = li[keep], lpos[keep]
+    if not li.size:
+        return None
+    ws = {
+        "n": np.ones(li.size),
+        "lp_correct": (lpos == R.gold[li]).astype(np.float64),
+        "text_correct": (v[li] == 0).astype(np.float64),
+        "mismatch": ((v[li] == 2) | (R.pick[li] < 0) | (lpos < 0) | (lpos != R.pick[li])).astype(np.float64),
+    }
+    return {k: grid.sum([R.ai[li]], [R.n_arms], R.ii[li], w) for k, w in ws.items()}
+
+
+@dataclass
+class _Comparisons:
+    """Which arms are compared: each treated arm against the control, and with three or more arms every
+    pair. Arms that share items are compared on those (paired); arms that share none, unpaired."""
+
+    control: int  # -1: none
+    treated: list[int]
+    pairs: list[tuple[int, int]]
+    present: np.ndarray
+
+    def shared(self, a: int, b: int) -> int:
+        return int((self.present[a] & self.present[b]).sum())
+
+    def pairing(self, a: int, b: int) -> Pairing:
+        return "paired" if self.shared(a, b) else "unpaired"
+
+    @property
+    def any_unpaired(self) -> bool:
+        return any(self.shared(t, self.control) == 0 for t in self.treated) or any(
+            self.shared(i, j) == 0 for i, j in self.pairs
+        )
+
+
+def _add_arm_columns(col: Callable[[Any, np.ndarray], Any], T: _Tables, n_arms: int) -> None:
+    orients = T.orientations
+    for a in range(n_arms):
+        col(("acc_num", a), np.where(T.present[a], T.acc_item[a], 0.0))
+        col(("acc_den", a), T.present[a].astype(np.float64))
+        for name in COUNTS:
+            col((name, a), T.counts[name][a])
+        col(("ungraded", a), T.counts["rows"][a] - T.counts["graded"][a])
+        col(("answered", a), T.counts["correct"][a] + T.counts["incorrect"][a])
+        for o in orients.with_ci:
+            if orients.shown(a, o):
+                vec = orients.acc(a, o)
+                col(("acc_or_num", a, o), np.nan_to_num(vec))
+                col(("acc_or_den", a, o), np.isfinite(vec).astype(np.float64))
+        col(("circular_num", a), T.circular_correct[a].astype(np.float64))
+        col(("circular_den", a), T.circular_eligible[a].astype(np.float64))
+        col(("circular_chance", a), T.circular_chance[a])
+        for q in range(T.max_n):
+            col(("gold_correct", a, q), T.gold_correct[a, q])
+            col(("gold_graded", a, q), T.gold_graded[a, q])
+            col(("pick", a, q), T.picks[a, q])
+        col(("picked", a), T.picked[a])
+        col(("binary_pairs", a), T.binary[0][a])
+        col(("binary_consistent", a), T.binary[1][a])
+        col(("nway_num", a), T.nway[0][a])
+        col(("nway_den", a), T.nway[1][a])
+        if T.review_vs_auto is not None:
+            for name in VERDICTS:
+                col(("auto_share", name, a), np.nan_to_num(T.auto_share[name][a]))
+            col(("auto_den", a), T.auto_present[a].astype(np.float64))
+            for j in range(3):
+                for h in range(3):
+                    col(("review_vs_auto", a, j, h), T.review_vs_auto[a, j, h])
+        if T.logprob is not None:
+            for k, arr in T.logprob.items():
+                col(("logprob", k, a), arr[a])
+    if T.review_vs_auto is not None:
+        pooled = T.review_vs_auto.sum(axis=0)
+        for j in range(3):
+            for h in range(3):
+                col(("review_vs_auto", "all", j, h), pooled[j, h])
+
+
+def _add_comparison_columns(
+    col: Callable[[Any, np.ndarray], Any],
+    T: _Tables,
+    tallies: list[ParserTally],
+    cmp: _Comparisons,
+    n_arms: int,
+) -> None:
+    orients, c0, present, acc_item = T.orientations, cmp.control, T.present, T.acc_item
+    if cmp.any_unpaired:
+        for p in tallies:
+            for a in range(n_arms):
+                has_p = np.isfinite(p.acc[a])
+                col(("parser_acc_num", p.name, a), np.where(has_p, p.acc[a], 0.0))
+                col(("parser_acc_den", p.name, a), has_p.astype(np.float64))
+    answered = T.counts["correct"] + T.counts["incorrect"]
+    for t in cmp.treated:
+        both = present[t] & present[c0]
+        if not both.any():
+            continue
+        bf = both.astype(np.float64)
+        col(("delta_num", t), np.where(both, acc_item[t] - acc_item[c0], 0.0))
+        col(("delta_den", t), bf)
+        for o in orients.with_ci:
+            bo = np.isfinite(orients.acc(t, o)) & np.isfinite(orients.acc(c0, o))
+            if bo.any():
+                col(("delta_or_num", t, o), np.where(bo, orients.acc(t, o) - orients.acc(c0, o), 0.0))
+                col(("delta_or_den", t, o), bo.astype(np.float64))
+        for x, arr in (("other", T.counts["other"]), ("graded", T.counts["graded"]), ("correct", T.counts["correct"]),
+                       ("answered", answered)):  # fmt: skip
+            col(("delta_part", x, t, "t"), arr[t] * bf)
+            col(("delta_part", x, t, "c"), arr[c0] * bf)
+        for p in tallies:
+            bp_ = np.isfinite(p.acc[t]) & np.isfinite(p.acc[c0])
+            col(("parser_delta_num", p.name, t), np.where(bp_, p.acc[t] - p.acc[c0], 0.0))
+            col(("parser_delta_den", p.name, t), bp_.astype(np.float64))
+    for i, j in cmp.pairs:
+        both = present[i] & present[j]
+        if both.any():
+            col(("pairwise_num", i, j), np.where(both, acc_item[i] - acc_item[j], 0.0))
+            col(("pairwise_den", i, j), both.astype(np.float64))
+            col(("pairwise_graded", i, j), (T.counts["graded"][i] + T.counts["graded"][j]) * both)
+
+
+def _arm_metrics(
+    S: Sums, T: _Tables, frames: StudyFrames, tallies: list[ParserTally], notes: Notes, a: int
+) -> ArmMetrics:
+    """Arm ``a``'s entry of ``metrics``, keys in the report's order."""
+    info = frames.info
+    arm = info.arms[a]
+    orients = T.orientations
+
+    def note(key: str, reason: str) -> None:
+        notes[f"metrics.{arm}.{key}"] = reason
+
+    rates = accuracy.rates(S, a, note)
+    circular = accuracy.circular_accuracy(S, a, note)
+    picks, first = bias.position_pick_rates(S, a, T.max_n, T.balanced, T.chance[a], T.design, note)
+    spread, recall = bias.rstd(S, a, T.max_n, T.design, note)
+    cons = bias.consistency(S, a, note)
+    by_or: dict[str, Metric | None] = {}
+    for o, lab in enumerate(info.orientations):
+        if orients.shown(a, o):
+            by_or[lab] = (
+                ratio(S, ("acc_or_num", a, o), ("acc_or_den", a, o))
+                if o in orients.with_ci
+                else orients.point(a, o)
+            )
+    if T.answered_rows[a] > T.picked[a].sum():
+        key = f"metrics.{arm}.position_pick_rate"
+        extra = "answered rows without a picked letter (gold-shape judge, or a review that gave none) are left out"
+        notes[key] = f"{notes[key]}; {extra}" if key in notes else extra
+    ag: JudgeAgreement | None = None
+    if T.review_vs_auto is not None and ("review_vs_auto", a, 0, 0) in S:
+        ag = agreement.judge_agreement(S, notes, a, arm, T.review_scope)
+    if ag is None:
+        note("judge_agreement", "no reviewed row with an automated verdict in this arm")
+    lp: LogprobCrosscheck | None = None
+    if T.logprob is None or S.point(("logprob", "n", a)) == 0:
+        note("logprob_crosscheck", "no graded row carries option_logprobs")
+    else:
+        lp = agreement.logprob_crosscheck(S, a, int(T.logprob_items[a]))
+    return {
+        "rows": int(S.point(("rows", a))),
+        "graded": int(S.point(("graded", a))),
+        "accuracy": rates["accuracy"],
+        "answered_accuracy": rates["answered_accuracy"],
+        "other_rate": rates["other_rate"],
+        "ungraded_rate": rates["ungraded_rate"],
+        "accuracy_by_orientation": by_or,
+        "circular_accuracy": circular,
+        "position_baseline": "uniform" if T.balanced else "gold",
+        "position_pick_rate": picks,
+        "first_position_rate": first,
+        "rstd": spread,
+        "recall_by_gold_letter": recall,
+        "consistency": cons,
+        "parser_disagreement": parser_disagreement(tallies, info.orientations, a),
+        "items": int(T.items[a]),
+        "judge_agreement": ag,
+        "logprob_crosscheck": lp,
+    }
+
+
+def compute(frames: StudyFrames, control: str | None = None, n_boot: int = 2000, seed: int = 0) -> Results:
+    """Every metric, difference and flag of DESIGN §7, as a JSON-ready dict (see docs/report-schema.md)."""
+    info = frames.info
+    arms = info.arms
+    R = rows_of(frames)
+    n_arms = R.n_arms
+    ctrl, ctrl_source = resolve_control(arms, control, info.stored_control)
+    notes: Notes = {}
+    if info.stored_control and info.stored_control not in arms and control is None:
+        notes["control_arm"] = f"the stored control arm {info.stored_control!r} is not in the study; ignored"
+    C = cells_of(R)
+    T = _tables(frames, R, C, notes)
+    tallies = parser_tallies(frames, R, C)
+    c0 = arms.index(ctrl) if ctrl is not None else -1
+    cmp = _Comparisons(
+        control=c0,
+        treated=[a for a in range(n_arms) if a != c0] if c0 >= 0 else [],
+        pairs=[(i, j) for i in range(n_arms) for j in range(i + 1, n_arms)] if n_arms >= 3 else [],
+        present=T.present,
+    )
+
+    boot = ItemBootstrap(R.n_items, n_boot, seed)
+    _add_arm_columns(boot.add, T, n_arms)
+    _add_comparison_columns(boot.add, T, tallies, cmp, n_arms)
+    S = boot.run()
+
+    metrics = {arm: _arm_metrics(S, T, frames, tallies, notes, a) for a, arm in enumerate(arms)}
+    fp_mixed = accuracy.fingerprint_conflicts(info, ctrl)
+    parser_names = [p.name for p in tallies]
+    delta: dict[str, ArmDelta | None] = {}
+    delta_parser: dict[str, dict[str, Metric | None]] = {}
+    for t in cmp.treated:
+        arm = arms[t]
+        pairing = cmp.pairing(t, c0)
+        if arm in fp_mixed:
+            delta[arm] = None
+            notes[f"delta_accuracy.{arm}"] = fp_mixed[arm]
+        else:
+            delta[arm] = accuracy.arm_delta(S, info, notes, t, c0, pairing, T.orientations.with_ci)
+        delta_parser[arm] = accuracy.parser_deltas(S, info, notes, parser_names, t, c0, pairing)
+    if c0 >= 0 and not cmp.treated:
+        notes["delta_accuracy"] = "the study has a single arm: nothing to compare"
+    pairwise = (
+        accuracy.pairwise_delta(S, info, notes, cmp.pairs, {(i, j): cmp.shared(i, j) for i, j in cmp.pairs})
+        if cmp.pairs
+        else None
+    )
+    judge_agreement = (
+        agreement.judge_agreement(S, notes, "all", None, T.review_scope)
+        if T.review_vs_auto is not None
+        else None
+    )
+    if judge_agreement is None:
+        notes["judge_agreement"] = "no reviewed row has an automated verdict to compare"
+
+    required = min(MIN_AUDIT_ROWS, int(R.ai.size))
+    result: Results = {
+        "control_arm": ctrl,
+        "control_source": ctrl_source,
+        "metrics": metrics,
+        "delta_accuracy": delta,
+        "delta_accuracy_by_parser": delta_parser,
+        "pairwise_delta": pairwise,
+        "judge_agreement": judge_agreement,
+        "design": T.design,
+        "audit": {
+            "reviews": info.n_reviews,
+            "uniform_reviewed_rows": T.uniform_reviewed_rows,
+            "required_rows": required,
+            "audited": T.uniform_reviewed_rows >= required and not info.unaudited,
+        },
+        "notes": notes,
+        "flags": [],
+    }
+    result["flags"] = diagnose(info, result, tallies, verdicts=frames.verdicts)
+    return result

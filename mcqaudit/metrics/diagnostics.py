@@ -1,0 +1,298 @@
+"""Diagnostics: the named flags of DESIGN §7, each with its evidence and its n, most important first. Pure.
+
+A flag read off an estimate fires only on at least :data:`MIN_ITEMS` items (a Δ with fewer is null and
+drives none); the flags in :data:`FACT_FLAGS` state facts about the study and fire at any size. The flags in
+:data:`CI_FLAGS` are read off bootstrap CIs, so a computation without resamples cannot raise them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mcqaudit.formatting import fmt_metric, fmt_value
+from mcqaudit.metrics.bootstrap import clustered_rate
+from mcqaudit.metrics.inputs import StudyInfo
+from mcqaudit.metrics.parsers import ParserTally
+from mcqaudit.metrics.results import ArmDelta, Flag, Metric, Results
+from mcqaudit.metrics.rules import (
+    ARTIFACT_PARSERS_EXCLUDED,
+    FLAG_ORDER,
+    FLAG_PAGES,
+    LOGPROB_MISMATCH_MAX,
+    MIN_ITEMS,
+    PARSER_DISAGREEMENT_MAX,
+    PARSER_DISAGREEMENT_MIN_ROWS,
+)
+
+_UNREADABLE_WORDS = {
+    "position_pick_rate": "position pick rates",
+    "first_position_rate": "the first-position rate",
+    "rstd": "RStd",
+    "orientation_instability": "the orientation check (orientation_instability)",
+}
+
+
+def _excludes_zero(m: Mapping[str, Any] | None) -> bool:
+    return bool(
+        m and m["ci_low"] is not None and m["ci_high"] is not None and (m["ci_low"] > 0 or m["ci_high"] < 0)
+    )
+
+
+def _flag(name: str, arm: str | None, evidence: str, items: int, rows: int, **extra: Any) -> Flag:
+    """A named flag with its evidence and its n: the items and rows the evidence rests on."""
+    f: Flag = {
+        "name": name,
+        "arm": arm,
+        "evidence": evidence,
+        "items": int(items),
+        "rows": int(rows),
+        "page": FLAG_PAGES[name],
+    }
+    f.update(extra)  # type: ignore[typeddict-item]
+    return f
+
+
+def orientation_instability(delta: Mapping[str, Any]) -> str | None:
+    """Evidence when the Δ is position bias rather than the intervention (DESIGN §7), else None.
+
+    Fires when two orientations have Δs of opposite sign whose CIs each exclude 0, or when the overall
+    Δ's CI excludes 0 and some orientation's Δ CI lies entirely on the near side of half the overall Δ
+    (that orientation shrinks the effect by more than half). Both need CIs that exclude a value, so noise
+    around a null effect fires it only at about the tests' 5 % level.
+    """
+    by = {
+        k: v
+        for k, v in delta.get("by_orientation", {}).items()
+        if v is not None and v.get("ci_low") is not None
+    }
+    pos = sorted((k for k, v in by.items() if v["ci_low"] > 0), key=lambda k: -by[k]["value"])
+    neg = sorted((k for k, v in by.items() if v["ci_high"] < 0), key=lambda k: by[k]["value"])
+    if pos and neg:
+        a, b = pos[0], neg[0]
+        return (
+            f"Δ {fmt_metric(by[a], pct=True, sign=True)} in {a} but {fmt_metric(by[b], pct=True, sign=True)} in {b}: "
+            "opposite signs, both CIs exclude 0"
+        )
+    ov = delta.get("overall")
+    if ov is None or not _excludes_zero(ov) or len(by) < 2:
+        return None
+    d = ov["value"]
+    half = d / 2
+    shrunk = [k for k, v in by.items() if (v["ci_high"] < half if d > 0 else v["ci_low"] > half)]
+    if not shrunk:
+        return None
+    k = min(shrunk, key=lambda x: abs(by[x]["value"]))
+    parts = ", ".join(f"{lab} {fmt_value(v['value'], True, True)}" for lab, v in by.items())
+    return (
+        f"overall Δ {fmt_metric(ov, pct=True, sign=True)}, but in {k} Δ {fmt_metric(by[k], pct=True, sign=True)} "
+        f"lies entirely below half of it ({parts})"
+    )
+
+
+def parser_artifact(judge: Mapping[str, Any] | None, parser: Mapping[str, Any] | None) -> bool:
+    """A parser's Δ differs from the verdicts' Δ in sign (either one clearly non-zero) or lies outside its CI."""
+    if judge is None or parser is None or judge.get("ci_low") is None:
+        return False
+    pj, pp = judge["value"], parser["value"]
+    outside = pp < judge["ci_low"] or pp > judge["ci_high"]
+    opposite = (pj > 0 > pp) or (pj < 0 < pp)
+    return outside or (opposite and (_excludes_zero(judge) or _excludes_zero(parser)))
+
+
+def _artifact_flags(res: Results, verdicts: str) -> list[Flag]:
+    out: list[Flag] = []
+    ctrl = res["control_arm"]
+    for arm, dp in res["delta_accuracy_by_parser"].items():
+        dj = res["delta_accuracy"].get(arm)
+        if dj is None or dj["overall"] is None:
+            continue
+        for name, m in dp.items():
+            if name in ARTIFACT_PARSERS_EXCLUDED or m is None or m["n"] < MIN_ITEMS:
+                continue
+            if parser_artifact(dj["overall"], m):
+                out.append(
+                    _flag(
+                        "suspected_parser_artifact",
+                        arm,
+                        f"the {name} parser's letters give Δaccuracy {fmt_metric(m, pct=True, sign=True)} for "
+                        f"{arm} vs {ctrl}; the {verdicts} verdicts give "
+                        f"{fmt_metric(dj['overall'], pct=True, sign=True)} ({dj['items']} items, {dj['pairing']})",
+                        min(m["n"], dj["items"]),
+                        dj["rows"],
+                        parser=name,
+                    )
+                )
+    return out
+
+
+def _other_rate_flag(arm: str, d: ArmDelta, res: Results) -> Flag | None:
+    o = d["other_rate"]
+    if o is None or o["ci_low"] is None or not o["ci_low"] > 0:
+        return None
+    ctrl = res["control_arm"]
+    assert ctrl is not None  # a Δ exists only against a control
+    mt, mc = res["metrics"][arm]["other_rate"], res["metrics"][ctrl]["other_rate"]
+    return _flag(
+        "other_rate_rise",
+        arm,
+        f"OTHER rate {fmt_value(mt and mt['value'], True)} vs {fmt_value(mc and mc['value'], True)} in {ctrl} "
+        f"(Δ {fmt_metric(o, pct=True, sign=True)}); Δaccuracy "
+        f"{fmt_metric(d['overall'], pct=True, sign=True)}, recomputed with OTHER excluded "
+        f"(answered accuracy) Δ {fmt_metric(d['answered_accuracy'], pct=True, sign=True)}",
+        d["items"],
+        d["rows"],
+    )
+
+
+def _judge_config_flag(info: StudyInfo, n_rows: int) -> Flag | None:
+    used = sorted({fp for fps in info.arm_fingerprints.values() for fp in fps})
+    if len(used) <= 1:
+        return None
+    parts = []
+    for fp in used:
+        cfg = info.judge_configs.get(fp, {})
+        arms_ = [a for a in info.arms if fp in info.arm_fingerprints.get(a, {})]
+        parts.append(f"{fp[:12]} ({cfg.get('model', '?')}, {cfg.get('shape', '?')}): {', '.join(arms_)}")
+    return _flag(
+        "judge_config_mixed",
+        None,
+        "verdicts come from different judge configurations — "
+        + "; ".join(parts)
+        + ". Differences between arms graded under different fingerprints are not computed.",
+        info.n_items,
+        n_rows,
+    )
+
+
+def parser_disagreement_flags(tallies: Sequence[ParserTally]) -> list[Flag]:
+    """A parser disagreeing with the verdicts on > 5 % of a ≥ 100-row sample: the uniform spot check
+    when it has enough rows, else every graded row."""
+    out: list[Flag] = []
+    for p in tallies:
+        if p.spot is not None and p.spot[1] >= PARSER_DISAGREEMENT_MIN_ROWS:
+            src, sums = "the uniform spot check", p.spot
+        elif p.pooled[1] >= PARSER_DISAGREEMENT_MIN_ROWS:
+            src, sums = "all graded rows", p.pooled
+        else:
+            continue
+        m = clustered_rate(sums)
+        if m and m["value"] is not None and m["value"] > PARSER_DISAGREEMENT_MAX and sums[0] >= MIN_ITEMS:
+            what = "rows it resolved" if p.name == "strict" else "rows"
+            out.append(
+                _flag(
+                    "parser_disagreement",
+                    None,
+                    f"the {p.name} parser disagrees with the verdicts on {fmt_metric(m, pct=True)} of {m['n']} "
+                    f"{what} ({src})",
+                    int(sums[0]),
+                    m["n"],
+                    parser=p.name,
+                )
+            )
+    return out
+
+
+def _logprob_flag(arm: str, lp: Mapping[str, Any] | None) -> Flag | None:
+    if not (lp and lp["difference"] and lp["items"] >= MIN_ITEMS):
+        return None
+    diff: Metric = lp["difference"]
+    if diff["value"] is None or not abs(diff["value"]) > LOGPROB_MISMATCH_MAX:
+        return None
+    return _flag(
+        "logprob_mismatch",
+        arm,
+        f"accuracy by argmax log-prob {fmt_value(lp['accuracy_logprob']['value'], True)} vs by text "
+        f"{fmt_value(lp['accuracy_text']['value'], True)} (difference "
+        f"{fmt_metric(diff, pct=True, sign=True)}, {diff['n']} rows): "
+        "log-prob accuracy is diagnostic only",
+        lp["items"],
+        diff["n"],
+    )
+
+
+def _ungraded_flag(arm: str, rows: int, graded: int, items: int) -> Flag | None:
+    if rows <= graded:
+        return None
+    return _flag(
+        "ungraded_rows",
+        arm,
+        f"{rows - graded} of {rows} rows ({fmt_value((rows - graded) / rows, True)}) have no verdict "
+        "(judge error or pending); they are left out of every denominator — re-run `mcqaudit grade`",
+        items,
+        rows,
+        ungraded=rows - graded,
+    )
+
+
+def _audit_flag(info: StudyInfo, res: Results, n_rows: int) -> Flag | None:
+    audit = res["audit"]
+    reasons = []
+    if info.unaudited:
+        reasons.append("the study was graded with --no-judge (strict pre-filter only)")
+    if info.n_reviews == 0:
+        reasons.append("no human review yet: no verdict has been spot-checked")
+    elif audit["uniform_reviewed_rows"] < audit["required_rows"]:
+        reasons.append(
+            f"{audit['uniform_reviewed_rows']} of the {audit['required_rows']} rows of a uniform spot check that "
+            f"audit the judge are reviewed ({info.n_reviews} reviews in all, of {n_rows} rows); agreement "
+            "figures are preliminary"
+        )
+    if not reasons:
+        return None
+    return _flag(
+        "judge_unaudited",
+        None,
+        "; ".join(reasons),
+        info.n_items,
+        n_rows,
+        reviewed_rows=audit["uniform_reviewed_rows"],
+        required_rows=audit["required_rows"],
+    )
+
+
+def diagnose(
+    info: StudyInfo, res: Results, parsers: Sequence[ParserTally], verdicts: str = "final"
+) -> list[Flag]:
+    """The named flags of DESIGN §7, each with its evidence and n (in the order they are checked; the report
+    sorts them with :func:`sort_flags`)."""
+    design = res["design"]
+    n_rows = sum(info.rows_by_arm.values())
+    flags = _artifact_flags(res, verdicts)
+    if not design["one_orientation"]:
+        for arm, d in res["delta_accuracy"].items():
+            if d is not None and d["overall"] is not None and (ev := orientation_instability(d)):
+                flags.append(_flag("orientation_instability", arm, ev, d["items"], d["rows"]))
+    for arm, d in res["delta_accuracy"].items():
+        if d is not None and (f := _other_rate_flag(arm, d, res)):
+            flags.append(f)
+    if f := _judge_config_flag(info, n_rows):
+        flags.append(f)
+    flags += parser_disagreement_flags(parsers)
+    for arm, m in res["metrics"].items():
+        if f := _logprob_flag(arm, m.get("logprob_crosscheck")):
+            flags.append(f)
+    for arm, m in res["metrics"].items():
+        if f := _ungraded_flag(arm, m["rows"], m["graded"], m["items"]):
+            flags.append(f)
+    if design["reason"]:
+        flags.append(
+            _flag(
+                "design_imbalance",
+                None,
+                f"the design cannot separate position from content: {design['reason']}. Unreadable here: "
+                + ", ".join(_UNREADABLE_WORDS[k] for k in design["unreadable"]),
+                info.n_items,
+                n_rows,
+                unreadable=list(design["unreadable"]),
+            )
+        )
+    if f := _audit_flag(info, res, n_rows):
+        flags.append(f)
+    return flags
+
+
+def sort_flags(flags: list[Flag]) -> list[Flag]:
+    """Most important first (:data:`FLAG_ORDER`); flags of one name keep their order."""
+    order = {n: i for i, n in enumerate(FLAG_ORDER)}
+    return sorted(flags, key=lambda f: order.get(f["name"], len(order)))

@@ -1,0 +1,214 @@
+"""The typed shape of the report JSON (docs/report-schema.md): what :func:`~mcqaudit.metrics.compute` returns
+and what :func:`mcqaudit.api.build_report` wraps it in. Pure types, no code.
+
+These are ``TypedDict``s, so the values stay plain JSON-ready dicts (the dashboard and users' scripts read
+them as such) while mypy checks every key the metrics write. Keys are listed in the order the JSON prints
+them; ``NotRequired`` keys appear only where the schema says so.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NotRequired, TypedDict
+
+Notes = dict[str, str]  # a note's dotted JSON path -> why the value there is null (or how to read it)
+Confusion = dict[str, dict[str, int]]  # verdict -> verdict -> rows
+Pairing = Literal["paired", "unpaired"]
+
+
+class Metric(TypedDict):
+    """One statistic: the point estimate, its 95 % percentile bootstrap CI, and its denominator's size."""
+
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n: int
+    se: NotRequired[float | None]  # differences: the bootstrap standard error ...
+    mde: NotRequired[float | None]  # ... and the minimum detectable effect, MDE_FACTOR × se
+    chance: NotRequired[float | None]  # circular accuracy, position pick rates: the chance level
+    preliminary: NotRequired[bool]  # judge-corrected accuracy from fewer than MIN_AUDIT_ROWS reviewed rows
+    assumed_exact: NotRequired[list[str]]  # judge-corrected accuracy: automated verdicts with no review
+    items: NotRequired[int]  # pairwise Δ: the items it rests on ...
+    rows: NotRequired[int]
+    pairing: NotRequired[Pairing]  # ... and how the two arms were paired
+
+
+class Consistency(TypedDict):
+    binary: Metric | None
+    nway: Metric | None
+
+
+class OrientationDisagreement(TypedDict):
+    rate: Metric | None
+    confusion: Confusion
+
+
+class ParserDisagreement(TypedDict):
+    rate: Metric | None
+    confusion: Confusion  # rows: the chosen verdict; columns: the parser's
+    by_orientation: dict[str, OrientationDisagreement]
+    compared: NotRequired[str]  # strict: only the rows it resolved
+
+
+class JudgeAgreement(TypedDict):
+    sample: Literal["uniform", "all"]
+    reviewed_rows: int
+    preliminary: bool
+    agreement: Metric | None
+    kappa: Metric | None
+    precision: dict[str, Metric | None]
+    confusion: Confusion  # rows: the automated verdict; columns: the reviewer's
+    caveat: NotRequired[str]
+    corrected_accuracy: NotRequired[Metric | None]  # per arm only
+
+
+class LogprobCrosscheck(TypedDict):
+    accuracy_logprob: Metric | None
+    accuracy_text: Metric | None
+    difference: Metric | None
+    mismatch_rate: Metric | None
+    items: int
+
+
+class ArmMetrics(TypedDict):
+    rows: int
+    graded: int
+    accuracy: Metric | None
+    answered_accuracy: Metric | None
+    other_rate: Metric | None
+    ungraded_rate: Metric | None
+    accuracy_by_orientation: dict[str, Metric | None]
+    circular_accuracy: Metric | None
+    position_baseline: Literal["uniform", "gold"]
+    position_pick_rate: dict[str, Metric | None] | None
+    first_position_rate: Metric | None
+    rstd: Metric | None
+    recall_by_gold_letter: dict[str, Metric | None]
+    consistency: Consistency
+    parser_disagreement: dict[str, ParserDisagreement]
+    items: int
+    judge_agreement: JudgeAgreement | None
+    logprob_crosscheck: LogprobCrosscheck | None
+
+
+class ArmDelta(TypedDict):
+    """Treated − control Δs; ``overall`` is null (with a note) on fewer than MIN_ITEMS items."""
+
+    overall: Metric | None
+    by_orientation: dict[str, Metric | None]
+    other_rate: Metric | None
+    answered_accuracy: Metric | None
+    items: int
+    rows: int
+    pairing: Pairing
+    items_by_arm: NotRequired[dict[str, int]]  # unpaired only
+
+
+class Design(TypedDict):
+    balanced: bool
+    gold_position_share: dict[str, dict[str, float]]
+    gold_unbalanced: bool
+    one_orientation: bool
+    separates_position: bool
+    unreadable: list[str]
+    reason: str | None
+
+
+class Audit(TypedDict):
+    reviews: int
+    uniform_reviewed_rows: int
+    required_rows: int
+    audited: bool
+
+
+class Flag(TypedDict):
+    name: str
+    arm: str | None
+    evidence: str
+    items: int
+    rows: int
+    page: str
+    parser: NotRequired[str]
+    ungraded: NotRequired[int]
+    unreadable: NotRequired[list[str]]
+    reviewed_rows: NotRequired[int]
+    required_rows: NotRequired[int]
+
+
+class Results(TypedDict):
+    """What :func:`~mcqaudit.metrics.compute` returns: the report's computed part."""
+
+    control_arm: str | None
+    control_source: str
+    flags: list[Flag]
+    metrics: dict[str, ArmMetrics]
+    delta_accuracy: dict[str, ArmDelta | None]
+    delta_accuracy_by_parser: dict[str, dict[str, Metric | None]]
+    pairwise_delta: dict[str, dict[str, Metric | None]] | None
+    judge_agreement: JudgeAgreement | None
+    design: Design
+    audit: Audit
+    notes: Notes
+
+
+class Finding(TypedDict):
+    kind: str  # headline, parser, other_rate, orientation, control, design, audit
+    arm: str | None
+    text: str
+    value: float | None
+    ci: list[float | None] | None
+    n_items: int | None
+    n_rows: int | None
+    pairing: NotRequired[Pairing]
+    mde: NotRequired[float | None]
+    informative: NotRequired[bool | None]
+    parser: NotRequired[str]
+    artifact: NotRequired[bool]
+    answered_accuracy: NotRequired[Metric | None]
+    holds: NotRequired[bool | None]
+    reviewed_rows: NotRequired[int]
+    required_rows: NotRequired[int]
+
+
+class StudyFacts(TypedDict):
+    path: str
+    created: str | None
+    unaudited: bool
+    standin_judge: bool
+    verdicts: str
+    items: int
+    orientations: list[str]
+    parsers: list[str]
+    reviews: int
+
+
+class FingerprintUse(TypedDict):
+    model: str | None
+    shape: str | None
+    temperature: float | None
+    standin: bool
+    arms: list[str]
+    rows: int
+
+
+class BootstrapFacts(TypedDict):
+    resamples: int
+    seed: int
+    unit: Literal["item"]
+    ci_level: float
+
+
+class Report(Results):
+    """The whole report dict (``mcqaudit report --format json``): :class:`Results` and the study's facts.
+    (The JSON prints ``schema_version``, ``mcqaudit_version``, ``study``, ``arms``, ``control_arm``,
+    ``control_source``, ``rows``, ``rows_by_arm``, ``judge_fingerprints``, ``bootstrap``, ``findings``, then
+    the computed keys.)"""
+
+    schema_version: int
+    mcqaudit_version: str
+    study: StudyFacts
+    arms: list[str]
+    rows: int
+    rows_by_arm: dict[str, int]
+    judge_fingerprints: dict[str, FingerprintUse]
+    bootstrap: BootstrapFacts
+    findings: list[Finding]

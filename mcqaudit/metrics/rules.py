@@ -1,0 +1,67 @@
+"""The numbers and fixed lists the metrics and flags obey (DESIGN §7), and the control-arm rule. Pure.
+
+Every threshold a reader might ask about ("why did this flag not fire?") lives here, named, once.
+"""
+
+from __future__ import annotations
+
+CI_LEVEL = 0.95
+MDE_FACTOR = 2.8  # ≈ (z_0.975 + z_0.80): the effect a two-sided 5 % test detects with 80 % power
+PARSER_DISAGREEMENT_MAX = 0.05
+PARSER_DISAGREEMENT_MIN_ROWS = 100
+LOGPROB_MISMATCH_MAX = 0.05
+BALANCE_TOLERANCE = 0.02  # a gold-position share within 2 pp of 1/n counts as balanced
+ARTIFACT_PARSERS_EXCLUDED = ("strict",)  # strict defers rather than answers: its Δ is coverage, not letters
+MIN_ITEMS = 20  # a Δ between two arms, and any statistical flag, needs this many items of evidence
+MIN_AUDIT_ROWS = 100  # reviewed rows of a uniform spot check that audit the judge; fewer: preliminary
+IMBALANCE_RATIO = 0.5  # a displayed position holding under (1 - r) / n or over (1 + r) / n of gold letters
+MAX_ORIENTATIONS_WITH_CI = 48  # beyond this, the rarest orientations get point estimates only
+
+# The flags, most important first (the order of every flag list).
+FLAG_ORDER = (
+    "suspected_parser_artifact",
+    "orientation_instability",
+    "other_rate_rise",
+    "design_imbalance",
+    "judge_config_mixed",
+    "parser_disagreement",
+    "logprob_mismatch",
+    "ungraded_rows",
+    "judge_unaudited",
+)
+# Flags that state a fact about the study rather than an estimate: they fire at any size (with their n).
+FACT_FLAGS = ("judge_config_mixed", "ungraded_rows", "judge_unaudited", "design_imbalance")
+# Flags read off bootstrap CIs: without resamples (``n_boot=0``) they cannot fire.
+CI_FLAGS = ("suspected_parser_artifact", "orientation_instability", "other_rate_rise")
+# The dashboard page that shows each flag's evidence (DESIGN §8). It is the report JSON's ``page`` key
+# (docs/report-schema.md), so it is part of the contract, not only of the dashboard.
+FLAG_PAGES = {
+    "suspected_parser_artifact": "Parsers vs judge",
+    "orientation_instability": "Orientations",
+    "other_rate_rise": "OTHER by arm",
+    "design_imbalance": "Bias",
+    "judge_config_mixed": "Overview",
+    "parser_disagreement": "Parsers vs judge",
+    "logprob_mismatch": "Bias",
+    "ungraded_rows": "Overview",
+    "judge_unaudited": "Review",
+}
+
+CONTROL_SOURCES = ("--control", "stored", "named control/base", "first ingested")
+CONTROL_NAMES = ("control", "base")
+
+
+def resolve_control(arms: list[str], requested: str | None, stored: str | None) -> tuple[str | None, str]:
+    """The control arm and where the choice came from (DESIGN §7 order; one of :data:`CONTROL_SOURCES`)."""
+    if requested is not None:
+        if requested not in arms:
+            raise ValueError(f"--control {requested!r} is not an arm of this study (arms: {', '.join(arms)})")
+        return requested, "--control"
+    if stored is not None and stored in arms:
+        return stored, "stored"
+    for name in CONTROL_NAMES:
+        if name in arms:
+            return name, "named control/base"
+    if arms:
+        return arms[0], "first ingested"
+    return None, "none"
