@@ -254,9 +254,9 @@ def test_unaudited_study_says_so_and_lists_its_ungraded_rows(tmp_path: Path) -> 
     assert "**ungraded_rows**" in shown and "**judge_unaudited**" in shown
     pending = Study(db).query("SELECT count(*) FROM graded_rows WHERE judge_status = 'pending'")[0][0]
     rv = app(db, "review").run()
-    rv.multiselect(key="w:f_verdicts").set_value(["UNGRADED"]).run()
+    rv.multiselect(key="w:f_verdicts").set_value(["no verdict yet"]).run()
     assert f"of **{pending}** matching rows" in " ".join(m.value for m in rv.markdown)
-    assert {m.label: m.value for m in rv.metric}["final verdict"] == "UNGRADED"
+    assert {m.label: m.value for m in rv.metric}["final verdict"] == "ungraded"
 
 
 def test_dashboard_entry_routes_to_overview(ui_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:

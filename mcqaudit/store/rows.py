@@ -18,8 +18,8 @@ import pandas as pd
 from mcqaudit.store.db import Study
 from mcqaudit.vocab import PARSER_NAIVE, PARSER_STRICT, PARSER_USER, VERDICTS
 
-UNGRADED = "UNGRADED"  # filter value: rows without a final verdict (judge pending or error)
-VERDICT_FILTER_VALUES = (*VERDICTS, UNGRADED)
+NO_VERDICT = "no verdict yet"  # filter value, not a verdict: rows the judge has not graded (pending or error)
+VERDICT_FILTER_VALUES = (*VERDICTS, NO_VERDICT)
 
 # letters stored on gen_rows (and so on graded_rows); any other parser name lives in parser_letters
 _ROW_PARSER_COLUMNS = {
@@ -60,7 +60,7 @@ class RowFilter:
 
     arms: tuple[str, ...] = ()
     orientations: tuple[str, ...] = ()
-    verdicts: tuple[str, ...] = ()  # CORRECT / INCORRECT / OTHER / UNGRADED (final verdict)
+    verdicts: tuple[str, ...] = ()  # final verdicts CORRECT / INCORRECT / OTHER, and/or NO_VERDICT
     judge_statuses: tuple[str, ...] = ()
     disagree_parser: str | None = None  # rows where this parser's verdict differs from the final verdict
     reviewed: bool | None = None  # True: has an effective review; False: has none
@@ -148,7 +148,7 @@ def _build(f: RowFilter) -> _Query:
         if graded:
             parts.append("g.final_verdict IN (SELECT unnest(?))")
             q.params.append(graded)
-        if UNGRADED in f.verdicts:
+        if NO_VERDICT in f.verdicts:
             parts.append("g.final_verdict IS NULL")
         q.where.append("(" + (" OR ".join(parts) or "false") + ")")
     if f.judge_statuses:

@@ -33,10 +33,11 @@ import streamlit as st
 from mcqaudit.parsers import letter_spans
 from mcqaudit.store import StudyError
 from mcqaudit.store.reviews import CONFIRM, OVERRIDE, STRATEGIES, ReviewError
-from mcqaudit.store.rows import UNGRADED, VERDICT_FILTER_VALUES, ConfusionCell, RowFilter
+from mcqaudit.store.rows import NO_VERDICT, VERDICT_FILTER_VALUES, ConfusionCell, RowFilter
 from mcqaudit.ui import components, data, state, tables
 from mcqaudit.vocab import LETTERS, PARSER_STRICT, PARSER_USER, VERDICTS, is_blank, verdict_of
 
+UNGRADED = "ungraded"  # shown where a row has no verdict yet (judge pending or failed): never a fourth verdict
 PAGE_SIZE = 25
 NO_LETTER = "(none)"
 LONG_QUESTION = 400  # characters: a longer question (a passage) is collapsed so the answer stays on screen
@@ -269,7 +270,7 @@ def render_filters(choices: Mapping[str, list[str]], blind: bool) -> None:
         on_change=_filter_changed,
         args=(state.F_VERDICTS,),
         disabled=blind,
-        help=f"{UNGRADED}: no verdict yet (judge pending or error)",
+        help=f"{NO_VERDICT}: rows the judge has not graded yet (pending or error); ungraded is not OTHER",
     )
     c[3].multiselect(
         "Judge status",
