@@ -169,7 +169,7 @@ def gold_index(gold: object, n: int) -> int:
 
 
 def orient_item(item: Item, labels: Iterable[str], template: str = DEFAULT_TEMPLATE) -> list[dict]:
-    """Prompt rows (DESIGN §3 fields minus generation and arm) for one item in each orientation."""
+    """Prompt rows (docs/design.md §3 fields minus generation and arm) for one item in each orientation."""
     rows = []
     gold_canon = LETTERS[item.gold_index]
     for lab in labels:

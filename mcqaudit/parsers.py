@@ -1,4 +1,4 @@
-"""Parsers: everything that reads an option letter out of a generation (DESIGN §4). Pure: no I/O.
+"""Parsers: everything that reads an option letter out of a generation (docs/design.md §4). Pure: no I/O.
 
 - :func:`strict`, mcqaudit's pre-filter: resolves a row only when the whole generation is the answer and
   nothing else, and defers (``None``) otherwise. It never returns a wrong letter and never yields OTHER.

@@ -1,4 +1,4 @@
-"""The project's fixed vocabulary (DESIGN.md §1): verdicts, judge statuses, verdict sources, parser names, the
+"""The project's fixed vocabulary (docs/design.md §1): verdicts, judge statuses, verdict sources, parser names, the
 stand-in judge's model name; and the Python twins of the rules the study file holds as SQL macros
 (:mod:`mcqaudit.store.schema`, ``RULE_MACROS``): :func:`verdict_of` (``verdict_of(letter, gold)``) and
 :func:`is_blank` (``is_blank(text)``). ``tests/test_rules.py`` checks each twin against the production SQL."""
@@ -31,7 +31,7 @@ PARSER_STRICT: Final = "strict"
 PARSER_NAIVE: Final = "naive"
 PARSER_USER: Final = "user"
 
-# the stand-in judge's model name (DESIGN §5): it serves only this model, and a reply naming it marks the
+# the stand-in judge's model name (docs/design.md §5): it serves only this model, and a reply naming it marks the
 # fingerprint as a heuristic's, not an LLM's
 STANDIN_MODEL: Final = "standin-heuristic"
 
@@ -66,7 +66,7 @@ def verdict_of(letter: str | None, gold: str) -> Verdict:
 
 
 def is_blank(text: str) -> bool:
-    """A blank generation (empty or whitespace only) is OTHER by rule and is never sent to a judge (DESIGN §1).
+    """A blank generation (empty or whitespace only) is OTHER by rule and is never sent to a judge (docs/design.md §1).
 
     Blank means exactly what ``str.strip()`` removes. Twin of the SQL macro ``is_blank(text)``."""
     return not text.strip()

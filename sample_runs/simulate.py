@@ -210,7 +210,7 @@ class _ItemLatent:
 
 
 def load_items(path: Path | str = ITEMS_PATH) -> list[Item]:
-    """Items from a JSONL file with the DESIGN §3 item fields (item_id, question, options, gold, metadata)."""
+    """Items from a JSONL file with the docs/design.md §3 item fields (item_id, question, options, gold, metadata)."""
     items = []
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -234,7 +234,7 @@ def load_items(path: Path | str = ITEMS_PATH) -> list[Item]:
 
 
 def naive_letter(text: str, n_options: int) -> str | None:
-    """The naive parser (DESIGN §4): first letter within the option range, case-insensitive, anywhere."""
+    """The naive parser (docs/design.md §4): first letter within the option range, case-insensitive, anywhere."""
     legal = letters(n_options)
     for ch in text:
         if ch.upper() in legal:
@@ -379,7 +379,7 @@ def _rows(items: Sequence[Item], seed: int) -> Iterator[tuple[dict, LatentRow]]:
 
 
 def generation_rows(items: Sequence[Item] | None = None, seed: int = SEED) -> list[dict]:
-    """The generation rows (DESIGN §3 fields) that ``main`` writes."""
+    """The generation rows (docs/design.md §3 fields) that ``main`` writes."""
     return [row for row, _ in _rows(load_items() if items is None else items, seed)]
 
 

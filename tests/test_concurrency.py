@@ -1,4 +1,4 @@
-"""Several writers on one study file lose nothing (DESIGN §6).
+"""Several writers on one study file lose nothing (docs/design.md §6).
 
 The real ``mcqaudit grade`` runs as its own process against the stand-in judge (writing verdicts in small
 batches) while a second process plays the dashboard server with two review sessions — two threads sharing one

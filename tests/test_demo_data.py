@@ -207,7 +207,7 @@ def test_every_template_reads_unambiguously_for_every_item(sim: ModuleType, item
 
 
 def _accuracy(latent: list, arm: str, correct, orientation: str | None = None) -> float:
-    """Item-weighted accuracy (DESIGN §7): mean over items of the mean over orientations."""
+    """Item-weighted accuracy (docs/design.md §7): mean over items of the mean over orientations."""
     per_item = collections.defaultdict(list)
     for lat in latent:
         if lat.arm == arm and (orientation is None or lat.orientation == orientation):

@@ -1,4 +1,4 @@
-"""Findings and small samples (DESIGN §7, §8): studies built through the real path — `mcqaudit ingest`, then
+"""Findings and small samples (docs/design.md §7, §8): studies built through the real path — `mcqaudit ingest`, then
 `mcqaudit grade --no-judge` or the stand-in judge — and the report's JSON, its findings and its Markdown.
 
 Each study is one of the ways a first look goes wrong: arms that share 2 items or none (and a control

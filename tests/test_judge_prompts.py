@@ -1,5 +1,5 @@
 """Judge prompts: every option and the fenced generation are in the prompt, the fence holds against any text,
-the fingerprint covers exactly the frozen configuration (DESIGN §5)."""
+the fingerprint covers exactly the frozen configuration (docs/design.md §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Judge reply parsing (DESIGN §5), driven by tests/cases/judge_replies.jsonl: first the pure parser, then
+"""Judge reply parsing (docs/design.md §5), driven by tests/cases/judge_replies.jsonl: first the pure parser, then
 every case again as a real reply from a real HTTP server through the real `openai` client."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Metrics on small hand-computed studies (DESIGN §7).
+"""Metrics on small hand-computed studies (docs/design.md §7).
 
 Studies are written straight into a real DuckDB study file by :class:`StudyBuilder` (no ingest, no judge),
 so each test states exactly which verdict every row has and checks the numbers by hand.

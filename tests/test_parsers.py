@@ -1,4 +1,4 @@
-"""Parsers (DESIGN §4): the case file, Hypothesis properties, and Python vs DuckDB (RE2) equivalence."""
+"""Parsers (docs/design.md §4): the case file, Hypothesis properties, and Python vs DuckDB (RE2) equivalence."""
 
 from __future__ import annotations
 
@@ -338,7 +338,7 @@ def bare_answer(draw: st.DrawFn, other_text: bool = False) -> tuple[str, list[st
     sep = draw(st.sampled_from(TEXT_SEPS)) if with_text else ""
     trailing = draw(st.sampled_from(TRAILING))
     lower = draw(st.booleans())
-    # lower-case letters count like capitals where they cannot be an article (DESIGN §4): not before text
+    # lower-case letters count like capitals where they cannot be an article (docs/design.md §4): not before text
     # after a bare space, and not a or i at the very end after a lead-in without a colon
     if lower and with_text and sep.strip(" \n") == "" and not close:
         lower = False

@@ -1,4 +1,4 @@
-"""The report: JSON shape (DESIGN §7), golden Markdown/JSON of a fixture study, HTML, the CLI command.
+"""The report: JSON shape (docs/design.md §7), golden Markdown/JSON of a fixture study, HTML, the CLI command.
 
 Golden files live in tests/golden/ and are rewritten only with MCQAUDIT_REGEN_GOLDEN=1. The fixture is
 deterministic (seeded, fixed timestamps) and its item-level values are multiples of 1/4, so the float32
@@ -163,7 +163,7 @@ def test_fixture_flags(tmp_path: Path) -> None:
     names = {(f["name"], f["arm"]) for f in rep["flags"]}
     assert ("ungraded_rows", "hedging") in names
     assert ("other_rate_rise", "hedging") in names
-    # six reviews of a uniform spot check do not audit the judge: it needs 100 (DESIGN §7)
+    # six reviews of a uniform spot check do not audit the judge: it needs 100 (docs/design.md §7)
     (un,) = [f for f in rep["flags"] if f["name"] == "judge_unaudited"]
     assert (un["reviewed_rows"], un["required_rows"]) == (6, 100) and "6 of the 100" in un["evidence"]
     assert rep["judge_agreement"]["preliminary"] is True

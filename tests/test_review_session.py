@@ -1,4 +1,4 @@
-"""A whole spot-check session in a real headless Chromium, as a reviewer lives it (DESIGN §8).
+"""A whole spot-check session in a real headless Chromium, as a reviewer lives it (docs/design.md §8).
 
 The study has three arms of chat-model-like answers, long passages, metadata and prompts (tests/review_study.py,
 graded by the stand-in judge). The reviewer sets a name, draws a uniform queue of 20 rows in total, and

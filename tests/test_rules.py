@@ -1,4 +1,4 @@
-"""The rules, once (DESIGN §1): the SQL macros of ``store.schema`` checked by running them in a real study file,
+"""The rules, once (docs/design.md §1): the SQL macros of ``store.schema`` checked by running them in a real study file,
 against their Python twins in ``vocab`` and against the final-verdict precedence; the migration that brought
 them; and a blank-looking generation carried through ingest and grade."""
 
@@ -130,7 +130,7 @@ def test_verdict_of_in_sql_matches_python(con: duckdb.DuckDBPyConnection) -> Non
 
 # --- final-verdict precedence ------------------------------------------------------------------------------------
 def _expected(review, review_letter, judge, judge_letter, strict_letter, blank, gold="A"):
-    """DESIGN §1, read literally: latest review, else judge, else strict pre-filter, else rule."""
+    """docs/design.md §1, read literally: latest review, else judge, else strict pre-filter, else rule."""
     if review is not None:
         return review, SOURCE_REVIEW, review_letter
     if judge is not None:

@@ -210,7 +210,7 @@ def test_spot_check_queue_is_seeded_persisted_and_walked(ui_db: Path) -> None:
     assert shown_row_id(at) == queue[0]
 
 
-# --- state rules of the review flow (DESIGN §8) ----------------------------------------------------------------
+# --- state rules of the review flow (docs/design.md §8) ----------------------------------------------------------------
 def _queue(s: Study, size: int = 4, **kw) -> list[str]:
     from mcqaudit.store.reviews import create_spot_check
 

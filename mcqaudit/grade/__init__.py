@@ -1,4 +1,4 @@
-"""Grading (DESIGN §5): plan → requests → writer → store, resumable and cached.
+"""Grading (docs/design.md §5): plan → requests → writer → store, resumable and cached.
 
 - :mod:`.config`: options and their checks, the API key's lookup, the exemplar file, exit codes.
 - :mod:`.plan`: the rows that need the judge, rendered into one request per distinct prompt; the dry run.

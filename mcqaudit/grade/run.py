@@ -1,4 +1,4 @@
-"""A grade run: strict pre-filter → judge → store, resumable and cached (DESIGN §5).
+"""A grade run: strict pre-filter → judge → store, resumable and cached (docs/design.md §5).
 
 Rows the pre-filter resolved, and blank generations (OTHER by rule), are never sent: their verdicts come
 from ``gen_rows`` through the ``graded_rows`` view. Every other row gets one judge verdict per fingerprint.

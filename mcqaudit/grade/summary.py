@@ -20,7 +20,7 @@ STANDIN_NOTE = (
 
 @dataclass
 class GradeSummary:
-    """What a grade run did; ``exit_code`` is the CLI's exit status (DESIGN §5)."""
+    """What a grade run did; ``exit_code`` is the CLI's exit status (docs/design.md §5)."""
 
     fingerprint: str
     model: str

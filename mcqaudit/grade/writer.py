@@ -1,4 +1,4 @@
-"""The writer: replies and verdicts go to the study in small batches as they arrive (DESIGN §5).
+"""The writer: replies and verdicts go to the study in small batches as they arrive (docs/design.md §5).
 
 A killed run loses at most the replies in flight: each batch is one short transaction.
 """

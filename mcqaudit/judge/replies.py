@@ -1,4 +1,4 @@
-"""Reading a judge's reply (DESIGN §5): exactly one legal value, or an error with the reason. Pure.
+"""Reading a judge's reply (docs/design.md §5): exactly one legal value, or an error with the reason. Pure.
 
 A legal reply is one legal value (case-insensitive), optionally wrapped in whitespace, quotes, ``*``,
 brackets and a trailing period, or a JSON object ``{"choice": …}`` / ``{"verdict": …}`` (optionally with a

@@ -1,7 +1,7 @@
 """The stand-in judge: an OpenAI-compatible HTTP server on 127.0.0.1 that answers mcqaudit judge prompts
 with a documented heuristic (:mod:`mcqaudit.judge.heuristic`). It is NOT an LLM.
 
-It exists for demos, tests, benchmarks and dry runs (DESIGN.md §5): an endpoint like any other, used only
+It exists for demos, tests, benchmarks and dry runs (docs/design.md §5): an endpoint like any other, used only
 when configured (``--judge-model standin-heuristic --judge-base-url http://127.0.0.1:PORT/v1``), and every
 verdict it gives is a heuristic's. ``docs/standin.md`` describes the heuristic and its measured agreement.
 

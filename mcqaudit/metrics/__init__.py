@@ -1,4 +1,4 @@
-"""Metrics, confidence intervals and diagnostics (DESIGN §7): pure over arrays (numpy and pandas, no I/O).
+"""Metrics, confidence intervals and diagnostics (docs/design.md §7): pure over arrays (numpy and pandas, no I/O).
 
 The input is a :class:`StudyFrames`, one narrow row of integer codes per generation, which
 :mod:`mcqaudit.store.frames` resolves in DuckDB; :func:`compute` returns the report's computed part as

@@ -79,7 +79,7 @@ def fingerprint_conflicts(info: StudyInfo, ctrl: str | None) -> dict[str, str]:
 
 
 def _too_few(pairing: Pairing, items: int, n_t: int, n_c: int, arm: str, ctrl: str) -> str | None:
-    """Why a Δ between two arms is not computed (DESIGN §7: fewer than 20 items), or None."""
+    """Why a Δ between two arms is not computed (docs/design.md §7: fewer than 20 items), or None."""
     if pairing == "paired":
         return (
             None if items >= MIN_ITEMS else f"{plural(items, 'shared item')} (a Δ needs at least {MIN_ITEMS})"

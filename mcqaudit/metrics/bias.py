@@ -119,7 +119,7 @@ def gold_balance(R: Rows) -> tuple[bool, dict[str, dict[str, float]]]:
 
 
 def design_of(orients: list[str], balanced: bool, gold_share: Mapping[str, Mapping[str, float]]) -> Design:
-    """Whether the design can separate position from content (DESIGN §7 ``design_imbalance``).
+    """Whether the design can separate position from content (docs/design.md §7 ``design_imbalance``).
 
     Gold letters are *unbalanced* when some displayed position holds under half or over one and a half times
     its fair share 1/n of them (all gold at A, say): a position preference and the answers are then the same

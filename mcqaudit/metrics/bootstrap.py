@@ -1,4 +1,4 @@
-"""The item-clustered bootstrap and the metric value it yields (DESIGN §7: CIs resample items). Pure.
+"""The item-clustered bootstrap and the metric value it yields (docs/design.md §7: CIs resample items). Pure.
 
 Every metric is a function of per-item sums, so one :class:`ItemBootstrap` serves them all: each replicate
 draws the study's items with replacement — the same draw for every arm, orientation and parser, so

@@ -1,4 +1,4 @@
-"""Every metric, difference and flag of DESIGN §7 from a study's frames: the one entry point
+"""Every metric, difference and flag of docs/design.md §7 from a study's frames: the one entry point
 :func:`compute`, which aggregates rows into per-item vectors, registers them as bootstrap columns, runs one
 item bootstrap, and hands the sums to each metric family (:mod:`~mcqaudit.metrics.accuracy`,
 :mod:`~mcqaudit.metrics.bias`, :mod:`~mcqaudit.metrics.parsers`, :mod:`~mcqaudit.metrics.agreement`) and the
@@ -392,7 +392,7 @@ def _arm_metrics(
 
 
 def compute(frames: StudyFrames, control: str | None = None, n_boot: int = 2000, seed: int = 0) -> Results:
-    """Every metric, difference and flag of DESIGN §7, as a JSON-ready dict (see docs/report-schema.md)."""
+    """Every metric, difference and flag of docs/design.md §7, as a JSON-ready dict (see docs/report-schema.md)."""
     info = frames.info
     arms = info.arms
     R = rows_of(frames)

@@ -1,4 +1,4 @@
-"""Diagnostics: the named flags of DESIGN §7, each with its evidence and its n, most important first. Pure.
+"""Diagnostics: the named flags of docs/design.md §7, each with its evidence and its n, most important first. Pure.
 
 A flag read off an estimate fires only on at least :data:`MIN_ITEMS` items (a Δ with fewer is null and
 drives none); the flags in :data:`FACT_FLAGS` state facts about the study and fire at any size. The flags in
@@ -54,7 +54,7 @@ def _flag(name: str, arm: str | None, evidence: str, items: int, rows: int, **ex
 
 
 def orientation_instability(delta: Mapping[str, Any]) -> str | None:
-    """Evidence when the Δ is position bias rather than the intervention (DESIGN §7), else None.
+    """Evidence when the Δ is position bias rather than the intervention (docs/design.md §7), else None.
 
     Fires when two orientations have Δs of opposite sign whose CIs each exclude 0, or when the overall
     Δ's CI excludes 0 and some orientation's Δ CI lies entirely on the near side of half the overall Δ
@@ -254,7 +254,7 @@ def _audit_flag(info: StudyInfo, res: Results, n_rows: int) -> Flag | None:
 def diagnose(
     info: StudyInfo, res: Results, parsers: Sequence[ParserTally], verdicts: str = "final"
 ) -> list[Flag]:
-    """The named flags of DESIGN §7, each with its evidence and n (in the order they are checked; the report
+    """The named flags of docs/design.md §7, each with its evidence and n (in the order they are checked; the report
     sorts them with :func:`sort_flags`)."""
     design = res["design"]
     n_rows = sum(info.rows_by_arm.values())

@@ -1,4 +1,4 @@
-"""Parser family: each parser's letters read as verdicts, against the chosen verdicts (DESIGN §7
+"""Parser family: each parser's letters read as verdicts, against the chosen verdicts (docs/design.md §7
 ``parser_disagreement``, and the per-parser accuracy behind ``delta_accuracy_by_parser``). Pure.
 
 Disagreement rates use an analytic item-clustered interval (:func:`clustered_rate`), no replicates.

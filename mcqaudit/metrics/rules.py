@@ -1,4 +1,4 @@
-"""The numbers and fixed lists the metrics and flags obey (DESIGN §7), and the control-arm rule. Pure.
+"""The numbers and fixed lists the metrics and flags obey (docs/design.md §7), and the control-arm rule. Pure.
 
 Every threshold a reader might ask about ("why did this flag not fire?") lives here, named, once.
 """
@@ -33,7 +33,7 @@ FLAG_ORDER = (
 FACT_FLAGS = ("judge_config_mixed", "ungraded_rows", "judge_unaudited", "design_imbalance")
 # Flags read off bootstrap CIs: without resamples (``n_boot=0``) they cannot fire.
 CI_FLAGS = ("suspected_parser_artifact", "orientation_instability", "other_rate_rise")
-# The dashboard page that shows each flag's evidence (DESIGN §8). It is the report JSON's ``page`` key
+# The dashboard page that shows each flag's evidence (docs/design.md §8). It is the report JSON's ``page`` key
 # (docs/report-schema.md), so it is part of the contract, not only of the dashboard.
 FLAG_PAGES = {
     "suspected_parser_artifact": "Parsers vs judge",
@@ -52,7 +52,7 @@ CONTROL_NAMES = ("control", "base")
 
 
 def resolve_control(arms: list[str], requested: str | None, stored: str | None) -> tuple[str | None, str]:
-    """The control arm and where the choice came from (DESIGN §7 order; one of :data:`CONTROL_SOURCES`)."""
+    """The control arm and where the choice came from (docs/design.md §7 order; one of :data:`CONTROL_SOURCES`)."""
     if requested is not None:
         if requested not in arms:
             raise ValueError(f"--control {requested!r} is not an arm of this study (arms: {', '.join(arms)})")

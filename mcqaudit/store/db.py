@@ -67,7 +67,7 @@ class Study:
                 raise StudyError(f"{self.path}: no such study file (create one with `mcqaudit ingest`)")
             self.path.parent.mkdir(parents=True, exist_ok=True)
         # A study shared read-only (the file, its folder, or the disk) is opened read-only, so that every
-        # command that only reads still works on it (DESIGN §6); DuckDB would refuse a read-write open.
+        # command that only reads still works on it (docs/design.md §6); DuckDB would refuse a read-write open.
         self.read_only = (
             read_only
             if read_only is not None

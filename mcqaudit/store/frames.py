@@ -8,7 +8,7 @@ small integer codes per generation — no strings: arms, items and orientations 
 The metrics module aggregates these with vectorised numpy (bincount), which on a 1,000,000-row study is
 several times faster than a GROUP BY per statistic here.
 
-Two verdict views (DESIGN §7): ``final`` is ``graded_rows.final_verdict``/``picked_letter``; ``judge`` is the
+Two verdict views (docs/design.md §7): ``final`` is ``graded_rows.final_verdict``/``picked_letter``; ``judge`` is the
 automated verdict alone — judge, else pre-filter, else rule — i.e. the final verdict with human reviews
 taken out. A row without a verdict in the chosen view is ungraded.
 """

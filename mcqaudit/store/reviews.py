@@ -1,6 +1,6 @@
 """SQL for reviews: confirm / override / retract, review history, spot-check queues, review-log export/import.
 
-Reviews are append-only (DESIGN §1, §6). A review records who, when, the verdict it replaced (``prior_verdict``,
+Reviews are append-only (docs/design.md §1, §6). A review records who, when, the verdict it replaced (``prior_verdict``,
 ``prior_source``) and the judge fingerprint it was made against; a retraction is a new review row pointing at
 the one it withdraws. The current verdict is derived by the ``effective_reviews`` / ``graded_rows`` views, never
 stored, so every metric follows a review at once.

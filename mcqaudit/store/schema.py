@@ -1,10 +1,10 @@
 """The study file's schema as numbered migrations (SQL text), the rules as SQL macros, and the public
-`graded_rows` view (DESIGN §6).
+`graded_rows` view (docs/design.md §6).
 
 Each migration runs once, in order, inside one transaction; `schema_migrations` records which ran.
 The views are re-created by every migration that changes them.
 
-The rules (DESIGN §1) live here once, as macros every query calls (the view, :mod:`~mcqaudit.store.frames`,
+The rules (docs/design.md §1) live here once, as macros every query calls (the view, :mod:`~mcqaudit.store.frames`,
 :mod:`~mcqaudit.store.rows`, :mod:`~mcqaudit.store.reviews`, :mod:`~mcqaudit.store.loading`):
 
 - ``verdict_of(letter, gold)``: the verdict a picked letter implies (gold → CORRECT, another → INCORRECT,
@@ -168,7 +168,7 @@ MIGRATIONS: list[str] = [
         source_line BIGINT
     );
 
-    -- letters of the known framework patterns (DESIGN §4); one row per (row, parser), letter NULL = no match
+    -- letters of the known framework patterns (docs/design.md §4); one row per (row, parser), letter NULL = no match
     CREATE TABLE parser_letters (
         row_id VARCHAR NOT NULL,
         parser VARCHAR NOT NULL,

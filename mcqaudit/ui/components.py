@@ -147,7 +147,7 @@ def highlighted_text(text: str, start: int, end: int, title: str) -> None:
     st.html(f'<pre data-testid="mq-generation" style="{_TEXT_STYLE}">{body}</pre>')
 
 
-# Keys → what they press (DESIGN §8). ``click``: a button inside the element with this key prefix;
+# Keys → what they press (docs/design.md §8). ``click``: a button inside the element with this key prefix;
 # ``radio``: the n-th option of the radio with this key prefix. Ignored while the focus is in a text field
 # (typing a note never triggers one), with a modifier held, and while the target is still the previous
 # run's (stale) element; handled in the capture phase and stopped there, so Streamlit's own single-key

@@ -1,7 +1,7 @@
 """Cached access to the study file for the dashboard.
 
 One :class:`~mcqaudit.store.db.Study` per path (``st.cache_resource``); it opens a short-lived connection
-per query, so a ``grade`` run or another dashboard can take the file between queries (DESIGN §6).
+per query, so a ``grade`` run or another dashboard can take the file between queries (docs/design.md §6).
 
 Loaders are ``st.cache_data`` functions keyed by (path, version, arguments). The version is the study
 file's and its WAL's (mtime, size): every write — this session's, another session's, a ``grade`` process's —
@@ -79,7 +79,7 @@ def meta(path: str, version: Version) -> dict[str, str | None]:
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def control(path: str, version: Version) -> tuple[str | None, str]:
-    """(the control arm, how it was chosen), as the report resolves it (DESIGN §7)."""
+    """(the control arm, how it was chosen), as the report resolves it (docs/design.md §7)."""
     from mcqaudit.metrics import resolve_control
 
     s = get_study(path)

@@ -64,7 +64,7 @@ DEFAULTS: dict[str, Any] = {
     CONTEXT_SELECTION: None,
 }
 
-# URL query parameters (DESIGN §8 review automation contract)
+# URL query parameters (docs/design.md §8 review automation contract)
 Q_ROW, Q_QUEUE, Q_REVIEWER, Q_BLIND = "row", "queue", "reviewer", "blind"
 
 _WIDGET = "w:"

@@ -1,4 +1,4 @@
-"""Tables the pages show, built from the report dict (DESIGN §7 shape) and store frames. Pure: no streamlit.
+"""Tables the pages show, built from the report dict (docs/design.md §7 shape) and store frames. Pure: no streamlit.
 
 Percentages are shown as ``71.2 [66.1, 75.8]`` (value and 95 % CI, in percent or percentage points); a
 metric that could not be computed is ``n/a``.

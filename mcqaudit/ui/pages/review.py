@@ -1,6 +1,6 @@
 """Review: the work surface. A spot-check queue or a filtered row list, one row in detail, confirm / override /
 retract under the session's reviewer name, blind mode, keyboard shortcuts, and a URL that always names the
-row on screen (DESIGN §8 review automation contract).
+row on screen (docs/design.md §8 review automation contract).
 
 How the page keeps a reviewer's place:
 
