@@ -44,7 +44,7 @@ from mcqaudit.endpoint import (
     scrub,
     valid_env_name,
 )
-from mcqaudit.grade.config import EXIT_FAILURE, EXIT_OK, EXIT_ROW_ERRORS
+from mcqaudit.grade.config import run_exit_code
 from mcqaudit.grade.summary import NullReporter, Reporter
 from mcqaudit.ingest.errors import InputError, Problem
 from mcqaudit.vocab import LETTERS
@@ -131,9 +131,7 @@ class GenerateSummary:
 
     @property
     def exit_code(self) -> int:
-        if self.aborted is not None:
-            return EXIT_FAILURE
-        return EXIT_ROW_ERRORS if self.errors or self.not_attempted else EXIT_OK
+        return run_exit_code(aborted=self.aborted, errors=self.errors, not_attempted=self.not_attempted)
 
     @property
     def rows_per_s(self) -> float:

@@ -21,6 +21,14 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_ROW_ERRORS = 3
 
+
+def run_exit_code(*, aborted: object, errors: int, not_attempted: int) -> int:
+    """The exit status of a run against an endpoint (grade, generate): 1 when it stopped (a fatal endpoint
+    status, an interruption), 3 when some rows ended in error or were never sent, else 0."""
+    if aborted is not None:
+        return EXIT_FAILURE
+    return EXIT_ROW_ERRORS if errors or not_attempted else EXIT_OK
+
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 ENV_MODEL = "MCQAUDIT_JUDGE_MODEL"
 ENV_BASE_URL = "MCQAUDIT_JUDGE_BASE_URL"

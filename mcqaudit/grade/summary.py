@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from mcqaudit.grade.config import EXIT_FAILURE, EXIT_OK, EXIT_ROW_ERRORS
+from mcqaudit.grade.config import run_exit_code
 from mcqaudit.judge.client import redact_url
 from mcqaudit.vocab import STANDIN_MODEL
 
@@ -48,9 +48,7 @@ class GradeSummary:
 
     @property
     def exit_code(self) -> int:
-        if self.aborted is not None:
-            return EXIT_FAILURE
-        return EXIT_ROW_ERRORS if self.errors or self.not_attempted else EXIT_OK
+        return run_exit_code(aborted=self.aborted, errors=self.errors, not_attempted=self.not_attempted)
 
     @property
     def rows_per_s(self) -> float:
