@@ -26,8 +26,8 @@ from mcqaudit.plots import (
     fig_position_picks,
 )
 from mcqaudit.report import STANDIN_BANNER, build_report, flags_for, render, to_html, to_markdown
+from tests.builders import StudyBuilder
 from tests.conftest import run_cli
-from tests.test_metrics import StudyBuilder
 
 GOLDEN = Path(__file__).parent / "golden"
 REGEN = os.environ.get("MCQAUDIT_REGEN_GOLDEN") == "1"

@@ -1,0 +1,189 @@
+"""The documented low-level study builder for the metric and report tests (a helper module, not a test
+module): it writes a study straight into the tables of a real DuckDB study file (no ingest, no judge), so a
+test states exactly which verdict every row has. Everything else builds its studies through the public
+ingest and grade path (tests/ui_study.py, tests/review_study.py, the CLI in subprocesses).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from mcqaudit import orient
+from mcqaudit.store.db import Study
+from mcqaudit.vocab import LETTERS, verdict_of
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class StudyBuilder:
+    """Writes a study directly into the tables (arms, items, gen_rows, judge_verdicts, reviews, ...).
+
+    ``pick`` is the displayed letter the row picks, ``"OTHER"``, or ``None`` for a row whose judge failed
+    (``status="error"``) or has not answered yet (``status="pending"``).
+    """
+
+    path: Path
+    items: dict[str, tuple[list[str], int]] = field(default_factory=dict)
+    arms: list[str] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    reviews: list[tuple[str, str, str | None]] = field(default_factory=list)
+    spot: list[tuple[str, list[str]]] = field(default_factory=list)
+    configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    meta: dict[str, str] = field(default_factory=dict)
+    parser_rows: list[tuple[str, str, str | None]] = field(default_factory=list)
+
+    def item(self, item_id: str, n: int = 4, gold: int = 0) -> str:
+        self.items[item_id] = ([f"{item_id}-opt{k}" for k in range(n)], gold)
+        return item_id
+
+    def config(self, fp: str, model: str = "judge-x", standin: bool = False, shape: str = "extract") -> None:
+        self.configs[fp] = {"model": model, "standin": standin, "shape": shape}
+
+    def gold_letter(self, item_id: str, orientation: str) -> str:
+        return orient.displayed_letter(LETTERS[self.items[item_id][1]], orientation)
+
+    def row(
+        self,
+        arm: str,
+        item_id: str,
+        orientation: str,
+        pick: str | None,
+        *,
+        sample: int = 0,
+        source: str = "judge",
+        status: str = "ok",
+        naive: str | None = "same",
+        user: str | None = "none",
+        fp: str = "fp-a",
+        logprobs: dict[str, float] | None = None,
+        frameworks: dict[str, str | None] | None = None,
+    ) -> str:
+        if arm not in self.arms:
+            self.arms.append(arm)
+        if fp not in self.configs:
+            self.config(fp)
+        row_id = f"{arm}|{item_id}|{orientation}|{sample}"
+        letter = pick if pick not in (None, "OTHER") else None
+        self.rows.append(
+            {
+                "row_id": row_id,
+                "arm": arm,
+                "item_id": item_id,
+                "orientation": orientation,
+                "sample": sample,
+                "pick": pick,
+                "letter": letter,
+                "source": source,
+                "status": status if pick is not None else ("error" if status == "ok" else status),
+                "naive": letter if naive == "same" else naive,
+                "user": None if user == "none" else (letter if user == "same" else user),
+                "fp": fp,
+                "logprobs": logprobs,
+            }
+        )
+        for name, lt in (frameworks or {}).items():
+            self.parser_rows.append((row_id, name, lt))
+        return row_id
+
+    def review(self, row_id: str, verdict: str, letter: str | None = None) -> None:
+        self.reviews.append((row_id, verdict, letter))
+
+    def build(self) -> Study:
+        if self.path.exists():  # built already: the same study
+            return Study(self.path)
+        study = Study(self.path, create=True)
+        items = pd.DataFrame(
+            [(i, f"Q {i}?", opts, gold) for i, (opts, gold) in self.items.items()],
+            columns=["item_id", "question", "options", "gold_index"],
+        )
+        gen, verdicts = [], []
+        for r in self.rows:
+            opts, _ = self.items[r["item_id"]]
+            gold = self.gold_letter(r["item_id"], r["orientation"])
+            blank = r["source"] == "blank"
+            gen.append(
+                {
+                    "row_id": r["row_id"], "arm": r["arm"], "item_id": r["item_id"], "orientation": r["orientation"],
+                    "sample": r["sample"], "question": f"Q {r['item_id']}?",
+                    "options": orient.apply(opts, r["orientation"]), "gold_letter": gold,
+                    "generation": "" if blank else (r["letter"] or "I cannot answer"), "is_blank": blank,
+                    "option_logprobs": json.dumps(r["logprobs"]) if r["logprobs"] is not None else None,
+                    "user_letter": r["user"], "naive_letter": r["naive"],
+                    "strict_letter": r["letter"] if r["source"] == "strict" else None,
+                }
+            )  # fmt: skip
+            if r["source"] == "judge" and r["status"] != "pending":
+                ok = r["status"] == "ok"
+                verdicts.append(
+                    {
+                        "row_id": r["row_id"], "fingerprint": r["fp"], "status": "ok" if ok else "error",
+                        "letter": r["letter"] if ok else None,
+                        "verdict": verdict_of(r["letter"], gold) if ok else None, "reply": r["pick"] or "??",
+                    }
+                )  # fmt: skip
+        gen_df = pd.DataFrame(gen, columns=list(gen[0]) if gen else ["row_id"])
+        jv_df = pd.DataFrame(
+            verdicts, columns=["row_id", "fingerprint", "status", "letter", "verdict", "reply"]
+        )
+        spot_rows = [
+            (q, pos, rid) for q, (_, ids) in enumerate(self.spot, start=1) for pos, rid in enumerate(ids)
+        ]
+        spot_df = pd.DataFrame(spot_rows, columns=["queue_id", "position", "row_id"])
+        pl_df = pd.DataFrame(self.parser_rows, columns=["row_id", "parser", "letter"])
+        with study.write() as con:
+            if len(items):
+                con.register("b_items", items)
+                con.execute(
+                    "INSERT INTO items SELECT item_id, question, options, gold_index, NULL, 'items' FROM b_items"
+                )
+            for k, arm in enumerate(self.arms):
+                con.execute("INSERT INTO arms VALUES (?, ?, 1)", [arm, k])
+            for fp, cfg in self.configs.items():
+                con.execute(
+                    "INSERT INTO judge_configs VALUES (?, ?, ?, 0.0, 16, 0, 'v1', '{}', ?, ?)",
+                    [fp, cfg["model"], cfg["shape"], cfg["standin"], T0],
+                )
+            if gen:
+                con.register("b_gen", gen_df)
+                con.execute(
+                    "INSERT INTO gen_rows (row_id, arm, item_id, orientation, sample, question, options, gold_letter,"
+                    " generation, is_blank, option_logprobs, user_letter, naive_letter, strict_letter, ingest_id)"
+                    " SELECT row_id, arm, item_id, orientation, sample, question, options, gold_letter, generation,"
+                    " is_blank, option_logprobs::JSON, user_letter, naive_letter, strict_letter, 1 FROM b_gen"
+                )
+            if verdicts:
+                con.register("b_jv", jv_df)
+                con.execute(
+                    "INSERT INTO judge_verdicts (row_id, fingerprint, status, letter, verdict, reply, judged_at)"
+                    " SELECT row_id, fingerprint, status, letter, verdict, reply, ? FROM b_jv",
+                    [T0],
+                )
+            for k, (row_id, verdict, letter) in enumerate(self.reviews, start=1):
+                con.execute(
+                    "INSERT INTO reviews (review_id, row_id, action, verdict, picked_letter, reviewer, created_at)"
+                    " VALUES (?, ?, 'override', ?, ?, 'tester', ?)",
+                    [k, row_id, verdict, letter, T0],
+                )
+            for q, (strategy, row_ids) in enumerate(self.spot, start=1):
+                con.execute(
+                    "INSERT INTO spot_checks (queue_id, name, strategy, seed, size, arms, created_by, created_at)"
+                    " VALUES (?, ?, ?, 0, ?, NULL, 'tester', ?)",
+                    [q, f"q{q}", strategy, len(row_ids), T0],
+                )
+            if spot_rows:
+                con.register("b_spot", spot_df)
+                con.execute("INSERT INTO spot_check_rows SELECT queue_id, position, row_id FROM b_spot")
+            if len(pl_df):
+                con.register("b_pl", pl_df)
+                con.execute("INSERT INTO parser_letters SELECT row_id, parser, letter FROM b_pl")
+            for key, value in self.meta.items():
+                con.execute("DELETE FROM study_meta WHERE key = ?", [key])
+                con.execute("INSERT INTO study_meta VALUES (?, ?)", [key, value])
+        return study
