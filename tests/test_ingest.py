@@ -232,7 +232,7 @@ def test_arm_option(study: Study, tmp_path: Path) -> None:
     assert graded(study).arm.tolist() == ["steered"]
     with pytest.raises(InputError, match="arm base contradicts --arm steered"):
         ingest_file(study, write_jsonl(tmp_path / "h.jsonl", [row(item_id="x")]), arm="steered")
-    with pytest.raises(InputError, match="arm: missing required field"):
+    with pytest.raises(InputError, match="missing required field arm .*try --arm NAME"):
         ingest_file(study, write_jsonl(tmp_path / "i.jsonl", [r]))
 
 
