@@ -269,3 +269,59 @@ def test_format_detection_leaves_plain_jsonl_alone(tmp_path: Path) -> None:
     assert detect_format(LM_GEN, "lm-eval") == "lm-eval"
     with pytest.raises(InputError, match="use jsonl, csv, parquet, inspect, lm-eval"):
         detect_format(LM_GEN, "inspect-ai")
+
+
+# ------------------------------------------------------------------------------------ folders and globs
+def test_lm_eval_samples_without_results_is_one_arm_error(tmp_path: Path) -> None:
+    alone = tmp_path / LM_GEN.name
+    shutil.copyfile(LM_GEN, alone)
+    db = tmp_path / "s.duckdb"
+    p = run_cli("ingest", str(alone), "--db", str(db), "--quiet")
+    assert p.returncode == 1
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--arm" in lines[0] and "results_" in lines[0], p.stderr
+    assert not db.exists()
+    # with the results file beside it, the arm is the model name
+    shutil.copyfile(next(LMEVAL.glob("results_*.json")), tmp_path / next(LMEVAL.glob("results_*.json")).name)
+    run_cli("ingest", str(alone), "--db", str(db), "--quiet", check=True)
+    assert set(graded(Study(db)).arm) == {"scripted-stand-in"}
+
+
+def _log_folder(folder: Path) -> Path:
+    """Two Inspect logs of two models: the fixture .eval log as made, and the JSON log renamed to another."""
+    folder.mkdir()
+    shutil.copyfile(INSPECT / "plain.eval", folder / "plain.eval")
+    log = json.loads((INSPECT / "dataset_shuffle.json").read_text())
+    log["eval"]["model"] = "mockllm/other"
+    (folder / "other.json").write_text(json.dumps(log))
+    (folder / "notes.txt").write_text("not a log")
+    return folder
+
+
+@pytest.mark.parametrize("how", ["folder", "glob"])
+def test_a_folder_of_inspect_logs(tmp_path: Path, how: str) -> None:
+    logs = _log_folder(tmp_path / "logs")
+    db = tmp_path / "s.duckdb"
+    arg = str(logs) if how == "folder" else str(logs / "*")
+    p = run_cli("ingest", arg, "--db", str(db), "--quiet")
+    assert p.returncode == 0, p.stderr
+    df = graded(Study(db))
+    assert df.groupby("arm").size().to_dict() == {"mockllm/model": 10, "mockllm/other": 5}
+    assert set(df.item_id) == set(CANON) and (df.gold_option == df.item_id.map(lambda i: CANON[i][1])).all()
+    # one transaction: a damaged log in the folder writes nothing of the others, and names its file
+    (logs / "cut.eval").write_bytes((INSPECT / "plain.eval").read_bytes()[:10_000])
+    db2 = tmp_path / "s2.duckdb"
+    p = run_cli("ingest", arg, "--db", str(db2), "--quiet")
+    assert p.returncode == 1
+    assert f"{logs / 'cut.eval'}: file: not a readable Inspect .eval log" in p.stderr
+    assert not db2.exists()
+    # --arm puts every log's rows under one arm
+    (logs / "cut.eval").unlink()
+    p = run_cli("ingest", str(logs / "plain.eval"), "--db", str(db2), "--quiet", "--arm", "mine")
+    assert p.returncode == 0 and set(graded(Study(db2)).arm) == {"mine"}
+
+
+def test_an_empty_folder_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    p = run_cli("ingest", str(tmp_path / "empty"), "--db", str(tmp_path / "s.duckdb"), "--quiet")
+    assert p.returncode == 2 and "no files" in p.stderr and "Traceback" not in p.stderr

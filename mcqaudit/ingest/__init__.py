@@ -530,7 +530,8 @@ def _stage_table(stage: Callable[[], list[str]], p: Path) -> list[str]:
 def expand(arg: str | Path) -> list[Path] | None:
     """A folder or a glob pattern -> the files it names (None for a plain file argument). A folder gives
     the framework logs under it (Inspect `.eval`/`.json` logs, lm-eval `samples_*.jsonl`); a pattern gives
-    what it matches, a folder among them as a folder, without lm-eval's `results_*.json`."""
+    the files it matches that have a known extension (lm-eval's `results_*.json` aside), a folder among
+    them as a folder."""
     from mcqaudit.ingest import inspect_log, lmeval
 
     p = Path(arg)
@@ -551,7 +552,11 @@ def expand(arg: str | Path) -> list[Path] | None:
         mp = Path(m)
         if mp.is_dir():
             found += expand(mp) or []
-        elif mp.is_file() and not (mp.name.startswith("results_") and mp.suffix == ".json"):
+        elif (
+            mp.is_file()
+            and (mp.suffix.lower() in FORMATS or mp.suffix.lower() == ".eval")
+            and not (mp.name.startswith("results_") and mp.suffix == ".json")
+        ):
             found.append(mp)
     return list(dict.fromkeys(found))
 
