@@ -348,6 +348,16 @@ def ingest(
             "very large files.",
         ),
     ] = True,
+    maps: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--map",
+            metavar="FIELD=COLUMN",
+            help="Read FIELD from a column of another name (repeatable; JSONL, CSV, Parquet), e.g. "
+            "--map generation=llm_output --map arm=model.",
+            show_default=False,
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Load generation rows into a study file; run the strict, naive, user and framework parsers.
@@ -356,70 +366,103 @@ def ingest(
     changes nothing. Every problem is reported as FILE:LINE: field: reason, and a file with problems
     writes nothing (unless --skip-bad). Exits 1 when anything was rejected without --skip-bad.
     """
-    from mcqaudit.ingest import ingest_file
-    from mcqaudit.ingest.errors import InputError
+    from mcqaudit.ingest import discard_new_study, expand, ingest_files, parse_maps
+    from mcqaudit.ingest.errors import InputError, UsageError
 
+    try:
+        columns = parse_maps(maps or [])
+        # a folder or a glob is one load (one transaction); a plain file is its own
+        groups: list[tuple[Path, list[Path]]] = []
+        for f in files:
+            found = expand(f)
+            if found is not None and not found:
+                raise UsageError(f"{f}: no files (a folder gives its Inspect AI and lm-eval logs)")
+            groups.append((f, [f] if found is None else found))
+    except UsageError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        raise typer.Exit(2) from None
+    new_study = not db.exists()
     study = _open_study(db, create=True)
     failed = False
-    for f in files:
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            DownloadColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            disable=quiet,
-            transient=True,
-        ) as prog:
-            task = prog.add_task(f"ingest {f.name}", total=None)
+    wrote = False
+    try:
+        for f, paths in groups:
+            with Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                disable=quiet,
+                transient=True,
+            ) as prog:
+                task = prog.add_task(f"ingest {f.name}", total=None)
 
-            def progress(stage: str, done: int, total: int | None, _t=task, _p=prog, _f=f) -> None:
-                _p.update(_t, description=f"{stage} {_f.name}", completed=done, total=total)
+                def progress(stage: str, done: int, total: int | None, _t=task, _p=prog, _f=f) -> None:
+                    _p.update(_t, description=f"{stage} {_f.name}", completed=done, total=total)
 
-            try:
-                res = ingest_file(
-                    study,
-                    f,
-                    arm=arm,
-                    items_path=items,
-                    skip_bad=skip_bad,
-                    replace=replace,
-                    control=control,
-                    fmt=fmt,
-                    progress=progress,
-                    framework_parsers=framework_parsers,
-                    lm_eval_filter=lm_eval_filter,
-                )
-            except InputError as exc:
-                prog.stop()
-                err.print(f"error: {f}: {exc.total} problem(s)", markup=False, highlight=False)
-                err.print(str(exc), markup=False, highlight=False)
-                failed = True
-                continue
-        parts = [f"{res.loaded} rows loaded"]
-        if res.unchanged:
-            parts.append(f"{res.unchanged} unchanged")
-        if res.replaced:
-            parts.append(f"{res.replaced} replaced")
-        if res.duplicates_in_file:
-            parts.append(f"{res.duplicates_in_file} identical duplicates ignored")
-        if res.blank_lines:
-            parts.append(f"{res.blank_lines} blank lines ignored")
-        if res.new_arms:
-            parts.append("new arms: " + ", ".join(res.new_arms))
-        console.print(f"{f}: " + "; ".join(parts), markup=False, highlight=False)
-        if res.rejected:
-            err.print(
-                f"{f}: {res.rejected} rows rejected (kept in rejected_rows; see `mcqaudit info`):",
-                markup=False,
-                highlight=False,
-            )
-            for p in res.problems[:20]:
-                err.print(f"  {p}", markup=False, highlight=False)
-            if res.problem_count > 20:
-                err.print(f"  ... and {res.problem_count - 20} more", markup=False, highlight=False)
+                try:
+                    results = ingest_files(
+                        study,
+                        paths,
+                        arm=arm,
+                        items_path=items,
+                        skip_bad=skip_bad,
+                        replace=replace,
+                        control=control,
+                        fmt=fmt,
+                        progress=progress,
+                        framework_parsers=framework_parsers,
+                        lm_eval_filter=lm_eval_filter,
+                        maps=columns,
+                    )
+                except UsageError as exc:
+                    prog.stop()
+                    err.print(f"error: {exc}", markup=False, highlight=False)
+                    raise typer.Exit(2) from None
+                except InputError as exc:
+                    prog.stop()
+                    if exc.total == 1 and len(exc.problems) == 1 and not str(exc).count("\n"):
+                        err.print(f"error: {exc}", markup=False, highlight=False)
+                    else:
+                        err.print(f"error: {f}: {exc.total} problem(s)", markup=False, highlight=False)
+                        err.print(str(exc), markup=False, highlight=False)
+                    failed = True
+                    continue
+            wrote = True
+            for res in results:
+                _print_ingested(res)
+    finally:
+        if new_study and not wrote:
+            discard_new_study(db)
     if failed:
         raise typer.Exit(1)
+
+
+def _print_ingested(res) -> None:
+    f = res.source
+    parts = [f"{res.loaded} rows loaded"]
+    if res.unchanged:
+        parts.append(f"{res.unchanged} unchanged")
+    if res.replaced:
+        parts.append(f"{res.replaced} replaced")
+    if res.duplicates_in_file:
+        parts.append(f"{res.duplicates_in_file} identical duplicates ignored")
+    if res.blank_lines:
+        parts.append(f"{res.blank_lines} blank lines ignored")
+    if res.new_arms:
+        parts.append("new arms: " + ", ".join(res.new_arms))
+    console.print(f"{f}: " + "; ".join(parts), markup=False, highlight=False)
+    if res.rejected:
+        err.print(
+            f"{f}: {res.rejected} rows rejected (kept in rejected_rows; see `mcqaudit info`):",
+            markup=False,
+            highlight=False,
+        )
+        for p in res.problems[:20]:
+            err.print(f"  {p}", markup=False, highlight=False)
+        if res.problem_count > 20:
+            err.print(f"  ... and {res.problem_count - 20} more", markup=False, highlight=False)
 
 
 # --------------------------------------------------------------------------------------------- info

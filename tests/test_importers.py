@@ -149,13 +149,14 @@ def test_corrupt_eval_logs_are_refused_whole(tmp_path: Path) -> None:
     p = run_cli("ingest", str(cut), "--db", str(db), "--quiet")
     assert p.returncode == 1
     assert f"{cut}: file: not a readable Inspect .eval log (not a zip archive" in p.stderr
+    assert sorted(tmp_path.iterdir()) == [cut]  # the failed ingest into a new path left no study behind
 
     data = bytearray((INSPECT / "plain.eval").read_bytes())
     at = data.index(b"samples/arith-7_epoch_1.json") + 200  # inside the member's compressed bytes
     data[at : at + 16] = b"\0" * 16
     damaged = tmp_path / "damaged.eval"
     damaged.write_bytes(bytes(data))
-    study = Study(db)
+    study = Study(db, create=True)
     with pytest.raises(InputError) as exc:
         ingest_file(study, damaged)
     assert str(exc.value).startswith(f"{damaged}: file: samples/arith-7_epoch_1.json cannot be read")
@@ -242,8 +243,14 @@ def test_lm_eval_errors(study: Study, tmp_path: Path) -> None:
     alone.write_bytes(text[: text.rindex(b"\n", 0, len(text) - 1) + 40])
     with pytest.raises(InputError) as exc:
         ingest_file(study, alone)
+    # one line naming --arm, not one "arm: missing required field" per sample
+    assert [str(p) for p in exc.value.problems] == [
+        f"{alone}: --arm: no results_<time>.json with a model_name beside the samples file, so the rows have "
+        "no arm: pass --arm NAME (or put the run's results file beside it)"
+    ]
+    with pytest.raises(InputError) as exc:
+        ingest_file(study, alone, arm="base")
     lines = str(exc.value).splitlines()
-    assert f"{alone}:record 1: arm: missing required field (or pass --arm) (line 1, doc_id 0)" in lines
     assert any(
         ln.startswith(f"{alone}:record 11: line: not a JSON sample record, truncated or damaged")
         and ln.endswith("(line 20)")
@@ -262,3 +269,59 @@ def test_format_detection_leaves_plain_jsonl_alone(tmp_path: Path) -> None:
     assert detect_format(LM_GEN, "lm-eval") == "lm-eval"
     with pytest.raises(InputError, match="use jsonl, csv, parquet, inspect, lm-eval"):
         detect_format(LM_GEN, "inspect-ai")
+
+
+# ------------------------------------------------------------------------------------ folders and globs
+def test_lm_eval_samples_without_results_is_one_arm_error(tmp_path: Path) -> None:
+    alone = tmp_path / LM_GEN.name
+    shutil.copyfile(LM_GEN, alone)
+    db = tmp_path / "s.duckdb"
+    p = run_cli("ingest", str(alone), "--db", str(db), "--quiet")
+    assert p.returncode == 1
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--arm" in lines[0] and "results_" in lines[0], p.stderr
+    assert not db.exists()
+    # with the results file beside it, the arm is the model name
+    shutil.copyfile(next(LMEVAL.glob("results_*.json")), tmp_path / next(LMEVAL.glob("results_*.json")).name)
+    run_cli("ingest", str(alone), "--db", str(db), "--quiet", check=True)
+    assert set(graded(Study(db)).arm) == {"scripted-stand-in"}
+
+
+def _log_folder(folder: Path) -> Path:
+    """Two Inspect logs of two models: the fixture .eval log as made, and the JSON log renamed to another."""
+    folder.mkdir()
+    shutil.copyfile(INSPECT / "plain.eval", folder / "plain.eval")
+    log = json.loads((INSPECT / "dataset_shuffle.json").read_text())
+    log["eval"]["model"] = "mockllm/other"
+    (folder / "other.json").write_text(json.dumps(log))
+    (folder / "notes.txt").write_text("not a log")
+    return folder
+
+
+@pytest.mark.parametrize("how", ["folder", "glob"])
+def test_a_folder_of_inspect_logs(tmp_path: Path, how: str) -> None:
+    logs = _log_folder(tmp_path / "logs")
+    db = tmp_path / "s.duckdb"
+    arg = str(logs) if how == "folder" else str(logs / "*")
+    p = run_cli("ingest", arg, "--db", str(db), "--quiet")
+    assert p.returncode == 0, p.stderr
+    df = graded(Study(db))
+    assert df.groupby("arm").size().to_dict() == {"mockllm/model": 10, "mockllm/other": 5}
+    assert set(df.item_id) == set(CANON) and (df.gold_option == df.item_id.map(lambda i: CANON[i][1])).all()
+    # one transaction: a damaged log in the folder writes nothing of the others, and names its file
+    (logs / "cut.eval").write_bytes((INSPECT / "plain.eval").read_bytes()[:10_000])
+    db2 = tmp_path / "s2.duckdb"
+    p = run_cli("ingest", arg, "--db", str(db2), "--quiet")
+    assert p.returncode == 1
+    assert f"{logs / 'cut.eval'}: file: not a readable Inspect .eval log" in p.stderr
+    assert not db2.exists()
+    # --arm puts every log's rows under one arm
+    (logs / "cut.eval").unlink()
+    p = run_cli("ingest", str(logs / "plain.eval"), "--db", str(db2), "--quiet", "--arm", "mine")
+    assert p.returncode == 0 and set(graded(Study(db2)).arm) == {"mine"}
+
+
+def test_an_empty_folder_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    p = run_cli("ingest", str(tmp_path / "empty"), "--db", str(tmp_path / "s.duckdb"), "--quiet")
+    assert p.returncode == 2 and "no files" in p.stderr and "Traceback" not in p.stderr

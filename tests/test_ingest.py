@@ -232,7 +232,7 @@ def test_arm_option(study: Study, tmp_path: Path) -> None:
     assert graded(study).arm.tolist() == ["steered"]
     with pytest.raises(InputError, match="arm base contradicts --arm steered"):
         ingest_file(study, write_jsonl(tmp_path / "h.jsonl", [row(item_id="x")]), arm="steered")
-    with pytest.raises(InputError, match="arm: missing required field"):
+    with pytest.raises(InputError, match="missing required field arm .*try --arm NAME"):
         ingest_file(study, write_jsonl(tmp_path / "i.jsonl", [r]))
 
 
@@ -411,3 +411,177 @@ def test_blank_lines_crlf_and_bom_keep_line_numbers(study: Study, tmp_path: Path
     res = ingest_file(study, clean)
     assert res.loaded == 2 and res.blank_lines == 0
     assert study.query("SELECT source_line FROM gen_rows ORDER BY source_line") == [(1,), (2,)]
+
+
+# --------------------------------------------------------------------------------- --map, options objects
+def issue_file(path: Path, n: int = 300) -> Path:
+    """The issue's file: real answers with `question`, `options` as an object, `llm_output` and `model`
+    (and the item's id and gold), as a user's own eval writes them."""
+    rows = []
+    for i in range(n):
+        opts = [f"option {k} of {i // 2}" for k in range(4)]
+        if i % 2:  # the same item shown in another order
+            opts = opts[1:] + opts[:1]
+        rows.append(
+            {
+                "item_id": f"q{i // 2}",
+                "question": f"Question {i // 2}?",
+                "options": dict(zip("ABCD", opts, strict=True)),
+                "gold": "ABCD"[(0 - (i % 2)) % 4],
+                "llm_output": f"I think the answer is {'ABCD'[i % 4]}.",
+                "model": "gpt-small" if i % 3 else "gpt-large",
+            }
+        )
+    return write_jsonl(path, rows)
+
+
+def test_the_issue_file_needs_one_map_line(tmp_path: Path) -> None:
+    src = issue_file(tmp_path / "answers.jsonl")
+    db = tmp_path / "study.duckdb"
+    p = run_cli("ingest", str(src), "--db", str(db), "--quiet")
+    assert p.returncode == 1
+    # one line: the missing fields, the columns the file has, and the --map that would fix it
+    assert p.stderr.strip().splitlines() == [
+        f"error: {src}: fields: missing required fields arm (or pass --arm), generation; the file's columns: "
+        "item_id, question, options, gold, llm_output, model; try --map arm=model --map generation=llm_output"
+    ]
+    assert sorted(tmp_path.iterdir()) == [src]  # no study, .lock or .wal left behind
+
+    p = run_cli(
+        "ingest", str(src), "--db", str(db), "--quiet", "--map", "generation=llm_output", "--map", "arm=model"
+    )
+    assert p.returncode == 0, p.stderr
+    assert "300 rows loaded" in p.stdout
+    df = graded(Study(db))
+    want = [json.loads(line) for line in src.read_text().splitlines()]
+    got = {(r.item_id, r.orientation): r for r in df.itertuples()}
+    assert len(got) == 300
+    for w in want:
+        r = got[(w["item_id"], "ABCD" if int(w["item_id"][1:]) * 2 == want.index(w) else "BCDA")]
+        assert list(r.options) == list(w["options"].values())
+        assert (r.generation, r.arm, r.gold_letter) == (w["llm_output"], w["model"], w["gold"])
+        assert r.gold_option == w["options"][w["gold"]]
+    assert set(df.arm) == {"gpt-small", "gpt-large"}
+    # the model column is read as `model` as well as the arm
+    assert Study(db).query("SELECT count(*) FROM gen_rows WHERE model = arm")[0][0] == 300
+
+
+@pytest.mark.parametrize(
+    ("maps", "says"),
+    [
+        (["colour=llm_output"], "unknown field 'colour'"),
+        (["generation"], "write FIELD=COLUMN"),
+        (["=llm_output"], "write FIELD=COLUMN"),
+        (["generation=llm_output", "generation=model"], "two maps onto generation"),
+        (["generation=reply"], "has no column 'reply'"),
+    ],
+    ids=["unknown-field", "no-equals", "no-field", "two-onto-one", "column-absent"],
+)
+def test_bad_map_is_a_usage_error(tmp_path: Path, maps: list[str], says: str) -> None:
+    src = issue_file(tmp_path / "answers.jsonl", n=4)
+    db = tmp_path / "study.duckdb"
+    p = run_cli(
+        "ingest", str(src), "--db", str(db), "--quiet", "--arm", "x", *[a for m in maps for a in ("--map", m)]
+    )
+    assert p.returncode == 2, p.stderr
+    assert says in p.stderr and "Traceback" not in p.stderr
+    assert sorted(tmp_path.iterdir()) == [src]
+
+
+def test_map_on_csv_and_parquet(study: Study, tmp_path: Path) -> None:
+    rows = [
+        {
+            "id": "t1",
+            "stem": "Sky?",
+            "choices": {"A": "blue", "B": "green"},
+            "answer": "A",
+            "response": "A",
+            "model": "m1",
+        },
+        {
+            "id": "t1",
+            "stem": "Sky?",
+            "choices": {"A": "green", "B": "blue"},
+            "answer": 1,
+            "response": "",
+            "model": "m1",
+        },
+    ]
+    maps = {
+        "item_id": "id",
+        "question": "stem",
+        "options": "choices",
+        "gold": "answer",
+        "generation": "response",
+        "arm": "model",
+    }
+    csv = tmp_path / "g.csv"
+    pd.DataFrame(
+        [{**r, "choices": json.dumps(r["choices"]), "answer": str(r["answer"])} for r in rows]
+    ).to_csv(csv, index=False)
+    res = ingest_file(study, csv, maps=maps)
+    assert res.loaded == 2
+    df = graded(study)
+    assert [list(o) for o in df.options] == [["blue", "green"], ["green", "blue"]]
+    assert list(df.orientation) == ["AB", "BA"] and set(df.gold_option) == {"blue"}
+    assert list(df.generation) == ["A", ""] and set(df.arm) == {"m1"}
+    # without the maps: one error for the header, naming the close columns
+    with pytest.raises(InputError) as exc:
+        ingest_file(study, csv)
+    assert len(exc.value.problems) == 1
+    assert (
+        "try --map item_id=id --map arm=model --map question=stem --map options=choices --map gold=answer "
+        "--map generation=response" in str(exc.value)
+    )
+
+    pq = tmp_path / "g.parquet"
+    pd.DataFrame(
+        [
+            {**r, "choices": list(r["choices"].values()), "model": "m2", "answer": "AB"[i]}
+            for i, r in enumerate(rows)
+        ]
+    ).to_parquet(pq)
+    res = ingest_file(study, pq, maps={**maps, "arm": "model"})
+    assert res.loaded == 2 and res.new_arms == ["m2"]
+    with pytest.raises(
+        InputError, match=r"g.parquet: fields: missing required fields item_id, arm .*columns: id, "
+    ):
+        ingest_file(study, pq)
+
+
+OBJECT_OPTIONS: list[tuple[dict, str]] = [
+    ({"B": "Rome", "A": "Paris"}, "keys, got B, A"),
+    ({"A": "Paris", "C": "Rome"}, "keys, got A, C"),
+    ({"a": "Paris", "b": "Rome"}, "keys, got a, b"),
+    ({"1": "Paris", "2": "Rome"}, "keys, got 1, 2"),
+    ({"A": "Paris", "B": 2}, "every option must be a string"),
+    ({"A": "Paris"}, "needs at least 2 options, got 1"),
+    ({"A": "Paris", "B": "Paris"}, "duplicate option texts: Paris"),
+]
+
+
+def test_options_object_errors_name_the_line(study: Study, tmp_path: Path) -> None:
+    good = row(options={"A": "Paris", "B": "Rome"}, gold="B")
+    f = write_jsonl(
+        tmp_path / "g.jsonl",
+        [good] + [row(item_id=f"x{i}", options=o) for i, (o, _) in enumerate(OBJECT_OPTIONS)],
+    )
+    with pytest.raises(InputError) as exc:
+        ingest_file(study, f)
+    got = {p.line: str(p) for p in exc.value.problems}
+    assert set(got) == set(range(2, len(OBJECT_OPTIONS) + 2)), got
+    for i, (_, reason) in enumerate(OBJECT_OPTIONS, start=2):
+        assert got[i].startswith(f"{f}:{i}: options: ") and reason in got[i], got[i]
+    assert "displayed letters A, B, ... in order" in got[2]
+    assert count(study, "gen_rows") == 0
+    ingest_file(study, write_jsonl(tmp_path / "ok.jsonl", [good]))
+    assert graded(study).gold_option.tolist() == ["Rome"]
+
+
+def test_failed_ingest_leaves_an_existing_study_untouched(tmp_path: Path) -> None:
+    db = tmp_path / "s.duckdb"
+    run_cli("ingest", str(write_jsonl(tmp_path / "g.jsonl", [row()])), "--db", str(db), "--quiet", check=True)
+    before = (count(Study(db), "gen_rows"), count(Study(db), "ingests"))
+    p = run_cli("ingest", str(issue_file(tmp_path / "a.jsonl", n=4)), "--db", str(db), "--quiet")
+    assert p.returncode == 1 and db.exists()
+    assert (count(Study(db), "gen_rows"), count(Study(db), "ingests")) == before == (1, 1)

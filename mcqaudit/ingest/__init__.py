@@ -8,15 +8,17 @@ means a bad file writes nothing.
 
 from __future__ import annotations
 
+import difflib
+import glob
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
 from mcqaudit import parsers
-from mcqaudit.ingest.errors import InputError, Problem
+from mcqaudit.ingest.errors import InputError, Problem, UsageError
 from mcqaudit.ingest.items import read_items
 from mcqaudit.store import Study
 from mcqaudit.store import loading as sql
@@ -109,6 +111,104 @@ def detect_format(path: Path, fmt: str | None = None) -> str:
         if lmeval.looks_like_samples(path):
             return "lm-eval"
     return got
+
+
+# close names for a required field, best first (DESIGN §3: the suggested `--map` of a missing field)
+GUESSES: dict[str, tuple[str, ...]] = {
+    "generation": (
+        "llm_output",
+        "output",
+        "response",
+        "completion",
+        "model_output",
+        "prediction",
+        "answer_text",
+    ),
+    "arm": ("model", "model_name", "arm_name", "system"),
+    "gold": ("answer", "label", "target", "correct", "correct_answer", "answer_key", "gold_letter"),
+    "options": ("choices", "answers", "option_texts"),
+    "item_id": ("id", "question_id", "qid", "doc_id", "idx", "uid"),
+    "question": ("stem", "question_text", "query", "prompt", "input"),
+}
+
+
+def parse_maps(specs: Sequence[str]) -> dict[str, str]:
+    """`--map FIELD=COLUMN` specs -> {field: column}; raises UsageError for an unknown field, a malformed
+    spec or two maps onto one field."""
+    out: dict[str, str] = {}
+    for spec in specs:
+        fld, eq, column = spec.partition("=")
+        fld, column = fld.strip(), column.strip()
+        if not eq or not fld or not column:
+            raise UsageError(f"--map {spec!r}: write FIELD=COLUMN, e.g. --map generation=llm_output")
+        if fld not in sql.FIELDS:
+            raise UsageError(f"--map {spec!r}: unknown field {fld!r} (fields: {', '.join(sql.FIELDS)})")
+        if '"' in column:
+            raise UsageError(f"--map {spec!r}: a column name with a double quote cannot be mapped")
+        if fld in out:
+            raise UsageError(f"--map: two maps onto {fld} ({fld}={out[fld]}, {fld}={column})")
+        out[fld] = column
+    return out
+
+
+def _guess(fld: str, free: list[str]) -> str | None:
+    lower = {c.lower(): c for c in free}
+    for name in GUESSES.get(fld, ()):
+        if name in lower:
+            return lower[name]
+    close = difflib.get_close_matches(fld, free, n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def _check_columns(
+    con, source: str, kind: str, header: list[str] | None, maps: Mapping[str, str], arm: str | None
+) -> None:
+    """The source's header (CSV/Parquet) or first record (JSONL) against the fields: a mapped column it
+    lacks is a UsageError; required fields it lacks are ONE InputError with the columns and a suggested
+    `--map`, instead of one error per row."""
+    if kind == "jsonl":
+        header = sql.first_record_keys(con)
+    if header is None:  # the first line is not a JSON object: its own line error says so
+        return
+    have = set(header)
+
+    def absent(column: str) -> bool:
+        # JSONL has no header: a key missing from the first record may still be in the others
+        return column not in have and (kind != "jsonl" or not sql.any_record_has(con, column))
+
+    for fld, column in maps.items():
+        if absent(column):
+            raise UsageError(
+                f"--map {fld}={column}: {source} has no column {column!r} "
+                f"(its columns: {', '.join(header) or 'none'})"
+            )
+    col = {f: maps.get(f, f) for f in sql.REQUIRED}
+    missing = [f for f in sql.REQUIRED if not (f == "arm" and arm is not None) and absent(col[f])]
+    if not missing:
+        return
+    used = {col[f] for f in sql.REQUIRED if col[f] in have}
+    free = [c for c in header if c not in used]
+    hints = []
+    for f in missing:
+        g = _guess(f, free)
+        if g is not None:
+            free.remove(g)
+        if g is None and f == "arm":
+            hints.append("--arm NAME")
+        else:
+            hints.append(f"--map {f}={g if g is not None else 'COLUMN'}")
+    names = ", ".join(f + (" (or pass --arm)" if f == "arm" else "") for f in missing)
+    raise InputError(
+        [
+            Problem(
+                source,
+                None,
+                "fields",
+                f"missing required field{'s' if len(missing) > 1 else ''} {names}; "
+                f"the file's columns: {', '.join(header) or 'none'}; try {' '.join(hints)}",
+            )
+        ]
+    )
 
 
 def _stage_records(con, p: Path, kind: str, arm: str | None, lm_eval_filter: str | None) -> tuple[str, dict]:
@@ -216,9 +316,16 @@ def _stage_jsonl(con, path: Path, progress: Progress | None) -> int:
     return blank
 
 
-def ingest_file(
+def ingest_file(study: Study, path: str | Path, **kw) -> IngestResult:
+    """Load one file of generation rows. Raises InputError (nothing written) when rows are bad and
+    ``skip_bad`` is false; with ``skip_bad`` the bad rows go to ``rejected_rows`` and the result lists them.
+    Keywords as for `ingest_files`."""
+    return ingest_files(study, [path], **kw)[0]
+
+
+def ingest_files(
     study: Study,
-    path: str | Path,
+    paths: Sequence[str | Path],
     *,
     arm: str | None = None,
     items_path: str | Path | None = None,
@@ -230,22 +337,17 @@ def ingest_file(
     error_cap: int = 200,
     framework_parsers: bool = True,
     lm_eval_filter: str | None = None,
-) -> IngestResult:
-    """Load one file of generation rows. Raises InputError (nothing written) when rows are bad and
-    ``skip_bad`` is false; with ``skip_bad`` the bad rows go to ``rejected_rows`` and the result lists them."""
-    p = Path(path)
-    if not p.exists():
-        raise InputError([Problem(str(p), None, "file", "no such file")])
-    kind = detect_format(p, fmt)
-    if p.stat().st_size == 0:
-        raise InputError([Problem(str(p), None, "file", "the file is empty")])
-    if lm_eval_filter is not None and kind != "lm-eval":
-        raise InputError([Problem(str(p), None, "--lm-eval-filter", "applies only to lm-eval samples files")])
+    maps: Mapping[str, str] | None = None,
+) -> list[IngestResult]:
+    """Load files of generation rows in ONE transaction (all or nothing: a folder of logs is one load).
+    ``maps`` ({field: column}, `--map`) reads a field from a column of another name. Raises InputError with
+    every file's problems (each names its file) when rows are bad and ``skip_bad`` is false, UsageError when
+    a mapped column is not in a file."""
+    maps = dict(maps or {})
     items = read_items(items_path) if items_path is not None else []
-    unit = "line" if kind == "jsonl" else "row"
-    source = str(p)
-    notes: dict = {}
-
+    results: list[IngestResult] = []
+    problems: list[Problem] = []
+    total = 0
     with study.write() as con:
         if items:
             _, conflicts = sql.upsert_items(
@@ -263,53 +365,47 @@ def ingest_file(
             )
             if conflicts:
                 raise InputError([Problem(str(items_path), None, "options", c) for c in conflicts])
-        blank = 0
-        if kind in IMPORTED:
-            unit, notes = _stage_records(con, p, kind, arm, lm_eval_filter)
-        elif kind == "jsonl":
-            blank = _stage_jsonl(con, p, progress)
-        elif kind == "csv":
-            _stage_table(lambda: sql.stage_csv(con, source), p)
-        else:
-            _stage_table(lambda: sql.stage_parquet(con, source), p)
-        if sql.staged_count(con) == 0:
-            raise InputError([Problem(source, None, "file", "the file has no rows")])
-        if progress:
-            progress("validating", 0, None)
-        ingest_id = sql.next_ingest_id(con)
-        res = sql.load(
-            con,
-            ingest_id=ingest_id,
-            source=source,
-            default_arm=arm,
-            replace=replace,
-            skip_bad=skip_bad,
-            strict=parsers.strict,
-            strict_max_extra=parsers.STRICT_MAX_EXTRA,
-            naive_pattern=parsers.naive_pattern,
-            framework_patterns=(
-                {name: fp.patterns for name, fp in parsers.FRAMEWORK_PARSERS.items()}
-                if framework_parsers
-                else {}
-            ),
-            error_cap=error_cap,
-        )
-        problems = [_problem(source, line, fld, reason, unit, notes) for line, fld, reason, _ in res.errors]
-        if res.error_count and not skip_bad:
+        for path in paths:
+            try:
+                res = _ingest_one(
+                    con,
+                    Path(path),
+                    arm=arm,
+                    skip_bad=skip_bad,
+                    replace=replace,
+                    fmt=fmt,
+                    progress=progress,
+                    error_cap=error_cap,
+                    framework_parsers=framework_parsers,
+                    lm_eval_filter=lm_eval_filter,
+                    maps=maps,
+                )
+            except InputError as exc:
+                if len(paths) == 1:
+                    raise
+                # the other files are still read, so that one run reports every file's problems
+                problems += exc.problems
+                total += exc.total
+                continue
+            if res.problem_count and not skip_bad:
+                problems += res.problems
+                total += res.problem_count
+                continue
+            results.append(res)
+        if total:
             raise InputError(
                 problems,
-                res.error_count,
+                total,
                 note="\nnothing was written; fix these rows, or pass --skip-bad to load the good rows and keep "
                 "the bad ones in rejected_rows",
             )
-        sql.record_ingest(con, ingest_id, source, kind, res)
         if control is not None:
             known = {r[0] for r in con.execute("SELECT arm FROM arms").fetchall()}
             if control not in known:
                 raise InputError(
                     [
                         Problem(
-                            source,
+                            ", ".join(str(p) for p in paths),
                             None,
                             "--control",
                             f"no arm named {control!r} in the study (arms: {', '.join(sorted(known))})",
@@ -317,8 +413,78 @@ def ingest_file(
                     ]
                 )
             set_meta(con, "control_arm", control)
-        if progress:
-            progress("done", res.loaded, res.loaded)
+    return results
+
+
+def _ingest_one(
+    con,
+    p: Path,
+    *,
+    arm: str | None,
+    skip_bad: bool,
+    replace: bool,
+    fmt: str | None,
+    progress: Progress | None,
+    error_cap: int,
+    framework_parsers: bool,
+    lm_eval_filter: str | None,
+    maps: dict[str, str],
+) -> IngestResult:
+    """One file, inside the caller's transaction. A result with problems (and not ``skip_bad``) has
+    written nothing of that file's rows, but the caller must roll back: staging and ids were used."""
+    if not p.exists():
+        raise InputError([Problem(str(p), None, "file", "no such file")])
+    kind = detect_format(p, fmt)
+    if p.stat().st_size == 0:
+        raise InputError([Problem(str(p), None, "file", "the file is empty")])
+    if lm_eval_filter is not None and kind != "lm-eval":
+        raise InputError([Problem(str(p), None, "--lm-eval-filter", "applies only to lm-eval samples files")])
+    if maps and kind in IMPORTED:
+        raise UsageError(
+            f"--map: {p} is {'an Inspect AI log' if kind == 'inspect' else 'an lm-eval samples file'}, "
+            "whose fields are read by its importer; --map applies to JSONL, CSV and Parquet"
+        )
+    unit = "line" if kind == "jsonl" else "row"
+    source = str(p)
+    notes: dict = {}
+    blank = 0
+    header: list[str] | None = None
+    if kind in IMPORTED:
+        unit, notes = _stage_records(con, p, kind, arm, lm_eval_filter)
+    elif kind == "jsonl":
+        blank = _stage_jsonl(con, p, progress)
+    elif kind == "csv":
+        header = _stage_table(lambda: sql.stage_csv(con, source, maps), p)
+    else:
+        header = _stage_table(lambda: sql.stage_parquet(con, source), p)
+    if sql.staged_count(con) == 0:
+        raise InputError([Problem(source, None, "file", "the file has no rows")])
+    if kind not in IMPORTED:
+        _check_columns(con, source, kind, header, maps, arm)
+    if progress:
+        progress("validating", 0, None)
+    ingest_id = sql.next_ingest_id(con)
+    res = sql.load(
+        con,
+        ingest_id=ingest_id,
+        source=source,
+        default_arm=arm,
+        replace=replace,
+        skip_bad=skip_bad,
+        strict=parsers.strict,
+        strict_max_extra=parsers.STRICT_MAX_EXTRA,
+        naive_pattern=parsers.naive_pattern,
+        framework_patterns=(
+            {name: fp.patterns for name, fp in parsers.FRAMEWORK_PARSERS.items()} if framework_parsers else {}
+        ),
+        error_cap=error_cap,
+        columns=maps,
+    )
+    problems = [_problem(source, line, fld, reason, unit, notes) for line, fld, reason, _ in res.errors]
+    if not (res.error_count and not skip_bad):
+        sql.record_ingest(con, ingest_id, source, kind, res)
+    if progress:
+        progress("done", res.loaded, res.loaded)
     return IngestResult(
         source=source,
         format=kind,
@@ -354,8 +520,49 @@ def _problem(source: str, line: int, fld: str, reason: str, unit: str, notes: di
     return _RecordProblem(source, line, fld, f"{reason} ({label})", unit)
 
 
-def _stage_table(stage: Callable[[], None], p: Path) -> None:
+def _stage_table(stage: Callable[[], list[str]], p: Path) -> list[str]:
     try:
-        stage()
+        return stage()
     except sql.StageError as exc:
         raise InputError([Problem(str(p), None, "file", f"cannot be read: {exc}")]) from None
+
+
+def expand(arg: str | Path) -> list[Path] | None:
+    """A folder or a glob pattern -> the files it names (None for a plain file argument). A folder gives
+    the framework logs under it (Inspect `.eval`/`.json` logs, lm-eval `samples_*.jsonl`); a pattern gives
+    the files it matches that have a known extension (lm-eval's `results_*.json` aside), a folder among
+    them as a folder."""
+    from mcqaudit.ingest import inspect_log, lmeval
+
+    p = Path(arg)
+    if p.is_dir():
+        out = []
+        for f in sorted(p.rglob("*")):
+            if not f.is_file():
+                continue
+            suffix = f.suffix.lower()
+            inspect = suffix == ".eval" or (suffix == ".json" and inspect_log.looks_like_json_log(f))
+            if inspect or (suffix == ".jsonl" and lmeval.looks_like_samples(f)):
+                out.append(f)
+        return out
+    if p.exists() or not glob.has_magic(str(arg)):
+        return None
+    found: list[Path] = []
+    for m in sorted(glob.glob(str(arg), recursive=True)):
+        mp = Path(m)
+        if mp.is_dir():
+            found += expand(mp) or []
+        elif (
+            mp.is_file()
+            and (mp.suffix.lower() in FORMATS or mp.suffix.lower() == ".eval")
+            and not (mp.name.startswith("results_") and mp.suffix == ".json")
+        ):
+            found.append(mp)
+    return list(dict.fromkeys(found))
+
+
+def discard_new_study(path: str | Path) -> None:
+    """Remove a study file that a failed ingest created, with its lock and write-ahead log (DESIGN §3)."""
+    p = Path(path)
+    for f in (p, p.with_name(p.name + ".lock"), p.with_name(p.name + ".wal")):
+        f.unlink(missing_ok=True)

@@ -32,3 +32,8 @@ class InputError(Exception):
         shown = "\n".join(str(p) for p in problems)
         more = f"\n... and {self.total - len(problems)} more problems" if self.total > len(problems) else ""
         super().__init__(f"{shown}{more}{note}")
+
+
+class UsageError(ValueError):
+    """A command line that cannot work (a bad `--map`, a mapped column the file lacks): exit 2, not a row
+    problem."""

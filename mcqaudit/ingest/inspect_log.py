@@ -85,6 +85,14 @@ def read_log(path: Path, *, arm: str | None = None) -> tuple[str, list[Record]]:
                 )
             ]
         )
+    if arm is None and not (model and model.strip()):
+        raise InputError(
+            [
+                Problem(
+                    source, None, "--arm", "the log names no model, so its rows have no arm: pass --arm NAME"
+                )
+            ]
+        )
     samples.sort(
         key=lambda s: (_int(s.get("epoch"), 1), order.get(str(s.get("id")), len(order)), str(s.get("id")))
     )

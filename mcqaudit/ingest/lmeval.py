@@ -112,6 +112,19 @@ def read_samples(
         )
     chosen = filter_name if filter_name is not None else (filters[0] if filters else "")
     model = _model_name(path)
+    if model is None and arm is None and docs:
+        # one line, not one "arm: missing required field" per sample
+        raise InputError(
+            [
+                Problem(
+                    source,
+                    None,
+                    "--arm",
+                    "no results_<time>.json with a model_name beside the samples file, so the rows have no "
+                    "arm: pass --arm NAME (or put the run's results file beside it)",
+                )
+            ]
+        )
     out: list[tuple[int, Record]] = list(broken)
     for lines in docs.values():
         first_line, first = lines[0]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import duckdb
@@ -102,11 +102,15 @@ def stage_batch(
         con.unregister("_batch")
 
 
-def stage_csv(con: duckdb.DuckDBPyConnection, path: str) -> None:
-    """Stage a CSV file as JSON objects, one per data row (row numbers count data rows from 1).
+def stage_csv(
+    con: duckdb.DuckDBPyConnection, path: str, columns: Mapping[str, str] | None = None
+) -> list[str]:
+    """Stage a CSV file as JSON objects, one per data row (row numbers count data rows from 1); returns the
+    header's column names.
 
-    CSV has no types: `options`, `option_logprobs` and `metadata` are JSON strings, `gold` and `sample`
-    digits are integers, and an empty cell is an absent field.
+    CSV has no types: `options` (a JSON array or object), `option_logprobs` and `metadata` are JSON strings,
+    `gold` and `sample` digits are integers, and an empty cell is an absent field. ``columns`` (field ->
+    column, DESIGN §3 `--map`) says which column holds each field; a staged object keeps the column names.
     """
     create_staging(con)
     try:
@@ -117,15 +121,19 @@ def stage_csv(con: duckdb.DuckDBPyConnection, path: str) -> None:
         )
     except duckdb.Error as exc:
         raise StageError(str(exc).split("\n")[0]) from None
-    cols = {r[0] for r in con.execute("DESCRIBE _csv").fetchall()}
+    header = [r[0] for r in con.execute("DESCRIBE _csv").fetchall() if r[0] != "_row"]
+    cols = set(header)
     parts = []
+    seen: set[str] = set()
     for name in FIELDS:
-        if name not in cols:
+        col = (columns or {}).get(name, name)
+        if col not in cols or col in seen:
             continue
-        c = f'"{name}"'
+        seen.add(col)
+        c = _ident(col)
         if name == "generation":
             # an empty cell is an empty generation, which is legal (OTHER by rule)
-            parts.append(f"'{name}', to_json(coalesce({c}, ''))")
+            parts.append(f"{_lit(col)}, to_json(coalesce({c}, ''))")
             continue
         if name in ("options", "option_logprobs", "metadata"):
             # invalid JSON stays a string, so validation reports the field's type instead of dropping it
@@ -136,14 +144,16 @@ def stage_csv(con: duckdb.DuckDBPyConnection, path: str) -> None:
             )
         else:
             expr = f"to_json({c})"
-        parts.append(f"'{name}', CASE WHEN {c} IS NULL OR {c} = '' THEN NULL ELSE {expr} END")
+        parts.append(f"{_lit(col)}, CASE WHEN {c} IS NULL OR {c} = '' THEN NULL ELSE {expr} END")
     obj = "json_object(" + ", ".join(parts) + ")" if parts else "'{}'"
     # json_object keeps NULL members as null; strip them so an empty cell reads as absent
     con.execute(f"INSERT INTO staged SELECT _row, json_merge_patch('{{}}', {obj})::VARCHAR, NULL FROM _csv")
     con.execute("DROP TABLE _csv")
+    return header
 
 
-def stage_parquet(con: duckdb.DuckDBPyConnection, path: str) -> None:
+def stage_parquet(con: duckdb.DuckDBPyConnection, path: str) -> list[str]:
+    """Stage a Parquet file as JSON objects, one per row; returns its column names."""
     create_staging(con)
     try:
         con.execute(
@@ -153,8 +163,45 @@ def stage_parquet(con: duckdb.DuckDBPyConnection, path: str) -> None:
         )
     except duckdb.Error as exc:
         raise StageError(str(exc).split("\n")[0]) from None
+    header = [r[0] for r in con.execute("DESCRIBE _pq").fetchall() if r[0] != "_row"]
     con.execute("INSERT INTO staged SELECT _row, to_json(_pq)::VARCHAR, NULL FROM _pq")
     con.execute("DROP TABLE _pq")
+    return header
+
+
+def first_record_keys(con: duckdb.DuckDBPyConnection) -> list[str] | None:
+    """The keys of the first staged line, when it is a JSON object (None otherwise: its own error says why)."""
+    row = con.execute(
+        "SELECT CASE WHEN json_type(text::JSON) = 'OBJECT' THEN json_keys(text::JSON) END FROM staged "
+        "WHERE pre_error IS NULL AND json_valid(text) ORDER BY line LIMIT 1"
+    ).fetchone()
+    return None if row is None or row[0] is None else list(row[0])
+
+
+def any_record_has(con: duckdb.DuckDBPyConnection, column: str) -> bool:
+    """Whether any staged line is a JSON object with this key."""
+    return bool(
+        _count(
+            con,
+            "SELECT count(*) FROM (SELECT 1 FROM staged WHERE pre_error IS NULL AND json_valid(text) "
+            "AND json_exists(text, ?) LIMIT 1)",
+            [_path(column)],
+        )
+    )
+
+
+def _lit(text: str) -> str:
+    """A SQL string literal (for names that come from a file's header or a `--map`)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _path(column: str) -> str:
+    """The JSON path of a top-level key (`--map` refuses column names with a double quote)."""
+    return '$."' + column + '"'
 
 
 def staged_count(con: duckdb.DuckDBPyConnection) -> int:
@@ -220,8 +267,15 @@ def _per_line_checks(default_arm: str | None) -> tuple[str, str]:
     o = f"f[{f['options']}]"
     add(
         "options",
-        f"{ok} AND {o} IS NOT NULL AND json_type({o}) <> 'ARRAY'",
+        f"{ok} AND {o} IS NOT NULL AND json_type({o}) NOT IN ('ARRAY', 'OBJECT')",
         f"'must be a list of option texts, got ' || {_word(f'json_type({o})')}",
+    )
+    # an options object whose keys are A, B, ... in order was read as the list of its values (`n`, in load)
+    add(
+        "options",
+        f"{ok} AND json_type({o}) = 'OBJECT'",
+        "'an options object needs the displayed letters A, B, ... in order as its keys, got ' || "
+        "coalesce(nullif(array_to_string(json_keys(o_raw), ', '), ''), 'none')",
     )
     arr = f"{ok} AND json_type({o}) = 'ARRAY'"
     add(
@@ -342,11 +396,15 @@ def load(
     framework_patterns: dict[str, tuple[str, ...]],
     error_cap: int = 200,
     memory_limit: str = "1GB",
+    columns: Mapping[str, str] | None = None,
 ) -> LoadResult:
     """Validate the staged rows and write the good ones; returns what happened.
 
-    When errors exist and ``skip_bad`` is false, nothing is written (the caller rolls back).
+    ``columns`` (field -> key of the staged object, from `--map`) says where each field is read from; a
+    field not named there is read from the key of its own name. When errors exist and ``skip_bad`` is
+    false, nothing is written (the caller rolls back).
     """
+    col = {name: (columns or {}).get(name, name) for name in FIELDS}
     res = LoadResult()
     f = F
     # bounded memory: DuckDB spills the big intermediate tables to disk beyond this; order comes from `line`
@@ -360,20 +418,31 @@ def load(
         STRUCT: fast, JSON null reads as absent) for the one-pass flag; otherwise into a list with JSON null
         kept, for the detailed reasons on the flagged lines."""
         if columnar:
-            spec = json.dumps({n: "JSON" for n in FIELDS})
-            fields = f"from_json(j, '{spec}') AS s"
-            cols = ", ".join(f's."{n}" AS f{i}' for i, n in enumerate(FIELDS, start=1))
+            spec = json.dumps({col[n]: "JSON" for n in FIELDS})
+            fields = f"from_json(j, {_lit(spec)}) AS s"
+            cols = ", ".join(f"s.{_ident(col[n])} AS f{i}" for i, n in enumerate(FIELDS, start=1))
         else:
-            fields = f"json_extract(j, {list('$.' + n for n in FIELDS)!r}) AS s"
+            paths = ", ".join(_lit(_path(col[n])) for n in FIELDS)
+            fields = f"json_extract(j, [{paths}]) AS s"
             cols = ", ".join(f"s[{i}] AS f{i}" for i in range(1, len(FIELDS) + 1))
         o = f"f{f['options']}"
+        # an options object {"A": text, "B": text, ...} (keys the displayed letters in order) is its values
+        letter_keys = (
+            f"list_bool_and(list_transform(json_keys({o}), lambda k, i: k = chr((64 + i)::INTEGER)))"
+        )
         return f"""
         WITH v AS (
             SELECT line, pre_error, CASE WHEN pre_error IS NULL AND json_valid(text) THEN text::JSON END AS j
             FROM staged
-        ), e AS (
+        ), e0 AS (
             SELECT line, pre_error, j, json_type(j) AS jt, {cols}
             FROM (SELECT *, {fields} FROM v)
+        ), e AS (
+            SELECT * REPLACE (
+                CASE WHEN json_type({o}) = 'OBJECT' AND (json_keys({o}) = [] OR {letter_keys})
+                     THEN to_json(json_extract({o}, '$.*')) ELSE {o} END AS {o}
+            ), {o} AS o_raw
+            FROM e0
         ), x AS (
             SELECT *,
                 {", ".join(f"json_type(f{i}) AS t{i}" for i in range(1, len(FIELDS) + 1))},
