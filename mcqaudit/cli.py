@@ -292,7 +292,7 @@ def ingest(
     files: Annotated[
         list[Path],
         typer.Argument(
-            help="Generation files: .jsonl, .csv or .parquet (fields: DESIGN §3 / README 'Input rows'), "
+            help="Generation files: .jsonl, .csv or .parquet (fields: docs/design.md §3 / README 'Input rows'), "
             "Inspect AI logs (.eval, .json) or lm-evaluation-harness samples_*.jsonl files.",
             show_default=False,
         ),

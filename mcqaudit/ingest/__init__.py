@@ -1,5 +1,5 @@
 """`mcqaudit ingest`: generation rows from JSONL, CSV, Parquet, Inspect AI logs or lm-eval samples files
-into a study file (DESIGN §3).
+into a study file (docs/design.md §3).
 
 Validation happens at the edge: bytes and lines here (UTF-8, blank lines), fields and cross-row rules in
 SQL (`store/loading.py`), so every problem is reported with its file, line and field, and one transaction
@@ -113,7 +113,7 @@ def detect_format(path: Path, fmt: str | None = None) -> str:
     return got
 
 
-# close names for a required field, best first (DESIGN §3: the suggested `--map` of a missing field)
+# close names for a required field, best first (docs/design.md §3: the suggested `--map` of a missing field)
 GUESSES: dict[str, tuple[str, ...]] = {
     "generation": (
         "llm_output",
@@ -562,7 +562,7 @@ def expand(arg: str | Path) -> list[Path] | None:
 
 
 def discard_new_study(path: str | Path) -> None:
-    """Remove a study file that a failed ingest created, with its lock and write-ahead log (DESIGN §3)."""
+    """Remove a study file that a failed ingest created, with its lock and write-ahead log (docs/design.md §3)."""
     p = Path(path)
     for f in (p, p.with_name(p.name + ".lock"), p.with_name(p.name + ".wal")):
         f.unlink(missing_ok=True)

@@ -1,4 +1,4 @@
-"""Inspect AI logs (`.eval` and `.json`) → generation rows (DESIGN §3), one per sample and epoch.
+"""Inspect AI logs (`.eval` and `.json`) → generation rows (docs/design.md §3), one per sample and epoch.
 
 An `.eval` log is a zip of JSON members (`header.json`, `samples/<id>_epoch_<n>.json`, ...) that recent
 Inspect versions compress with Zstandard. It is read with the standard library, plus `zstandard` for those

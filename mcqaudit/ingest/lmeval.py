@@ -1,4 +1,4 @@
-"""lm-evaluation-harness `samples_<task>_<time>.jsonl` files (`--log_samples`) → generation rows (DESIGN §3).
+"""lm-evaluation-harness `samples_<task>_<time>.jsonl` files (`--log_samples`) → generation rows (docs/design.md §3).
 
 The file has one line per (doc, filter), each repeating the doc and its raw responses (`resps`) beside
 that filter's result (`filtered_resps`). A row is one generation of one doc:

@@ -110,7 +110,7 @@ def stage_csv(
 
     CSV has no types: `options` (a JSON array or object), `option_logprobs` and `metadata` are JSON strings,
     `gold` and `sample` digits are integers, and an empty cell is an absent field. ``columns`` (field ->
-    column, DESIGN §3 `--map`) says which column holds each field; a staged object keeps the column names.
+    column, docs/design.md §3 `--map`) says which column holds each field; a staged object keeps the column names.
     """
     create_staging(con)
     try:
