@@ -69,3 +69,26 @@ def ui_db(ui_template: Path, tmp_path: Path) -> Path:
     dst = tmp_path / "study.duckdb"
     shutil.copy(ui_template, dst)
     return dst
+
+
+# --- the one way the tests build a graded study through the public path ------------------------------------
+def build_graded_study(
+    path: Path, generations: Path, *, items: Path | None = None, control: str | None = "base", judge: bool = True
+) -> Path:
+    """Ingest a generations file (and its items file) into a new study at ``path`` through the real
+    ``ingest_file``, then grade it with the real ``grade`` against the stand-in judge on 127.0.0.1 (a
+    heuristic, not an LLM: none can be reached here). Rows the stand-in cannot read end as ``error``, as with
+    any judge."""
+    from mcqaudit.grade import GradeOptions, grade
+    from mcqaudit.ingest import ingest_file
+    from mcqaudit.judge.prompts import JudgeConfig
+    from mcqaudit.judge.standin import StandinServer
+    from mcqaudit.vocab import STANDIN_MODEL
+
+    study = Study(path, create=True)
+    ingest_file(study, generations, items_path=items, control=control)
+    if judge:
+        with StandinServer() as server:
+            summary = grade(study, GradeOptions(config=JudgeConfig(model=STANDIN_MODEL), base_url=server.base_url))
+        assert summary.exit_code in (0, 3), summary.lines()
+    return path

@@ -10,8 +10,6 @@ import random
 from pathlib import Path
 from typing import Any
 
-from mcqaudit.store import Study
-
 ARMS = ("base", "steered", "finetuned")
 PASSAGE = "Read the passage and answer the question that follows.\n\n" + " ".join(
     f"Paragraph {k}: the committee met in the spring and argued about the harbour, the tolls and the "
@@ -89,11 +87,7 @@ def generations(n_items: int, orientations: tuple[str, ...], seed: int = 0) -> l
 def build(
     path: Path, *, n_items: int = 40, orientations: tuple[str, ...] = ("ABCD", "BCDA", "CDAB", "DABC")
 ) -> Path:
-    from mcqaudit.grade import GradeOptions, grade
-    from mcqaudit.ingest import ingest_file
-    from mcqaudit.judge.client import STANDIN_MODEL
-    from mcqaudit.judge.prompts import JudgeConfig
-    from mcqaudit.judge.standin import StandinServer
+    from tests.conftest import build_graded_study
 
     inputs = path.parent / "inputs"
     inputs.mkdir(parents=True, exist_ok=True)
@@ -102,9 +96,4 @@ def build(
     gens.write_text(
         "".join(json.dumps(x) + "\n" for x in generations(n_items, orientations)), encoding="utf-8"
     )
-    study = Study(path, create=True)
-    ingest_file(study, gens, items_path=items, control="base")
-    with StandinServer() as judge:
-        summary = grade(study, GradeOptions(config=JudgeConfig(model=STANDIN_MODEL), base_url=judge.base_url))
-    assert summary.exit_code in (0, 3), summary.lines()
-    return path
+    return build_graded_study(path, gens, items=items)

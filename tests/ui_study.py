@@ -91,22 +91,10 @@ def write_inputs(folder: Path) -> tuple[Path, Path]:
 
 
 def build_study(path: Path, *, grade_it: bool = True) -> Path:
-    from mcqaudit.grade import GradeOptions, grade
-    from mcqaudit.ingest import ingest_file
-    from mcqaudit.judge.client import STANDIN_MODEL
-    from mcqaudit.judge.prompts import JudgeConfig
-    from mcqaudit.judge.standin import StandinServer
+    from tests.conftest import build_graded_study
 
     gens, items = write_inputs(path.parent / "inputs")
-    study = Study(path, create=True)
-    ingest_file(study, gens, items_path=items, control="base")
-    if grade_it:
-        with StandinServer() as judge:
-            summary = grade(
-                study, GradeOptions(config=JudgeConfig(model=STANDIN_MODEL), base_url=judge.base_url)
-            )
-        assert summary.exit_code == 0, summary.lines()
-    return path
+    return build_graded_study(path, gens, items=items, judge=grade_it)
 
 
 # --- AppTest helpers ----------------------------------------------------------------------------------------
