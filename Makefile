@@ -36,6 +36,7 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/bench_grade.py
 	$(BIN)/python benchmarks/bench_report.py
 	$(BIN)/python benchmarks/bench_dashboard.py
+	$(BIN)/python benchmarks/bench_review.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache sample_runs/*.duckdb
