@@ -19,36 +19,25 @@ machine. Targets: confirm → next row ≤ 0.5 s and page switch ≤ 1 s (median
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import os
 import re
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+from tests.browser import ARGS, CHROMIUM  # noqa: E402 - the repository root is on sys.path first
+from tests.browser import free_port as _free_port  # noqa: E402
+from tests.browser import serve_command as _serve  # noqa: E402
+
 SAVE_TARGET_S = 0.5
 SWITCH_TARGET_S = 1.0
 
@@ -74,39 +63,6 @@ def _bench_report() -> Any:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def _serve(cmd: list[str], port: int, log: Path) -> Iterator[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("server did not start:\n" + log.read_text())
-                time.sleep(0.25)
-            yield url
-        finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _shown_row(page: Any) -> str | None:

@@ -56,42 +56,51 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
+def serve_command(cmd: list[str], port: int, log_path: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """Start a Streamlit server command (its own process group) and yield its URL once
+    ``/_stcore/health`` answers; stop the whole group afterwards. Used by the browser tests and
+    benchmarks/bench_review.py."""
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=REPO,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # `mcqaudit dashboard` starts streamlit as a child: stop the whole group
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log.flush()
+                    raise AssertionError("the server did not start:\n" + log_path.read_text())
+                time.sleep(0.25)
+            yield url
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
 def serve(db: Path) -> Iterator[str]:
     """`mcqaudit dashboard DB` on a free port; yields its URL once the page script answers."""
     need_browser()
     port = free_port()
-    env = {**os.environ, "MCQAUDIT_DASHBOARD_BOOTSTRAP": "200", "PYTHONPATH": str(REPO)}
-    log = open(db.parent / "streamlit.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mcqaudit", "dashboard", str(db), "--port", str(port)],
-        cwd=REPO,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # the CLI starts streamlit as a child: stop the whole group
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.flush()
-                raise AssertionError("dashboard did not start:\n" + (db.parent / "streamlit.log").read_text())
-            time.sleep(0.25)
+    cmd = [sys.executable, "-m", "mcqaudit", "dashboard", str(db), "--port", str(port)]
+    with serve_command(cmd, port, db.parent / "streamlit.log", {"MCQAUDIT_DASHBOARD_BOOTSTRAP": "200"}) as url:
         yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
 
 
 def settle(page, quiet_ms: int = 300, timeout_s: float = 20.0) -> None:  # type: ignore[no-untyped-def]
