@@ -269,3 +269,25 @@ def test_dashboard_entry_routes_to_overview(ui_db: Path, monkeypatch: pytest.Mon
     no_exceptions(at)
     assert [t.value for t in at.title] == ["Overview"]
     assert at.session_state["db_path"] == str(ui_db.resolve())
+
+
+def test_overview_pairwise_delta_with_three_arms(tmp_path: Path) -> None:
+    """Three arms: the Overview shows the Δ of every pair on their shared items, each cell with its CI, n and
+    pairing, as the report computes it."""
+    from tests.review_study import build
+
+    db = build(tmp_path / "three.duckdb", n_items=24, orientations=("ABCD", "BCDA"))
+    rep = report_of(db)
+    at = app(db, "overview").run()
+    no_exceptions(at)
+    table = [d.value for d in at.dataframe if list(d.value.columns) == list(rep["arms"])][0]
+    assert table.shape == (3, 3)
+    for a in rep["arms"]:
+        for b in rep["arms"]:
+            m = rep["pairwise_delta"][a][b] if a != b else None
+            if a == b:
+                assert table.loc[a, b] == "—"
+            else:
+                assert table.loc[a, b] == f"{tables.pct(m, sign=True)} · {m['pairing']}"
+                assert f"n={m['n']}" in table.loc[a, b]
+    assert any(c.proto.spec for c in at.get("plotly_chart"))

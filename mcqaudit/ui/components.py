@@ -61,18 +61,17 @@ def flag_table(instances: Sequence[Mapping[str, Any]]) -> Any:
     """One row per instance of a flag: arm, parser (where the flag names one), evidence, items, rows."""
     import pandas as pd
 
-    rows = []
-    for f in instances:
-        rows.append(
-            {
-                "arm": f.get("arm") or "—",
-                **({"parser": f.get("parser") or "—"} if any(x.get("parser") for x in instances) else {}),
-                "evidence": f["evidence"],
-                "items": f.get("items"),
-                "rows": f.get("rows"),
-            }
-        )
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(
+        {
+            "arm": [f.get("arm") or "—" for f in instances],
+            "parser": [f.get("parser") or "—" for f in instances],
+            "evidence": [f["evidence"] for f in instances],
+            "items": [f.get("items") for f in instances],
+            "rows": [f.get("rows") for f in instances],
+        }
+    )
+    if not any(f.get("parser") for f in instances):
+        df = df.drop(columns="parser")
     for c in ("items", "rows"):
         if c in df.columns:
             df[c] = df[c].astype("Int64")

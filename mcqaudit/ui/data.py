@@ -82,8 +82,7 @@ def control(path: str, version: Version) -> tuple[str | None, str]:
     """(the control arm, how it was chosen), as the report resolves it (docs/design.md §7)."""
     from mcqaudit.metrics import resolve_control
 
-    s = get_study(path)
-    return resolve_control(rw.study_choices(s)["arms"], None, s.get_meta("control_arm"))
+    return resolve_control(choices(path, version)["arms"], None, meta(path, version).get("control_arm"))
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -101,11 +100,6 @@ def row_page(path: str, version: Version, filter_json: str, limit: int, offset: 
     return rw.list_rows(
         get_study(path), RowFilter.from_dict(json.loads(filter_json)), limit=limit, offset=offset
     )
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def row_detail(path: str, version: Version, row_id: str) -> dict[str, Any] | None:
-    return rw.row_detail(get_study(path), row_id)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -174,7 +168,6 @@ _AFTER_REVIEW: tuple[Callable[..., Any], ...] = (
     review_panel,
     row_count,
     row_page,
-    row_detail,
     row_at,
     next_unreviewed,
     verdict_counts,

@@ -33,8 +33,6 @@ PARSER_ORIENT = "parser_orient"
 CELL = "cell"  # the selected confusion cell: dict(parser, verdict, parser_verdict, arm, orientation)
 OTHER_ARM = "other_arm"  # arm whose OTHER rows are listed on OTHER by arm
 FLASH = "flash"  # (kind, message) shown once after a write
-LIST_SELECTION = "list_selection"  # last row selection seen in the Review list (to detect a new click)
-CONTEXT_SELECTION = "context_selection"  # last cell selection seen in the side-by-side table
 
 ALL_ORIENTATIONS = "all orientations"
 REVIEWED_CHOICES = ("all rows", "unreviewed", "reviewed")
@@ -60,8 +58,6 @@ DEFAULTS: dict[str, Any] = {
     CELL: None,
     OTHER_ARM: None,
     FLASH: None,
-    LIST_SELECTION: None,
-    CONTEXT_SELECTION: None,
 }
 
 # URL query parameters (docs/design.md §8 review automation contract)

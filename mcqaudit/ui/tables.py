@@ -294,7 +294,9 @@ def judge_agreement(report: Report) -> pd.DataFrame:
         rows.append(
             {
                 "": name,
-                "reviewed rows": int(ag.get("reviewed_rows") or (ag["agreement"]["n"] if ag.get("agreement") else 0)),
+                "reviewed rows": int(
+                    ag.get("reviewed_rows") or (ag["agreement"]["n"] if ag.get("agreement") else 0)
+                ),
                 "agreement %": pct(ag.get("agreement")),
                 "Cohen's κ": num(ag.get("kappa"), 2),
                 "judge-corrected accuracy %": pct(ag.get("corrected_accuracy")),
@@ -305,24 +307,21 @@ def judge_agreement(report: Report) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def pairwise(report: Report) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """With three or more arms: the Δaccuracy matrix (row arm − column arm, pp) as values for a heatmap, and
-    the same shape as text with CI and n in each cell; None for fewer arms."""
+def pairwise(report: Report) -> pd.DataFrame | None:
+    """With three or more arms: Δaccuracy of every pair on their shared items (row arm − column arm, pp),
+    each cell with its CI, n and pairing; None for fewer arms."""
     pw = report.get("pairwise_delta")
     if not pw:
         return None
     arms = list(report["arms"])
-    values = pd.DataFrame(index=arms, columns=arms, dtype=float)
     text = pd.DataFrame("", index=arms, columns=arms)
     for a in arms:
         for b in arms:
+            m = (pw.get(a) or {}).get(b)
             if a == b:
                 text.loc[a, b] = "—"
-                continue
-            m = (pw.get(a) or {}).get(b)
-            if not m or m.get("value") is None:
+            elif not m or m.get("value") is None:
                 text.loc[a, b] = "not compared"
-                continue
-            values.loc[a, b] = m["value"] * 100
-            text.loc[a, b] = f"{pct(m, sign=True)} · {m.get('pairing', 'paired')}"
-    return values, text
+            else:
+                text.loc[a, b] = f"{pct(m, sign=True)} · {m.get('pairing', 'paired')}"
+    return text

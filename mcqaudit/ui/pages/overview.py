@@ -49,10 +49,7 @@ def render_cards(report: Mapping[str, Any]) -> None:
                 f"{oth['value'] * 100:.1f} %" if oth else tables.NA,
                 help=f"95 % CI {tables.pct(oth)}; ungraded rows are counted apart",
             )
-            st.caption(
-                f"CI {tables.pct(acc).split(' ', 1)[-1] if acc else tables.NA} · OTHER CI "
-                f"{tables.pct(oth).split(' ', 1)[-1] if oth else tables.NA}"
-            )
+            st.caption(f"accuracy {tables.pct(acc)} · OTHER rate {tables.pct(oth)}")
 
 
 def render_overview(
@@ -83,7 +80,7 @@ def render_overview(
 
         st.plotly_chart(fig_pairwise_delta(report), key="pairwise", config={"displaylogo": False})
         with st.expander("The pairwise Δ as a table"):
-            st.dataframe(pw[1], key="pairwise_table")
+            st.dataframe(pw, key="pairwise_table")
     d = tables.deltas(report)
     if len(d):
         st.markdown(f"Δ vs control ({tables.md_escape(ctrl)}), in percentage points, paired item bootstrap:")

@@ -37,7 +37,9 @@ from mcqaudit.store.rows import NO_VERDICT, VERDICT_FILTER_VALUES, ConfusionCell
 from mcqaudit.ui import components, data, state, tables
 from mcqaudit.vocab import LETTERS, PARSER_STRICT, PARSER_USER, VERDICTS, is_blank, verdict_of
 
-UNGRADED = "ungraded"  # shown where a row has no verdict yet (judge pending or failed): never a fourth verdict
+UNGRADED = (
+    "ungraded"  # shown where a row has no verdict yet (judge pending or failed): never a fourth verdict
+)
 PAGE_SIZE = 25
 NO_LETTER = "(none)"
 LONG_QUESTION = 400  # characters: a longer question (a passage) is collapsed so the answer stays on screen
@@ -433,21 +435,13 @@ def render_judge(row: Mapping[str, Any]) -> None:
         if j.get("error"):
             st.caption("Error:")
             components.plain_text(j["error"])
-    reply, rationale = row.get("judge_reply"), row.get("judge_rationale")
-    if reply is not None and rationale:
-        c1, c2 = st.columns(2)
-        with c1:
-            st.caption("Reply (raw):")
-            components.plain_text(reply)
-        with c2:
-            st.caption("Rationale:")
-            components.plain_text(rationale)
-    elif reply is not None:
-        st.caption("Reply (raw):")
-        components.plain_text(reply)
-    elif rationale:
-        st.caption("Rationale:")
-        components.plain_text(rationale)
+    # the raw reply and, with `grade --rationale`, the rationale beside it
+    shown = [("Reply (raw):", row.get("judge_reply")), ("Rationale:", row.get("judge_rationale") or None)]
+    shown = [(caption, text) for caption, text in shown if text is not None]
+    for col, (caption, text) in zip(st.columns(len(shown)) if shown else [], shown, strict=True):
+        with col:
+            st.caption(caption)
+            components.plain_text(text)
 
 
 def _save(
