@@ -267,20 +267,20 @@ class BatchJudge(JudgeClient):
                 out.error_kind, out.error = received.parsed.kind, self.scrub(received.parsed.error)
             return out
         if isinstance(response, dict) and isinstance(response.get("status_code"), int):
-            code = response["status_code"]
-            if code == 429:
+            status: int = response["status_code"]
+            if status == 429:
                 out.error_kind, out.error = RATE_LIMITED, "HTTP 429 (rate limited) in the batch"
-            elif code >= 500:
-                out.error_kind, out.error = SERVER_ERROR, f"HTTP {code} (server error) in the batch"
+            elif status >= 500:
+                out.error_kind, out.error = SERVER_ERROR, f"HTTP {status} (server error) in the batch"
             else:
-                out.error_kind, out.error = HTTP_ERROR, f"HTTP {code} (request refused) in the batch"
+                out.error_kind, out.error = HTTP_ERROR, f"HTTP {status} (request refused) in the batch"
             return out
         error = result.get("error")
         code = error.get("code") if isinstance(error, dict) else None
-        message = error.get("message") if isinstance(error, dict) else None
+        msg = error.get("message") if isinstance(error, dict) else None
         kind = code if isinstance(code, str) and code else "batch_error"
         out.error_kind = kind if kind.startswith("batch_") else f"batch_{kind}"
-        text = self.scrub(message) if isinstance(message, str) else None
+        text = self.scrub(msg) if isinstance(msg, str) else None
         out.error = text[:300] if text else "the batch reports an error for this request"
         return out
 

@@ -39,6 +39,7 @@ import itertools
 import json
 import math
 import random
+import secrets
 import signal
 import threading
 import time
@@ -527,12 +528,13 @@ class _BatchStore:
         self.batches: dict[str, dict[str, Any]] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
+        self._server = secrets.token_hex(3)  # ids stay unique across servers, as a provider's are
         self._lock = threading.Lock()
         self._rng = random.Random(knobs.seed)
         self.counts: Counter[str] = Counter()
 
     def new_id(self, prefix: str) -> str:
-        return f"{prefix}-standin-{next(self._ids):06d}"
+        return f"{prefix}-standin-{self._server}{next(self._ids):06d}"
 
     def add_file(self, data: bytes, filename: str, purpose: str) -> dict[str, Any]:
         fid = self.new_id("file")
@@ -711,7 +713,6 @@ async def _run_batch(store: _BatchStore, batch: dict[str, Any]) -> None:
     err: list[dict[str, Any]] = []
     tokens = Counter[str]()
     stop_at = n // 2 if knobs.expire else n
-    pause = knobs.seconds / n if n else 0.0
     done = 0
     for cid, body in lines:
         if batch["status"] == "cancelling" or done >= stop_at:
@@ -738,6 +739,7 @@ async def _run_batch(store: _BatchStore, batch: dict[str, Any]) -> None:
             batch["request_counts"]["failed"] += 1
             store.count("lines_failed")
         done += 1
+        pause = knobs.seconds / n  # read per line: a test may speed a running batch up
         if pause:
             await asyncio.sleep(pause)
         elif done % 200 == 0:
