@@ -991,6 +991,15 @@ def standin_judge(
     ] = 0.0,
     hang_rate: Annotated[float, typer.Option("--hang-rate", help="Share of requests never answered.")] = 0.0,
     seed: Annotated[int, typer.Option(help="Seed of the fault-injection draws.")] = 0,
+    batch_seconds: Annotated[
+        float, typer.Option("--batch-seconds", help="Batch API: seconds a batch spends in progress.")
+    ] = 0.0,
+    batch_fail_rate: Annotated[
+        float, typer.Option("--batch-fail-rate", help="Batch API: share of lines answered HTTP 500 (error file).")
+    ] = 0.0,
+    batch_expire: Annotated[
+        bool, typer.Option("--batch-expire", help="Batch API: batches expire after half their lines.")
+    ] = False,
 ) -> None:
     """Serve the stand-in judge: an OpenAI-compatible API on 127.0.0.1 answering with a documented
     heuristic (option-text and answer-phrase matching), model name `standin-heuristic`. NOT an LLM.
@@ -999,15 +1008,17 @@ def standin_judge(
     `mcqaudit grade --judge-model standin-heuristic --judge-base-url http://127.0.0.1:PORT/v1`.
     Every view of its verdicts says they come from a heuristic. Stops on Ctrl-C.
     """
-    from mcqaudit.judge.standin import StandinOptions, serve
+    from mcqaudit.judge.standin import BatchKnobs, StandinOptions, serve
 
     try:
         opts = StandinOptions(latency_ms=latency_ms, fail_rate=fail_rate, rate_limit_rate=rate_limit_rate,
                               garbage_rate=garbage_rate, hang_rate=hang_rate, seed=seed)
+        knobs = BatchKnobs(seconds=batch_seconds, fail_rate=batch_fail_rate, expire=batch_expire, seed=seed)
+        knobs.check()
     except ValueError as exc:
         raise _fail(f"error: {exc}", 2) from None
     try:
-        serve(port, opts)
+        serve(port, opts, batch=knobs)
     except OSError as exc:
         raise _fail(f"error: cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}") from None
 

@@ -113,7 +113,10 @@ class BatchSummary(GradeSummary):
     statuses: Counter[str] = field(default_factory=Counter)  # how the collected batches ended
 
     def lines(self) -> list[str]:
-        out = super().lines()
+        out = [
+            line.replace("re-run `mcqaudit grade`", "re-run `mcqaudit grade --batch`")
+            for line in super().lines()
+        ]
         ended = ", ".join(f"{k} ×{n}" for k, n in sorted(self.statuses.items()))
         out.insert(
             4,
@@ -492,14 +495,15 @@ async def grade_batch_async(
             open_subs = store.open_submissions(study, fp)
             interval = batch.poll_interval_s
             last: tuple | None = None
+            progress: dict[str, tuple[int, int, str]] = {}  # batch id -> (lines done, lines, status)
             while open_subs:
-                progress: dict[str, tuple[int, int, str]] = {}
                 for sub in list(open_subs):
                     assert sub.batch_id is not None
                     b = await judge.retrieve(sub.batch_id)
                     if b is None or b.status in TERMINAL:
                         await collect(sub, b)
                         open_subs.remove(sub)
+                        progress[sub.batch_id] = (sub.lines, sub.lines, "collected")
                         continue
                     store.record_status(study, sub.input_file_id, str(b.status))
                     counts = getattr(b, "request_counts", None)
@@ -507,18 +511,20 @@ async def grade_batch_async(
                     progress[sub.batch_id] = (done, getattr(counts, "total", 0) or sub.lines, str(b.status))
                 lines_done = sum(p[0] for p in progress.values())
                 lines_total = sum(p[1] for p in progress.values())
-                by_status = Counter(p[2] for p in progress.values())
+                by_status = Counter(p[2] for p in progress.values() if p[2] != "collected")
                 if not open_subs or not batch.wait:
                     break
-                status = f"{len(open_subs)} batches " + ", ".join(
+                status = f"{len(open_subs)} batches open: " + ", ".join(
                     f"{k} ×{n}" for k, n in sorted(by_status.items())
                 )
+                if len(progress) > len(open_subs):
+                    status += f"; {len(progress) - len(open_subs)} collected"
                 now_state = (lines_done, tuple(sorted(by_status.items())), len(open_subs))
                 interval = (
                     batch.poll_interval_s if now_state != last else min(interval * 1.5, batch.poll_max_s)
                 )
                 last = now_state
-                rep.waiting(lines_done, lines_total, f"{status}; next poll in {interval:.0f} s")
+                rep.waiting(lines_done, lines_total, f"{status}; next poll in {interval:.3g} s")
                 await asyncio.sleep(interval)
             summary.still_open = [s.batch_id or s.input_file_id for s in open_subs]
         except EndpointFatalError as exc:
