@@ -359,6 +359,35 @@ def test_failed_and_expired_lines_are_error_rows_and_a_rerun_resubmits_only_thos
     assert study.query("SELECT count(*) FROM judge_verdicts WHERE status = 'ok'") == [(40,)]
 
 
+def test_a_cancelled_batch_keeps_what_ran_and_its_other_rows_are_errors(study: Study) -> None:
+    add_rows(study, rows(30))
+    with StandinServer(batch=BatchKnobs(seconds=60)) as judge:
+        sub = grade_batch(study, options(judge.base_url), BatchOptions(wait=False))
+        (batch_id,) = sub.still_open
+        client = openai.OpenAI(base_url=judge.base_url, api_key="x", max_retries=0)
+        deadline = time.monotonic() + 30
+        while client.batches.retrieve(batch_id).request_counts.completed < 1:  # type: ignore[union-attr]
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        client.batches.cancel(batch_id)
+        summary = grade_batch(study, options(judge.base_url), FAST)
+        ran = client.batches.retrieve(batch_id).request_counts.completed  # type: ignore[union-attr]
+    assert summary.exit_code == 3 and summary.statuses == {"cancelled": 1} and 0 < ran < prompts(30)
+    assert set(summary.errors_by_kind) == {"batch_cancelled"}
+    ok = study.query("SELECT count(DISTINCT prompt_hash) FROM judge_verdicts WHERE status = 'ok'")[0][0]
+    assert ok == ran
+
+
+def test_an_endpoint_without_the_batch_api_stops_the_run_with_a_reason(study: Study) -> None:
+    from tests.judge_servers import ScriptedJudge, heuristic
+
+    add_rows(study, rows(3))
+    with ScriptedJudge(heuristic) as srv:  # chat completions only: /v1/files is a 404
+        summary = grade_batch(study, options(srv.base_url), FAST)
+    assert summary.exit_code == 1 and "Batch API" in (summary.aborted or "")
+    assert study.query("SELECT count(*) FROM judge_batches") == [(0,)]
+
+
 def test_a_batch_that_fails_validation_or_is_lost_gives_error_rows(study: Study) -> None:
     add_rows(study, rows(6))
     with StandinServer(batch=BatchKnobs(fail_validation=True)) as judge:

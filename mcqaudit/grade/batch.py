@@ -530,7 +530,8 @@ async def grade_batch_async(
         except EndpointFatalError as exc:
             summary.aborted = (
                 f"{exc}; the endpoint refuses requests, so the run stopped. Check --judge-model, "
-                "--judge-base-url and the API key variable"
+                "--judge-base-url and the API key variable, and that the endpoint serves the Batch API "
+                "(/v1/files, /v1/batches)"
             )
         except BatchError as exc:
             summary.aborted = f"{exc}; submitted batches are recorded in the study: re-run to continue"
