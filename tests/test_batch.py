@@ -264,14 +264,18 @@ def test_sigkill_after_submit_then_rerun_resumes_polling_without_resubmitting(st
             "0.05",
             "--quiet",
         ]
-        proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = study.path.with_name("grade.log").open("w+")
+        proc = subprocess.Popen(cmd, env=env(), stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and proc.poll() is None:
             if study.query("SELECT count(*) FROM judge_batches WHERE batch_id IS NOT NULL")[0][0]:
                 break
             time.sleep(0.02)
+        log.seek(0)
+        assert proc.poll() is None, f"grade --batch ended before it was killed: {log.read()}"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+        log.close()
         assert proc.returncode == -signal.SIGKILL
         assert judge.batch_stats()["batches_created"] == 1
         assert study.query("SELECT count(*) FROM judge_verdicts") == [(0,)]  # killed while waiting
@@ -376,6 +380,19 @@ def test_a_cancelled_batch_keeps_what_ran_and_its_other_rows_are_errors(study: S
     assert set(summary.errors_by_kind) == {"batch_cancelled"}
     ok = study.query("SELECT count(DISTINCT prompt_hash) FROM judge_verdicts WHERE status = 'ok'")[0][0]
     assert ok == ran
+
+
+def test_a_refused_batch_gives_error_rows_that_a_rerun_sends_again(study: Study) -> None:
+    add_rows(study, rows(8))
+    with StandinServer(batch=BatchKnobs(refuse_create=True)) as judge:
+        refused = grade_batch(study, options(judge.base_url), FAST)
+        assert refused.exit_code == 3 and refused.errors_by_kind == {"batch_refused": 8}
+        assert "HTTP 400" in study.query("SELECT error FROM judge_verdicts LIMIT 1")[0][0]
+        assert study.query("SELECT count(*) FROM judge_batches WHERE collected_at IS NULL") == [(0,)]
+        judge.batch_knobs.refuse_create = False
+        again = grade_batch(study, options(judge.base_url), FAST)
+        assert judge.batch_stats()["batches_created"] == 1
+    assert again.exit_code == 0 and again.graded == 8
 
 
 def test_an_endpoint_without_the_batch_api_stops_the_run_with_a_reason(study: Study) -> None:

@@ -57,6 +57,7 @@ _NO_RESULT = {
     "cancelled": ("batch_cancelled", "the batch was cancelled before this request ran"),
     "failed": ("batch_failed", "the batch failed validation"),
     "lost": ("batch_lost", "the endpoint no longer knows this batch"),
+    "refused": ("batch_refused", "the endpoint refused to create the batch"),
 }
 
 T = TypeVar("T")
@@ -150,6 +151,10 @@ def batch_summary_json(summary: BatchSummary) -> dict:
 class BatchError(Exception):
     """A Batch API call failed after its retries (the message is ours; never the client's text)."""
 
+    def __init__(self, message: str, kind: str):
+        super().__init__(message)
+        self.kind = kind
+
 
 class BatchJudge(JudgeClient):
     """The judge client with the Batch API calls (files, batches), retried and classified as online calls."""
@@ -172,7 +177,7 @@ class BatchJudge(JudgeClient):
                     await asyncio.sleep(self._delay(failures, retry_after))
                     failures += 1
                     continue
-                raise BatchError(f"{what}: {message}") from None
+                raise BatchError(f"{what}: {message}", kind) from None
 
     async def upload(self, data: bytes, timeout_s: float) -> str:
         obj = await self._call(
@@ -433,10 +438,10 @@ async def grade_batch_async(
                 standin_noted = summary.standin = True
                 rep.note(STANDIN_NOTE)
 
-        async def collect(sub: Submission, b: Any | None) -> None:
+        async def collect(sub: Submission, b: Any | None, refused: str | None = None) -> None:
             lines = store.lines_of(study, sub.input_file_id)
-            status = "lost" if b is None else str(b.status)
-            error: str | None = None
+            status = "refused" if refused else "lost" if b is None else str(b.status)
+            error: str | None = refused
             results: dict[str, dict] = {}
             if b is not None:
                 if status == "failed":
@@ -456,13 +461,27 @@ async def grade_batch_async(
             summary.collected.append(sub.batch_id or sub.input_file_id)
             summary.statuses[status] += 1
 
+        async def start(sub: Submission, look_first: bool) -> None:
+            """Create the batch of an uploaded, recorded file (after a crash, first look for one made from it).
+            A refusal (HTTP 4xx, e.g. a file over the provider's limits) closes the submission with its rows in
+            error, so that the next run sends them again instead of retrying the refused file forever."""
+            try:
+                b = (await judge.find(sub.input_file_id) if look_first else None) or await judge.create(
+                    sub.input_file_id, fp
+                )
+            except BatchError as exc:
+                if exc.kind != HTTP_ERROR:
+                    raise
+                await collect(sub, None, refused=str(exc))
+                return
+            store.record_created(study, sub.input_file_id, b.id, b.status)
+            summary.submitted.append(b.id)
+
         try:
             # A submission recorded but never created (a crash between upload and create): find it, or create it.
             for sub in store.open_submissions(study, fp):
                 if sub.batch_id is None:
-                    b = await judge.find(sub.input_file_id) or await judge.create(sub.input_file_id, fp)
-                    store.record_created(study, sub.input_file_id, b.id, b.status)
-                    summary.submitted.append(b.id)
+                    await start(sub, look_first=True)
 
             # New submissions: upload, record, create, record the id; all before any polling.
             encoded = []
@@ -486,9 +505,10 @@ async def grade_batch_async(
                     lines=[line for line, _ in chunk],
                     size=len(payload),
                 )
-                b = await judge.create(fid, fp)
-                store.record_created(study, fid, b.id, b.status)
-                summary.submitted.append(b.id)
+                await start(
+                    Submission(fid, None, fp, judge.base_url, len(chunk), "uploaded", datetime.now(UTC)),
+                    look_first=False,
+                )
                 summary.requests += len(chunk)
 
             # Poll until every open batch under this fingerprint is collected (or once, with --no-wait).

@@ -502,13 +502,15 @@ class BatchKnobs:
 
     ``seconds``: how long a batch spends in progress (spread over its lines); ``fail_rate``: share of lines
     answered HTTP 500 (in the error file); ``expire``: batches expire after half their lines (the rest go to
-    the error file as ``batch_expired``); ``fail_validation``: batches fail validation (status ``failed``).
+    the error file as ``batch_expired``); ``fail_validation``: batches fail validation (status ``failed``);
+    ``refuse_create``: ``POST /v1/batches`` answers 400.
     """
 
     seconds: float = 0.0
     fail_rate: float = 0.0
     expire: bool = False
     fail_validation: bool = False
+    refuse_create: bool = False  # batches.create answers 400 (as for an input file over the limits)
     seed: int = 0
 
     def check(self) -> None:
@@ -874,6 +876,8 @@ async def _batches_create(request: web.Request) -> web.Response:
         )
     if window != "24h":
         return _error(400, "completion_window must be '24h'.", "invalid_request_error", "invalid_value")
+    if store.knobs.refuse_create:
+        return _error(400, "The input file is over the size limit (injected).", "invalid_request_error", None)
     now = int(time.time())
     batch: dict[str, Any] = {
         "id": store.new_id("batch"),
