@@ -752,6 +752,30 @@ def grade(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON on stdout.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    batch: Annotated[
+        bool,
+        typer.Option(
+            "--batch",
+            help="Send the same requests through the provider's Batch API (/v1/files, /v1/batches): about half "
+            "the price, results within 24 h. Batch ids are kept in the study, so a re-run resumes waiting "
+            "instead of resubmitting.",
+        ),
+    ] = False,
+    no_wait: Annotated[
+        bool,
+        typer.Option(
+            "--no-wait",
+            help="With --batch: submit (and collect batches already finished), print the batch ids and exit 0; "
+            "a later `grade --batch` collects the rest.",
+        ),
+    ] = False,
+    batch_max_lines: Annotated[
+        int, typer.Option("--batch-max-lines", help="With --batch: at most N requests per batch (provider limit 50,000).")
+    ] = 50_000,
+    poll_interval: Annotated[
+        float,
+        typer.Option("--poll-interval", help="With --batch: seconds between polls (backing off while nothing changes)."),
+    ] = 10.0,
 ) -> None:
     """Grade rows: strict pre-filter, then the LLM judge for every row it did not resolve.
 
@@ -761,8 +785,12 @@ def grade(
     in error, and never re-sends a prompt that already got a legal reply. Replies are saved as they arrive,
     so an interrupted run loses at most the replies in flight.
 
-    Exit status: 0 every targeted row has a verdict; 3 some rows ended in error (a re-run retries them);
-    2 usage errors (no judge configured, temperature above 0.2, bad flags); 1 anything else.
+    With --batch the requests go through the provider's Batch API instead (same prompts, fingerprint, cache
+    and reply parsing; failed lines become error rows that a re-run resubmits); --no-wait submits and exits.
+
+    Exit status: 0 every targeted row has a verdict (with --no-wait: submitted); 3 some rows ended in error
+    (a re-run retries them); 2 usage errors (no judge configured, temperature above 0.2, bad flags); 1 anything
+    else.
     """
 
     from mcqaudit import grade as grading
@@ -773,6 +801,10 @@ def grade(
     arms = tuple(arm or ())
     if no_judge and dry_run:
         raise _fail("error: --no-judge and --dry-run do not go together", 2)
+    if (no_wait or batch_max_lines != 50_000 or poll_interval != 10.0) and not batch:
+        raise _fail("error: --no-wait, --batch-max-lines and --poll-interval go with --batch", 2)
+    if batch and no_judge:
+        raise _fail("error: --batch needs a judge; --no-judge sends nothing", 2)
     if not no_judge and not judge_model:
         raise _fail(f"error: {grading.NO_JUDGE_MESSAGE}", 2)
     if not db.exists():
@@ -811,6 +843,10 @@ def grade(
         _print_dry_run(plan, config)
         return
     secret = grading.key_in_env(judge_api_key_env)
+    if batch:
+        _grade_batch(study, options, secret, no_wait=no_wait, max_lines=batch_max_lines,
+                     poll_interval=poll_interval, quiet=quiet, as_json=as_json)
+        return
     try:
         summary = grading.grade(study, options, reporter=None if quiet or as_json else GradeProgress(err))
     except grading.GradeUsageError as exc:
@@ -829,6 +865,71 @@ def grade(
     else:
         for line in summary.lines():
             console.print(line, markup=False, highlight=False)
+    raise typer.Exit(summary.exit_code)
+
+
+class BatchProgress(GradeProgress):
+    """`grade --batch`'s progress (a :class:`mcqaudit.grade.batch.BatchReporter`): the rows bar of online
+    grading, and a second bar with the provider's progress on the open batches' lines while waiting."""
+
+    def __init__(self, console: Console | None = None):
+        super().__init__(console)
+        self._lines: TaskID | None = None
+        self._progress.columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[unit]}"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[status]}"),
+        )
+
+    def start(self, total: int, done: int) -> None:
+        self._progress.start()
+        self._task = self._progress.add_task(
+            "judged", total=total, completed=done, errors=0, tokens=0, unit="rows", status="errors 0"
+        )
+
+    def advance(self, rows: int, errors: int, tokens: int) -> None:
+        super().advance(rows, errors, tokens)
+        if self._task is not None:
+            f = self._progress.tasks[0].fields
+            self._progress.update(self._task, status=f"errors {f['errors']}, tokens {f['tokens']}")
+
+    def waiting(self, done_lines: int, total_lines: int, status: str) -> None:
+        if self._lines is None:
+            self._lines = self._progress.add_task("provider", total=total_lines, unit="lines", status=status)
+        self._progress.update(self._lines, completed=done_lines, total=total_lines, status=status)
+
+
+def _grade_batch(study, options, secret: str, *, no_wait: bool, max_lines: int, poll_interval: float,
+                 quiet: bool, as_json: bool) -> None:
+    """`grade --batch`: the run through the Batch API, its summary and exit status (docs/design.md §5)."""
+    from mcqaudit import grade as grading
+    from mcqaudit.grade import batch as batching
+    from mcqaudit.judge.client import scrub
+    from mcqaudit.store import StudyError
+
+    opts = batching.BatchOptions(wait=not no_wait, max_lines=max_lines, poll_interval_s=poll_interval)
+    try:
+        opts.validate()
+        summary = batching.grade_batch(study, options, opts, reporter=None if quiet or as_json else BatchProgress(err))
+    except grading.GradeUsageError as exc:
+        raise _fail(f"error: {scrub(str(exc), secret)}", 2) from None
+    except (KeyboardInterrupt, grading.GradeInterrupted) as exc:
+        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        err.print(f"{why}: the submitted batches are recorded in the study and keep running at the provider; "
+                  "re-run `mcqaudit grade --batch` to collect them", markup=False, highlight=False)
+        raise typer.Exit(130 if isinstance(exc, KeyboardInterrupt) else 143) from None
+    except StudyError as exc:
+        raise _fail(f"error: {scrub(str(exc), secret)}") from None
+    except Exception as exc:  # anything else: exit 1 with a one-line reason, never a traceback with locals
+        raise _fail(f"error: batch grading failed: {type(exc).__name__}: {scrub(str(exc), secret)}") from None
+    if as_json:
+        sys.stdout.write(json.dumps(batching.batch_summary_json(summary), indent=2) + "\n")
+    else:
+        for line in summary.lines():
+            console.print(scrub(line, secret), markup=False, highlight=False)
     raise typer.Exit(summary.exit_code)
 
 
@@ -890,6 +991,15 @@ def standin_judge(
     ] = 0.0,
     hang_rate: Annotated[float, typer.Option("--hang-rate", help="Share of requests never answered.")] = 0.0,
     seed: Annotated[int, typer.Option(help="Seed of the fault-injection draws.")] = 0,
+    batch_seconds: Annotated[
+        float, typer.Option("--batch-seconds", help="Batch API: seconds a batch spends in progress.")
+    ] = 0.0,
+    batch_fail_rate: Annotated[
+        float, typer.Option("--batch-fail-rate", help="Batch API: share of lines answered HTTP 500 (error file).")
+    ] = 0.0,
+    batch_expire: Annotated[
+        bool, typer.Option("--batch-expire", help="Batch API: batches expire after half their lines.")
+    ] = False,
 ) -> None:
     """Serve the stand-in judge: an OpenAI-compatible API on 127.0.0.1 answering with a documented
     heuristic (option-text and answer-phrase matching), model name `standin-heuristic`. NOT an LLM.
@@ -898,15 +1008,17 @@ def standin_judge(
     `mcqaudit grade --judge-model standin-heuristic --judge-base-url http://127.0.0.1:PORT/v1`.
     Every view of its verdicts says they come from a heuristic. Stops on Ctrl-C.
     """
-    from mcqaudit.judge.standin import StandinOptions, serve
+    from mcqaudit.judge.standin import BatchKnobs, StandinOptions, serve
 
     try:
         opts = StandinOptions(latency_ms=latency_ms, fail_rate=fail_rate, rate_limit_rate=rate_limit_rate,
                               garbage_rate=garbage_rate, hang_rate=hang_rate, seed=seed)
+        knobs = BatchKnobs(seconds=batch_seconds, fail_rate=batch_fail_rate, expire=batch_expire, seed=seed)
+        knobs.check()
     except ValueError as exc:
         raise _fail(f"error: {exc}", 2) from None
     try:
-        serve(port, opts)
+        serve(port, opts, batch=knobs)
     except OSError as exc:
         raise _fail(f"error: cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}") from None
 

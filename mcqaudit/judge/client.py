@@ -166,6 +166,32 @@ class JudgeClient(ChatEndpoint):
             kwargs["seed"] = self.config.seed
         return kwargs
 
+    def read(self, resp: Any, n_options: int) -> tuple[ReceivedReply, bool]:
+        """One chat completion as received (online, or a Batch API output line): the reply text with the key
+        scrubbed, parsed for a row with ``n_options`` options, its tokens; and whether the endpoint says it is
+        the stand-in judge."""
+        message = resp.choices[0].message
+        text = message.content if message.content is not None else getattr(message, "refusal", None)
+        text = self.scrub(text)
+        parsed = parse_reply(text, self.config.shape, n_options)
+        if getattr(resp.choices[0], "finish_reason", None) == "length":
+            parsed = cut_off(parsed, self.config.max_tokens or 0)
+        if parsed.rationale is not None:
+            # The rationale is decoded JSON: a key the server wrote with \u escapes only shows up now.
+            parsed = dataclasses.replace(parsed, rationale=self.scrub(parsed.rationale))
+        usage = getattr(resp, "usage", None)
+        standin = _is_standin(getattr(resp, "model", None), getattr(resp, "system_fingerprint", None))
+        self.standin_seen = self.standin_seen or standin
+        received = ReceivedReply(
+            text=text,
+            parsed=parsed,
+            tokens_in=getattr(usage, "prompt_tokens", None),
+            tokens_out=getattr(usage, "completion_tokens", None),
+            model=getattr(resp, "model", None),
+            received_at=datetime.now(UTC),
+        )
+        return received, standin
+
     async def ask(self, request: JudgeRequest) -> JudgeOutcome:
         """Send one prompt until it gets a legal reply, exhausts its retries, or uses its one re-ask."""
         out = JudgeOutcome(request=request)
@@ -176,30 +202,10 @@ class JudgeClient(ChatEndpoint):
             if sent.response is None:
                 out.error_kind, out.error = sent.error_kind, sent.error
                 break
-            resp = sent.response
-            message = resp.choices[0].message
-            text = message.content if message.content is not None else getattr(message, "refusal", None)
-            text = self.scrub(text)
-            parsed = parse_reply(text, self.config.shape, request.n_options)
-            if getattr(resp.choices[0], "finish_reason", None) == "length":
-                parsed = cut_off(parsed, self.config.max_tokens or 0)
-            if parsed.rationale is not None:
-                # The rationale is decoded JSON: a key the server wrote with \u escapes only shows up now.
-                parsed = dataclasses.replace(parsed, rationale=self.scrub(parsed.rationale))
-            usage = getattr(resp, "usage", None)
-            standin = _is_standin(getattr(resp, "model", None), getattr(resp, "system_fingerprint", None))
+            received, standin = self.read(sent.response, request.n_options)
             out.standin = out.standin or standin
-            self.standin_seen = self.standin_seen or standin
-            out.replies.append(
-                ReceivedReply(
-                    text=text,
-                    parsed=parsed,
-                    tokens_in=getattr(usage, "prompt_tokens", None),
-                    tokens_out=getattr(usage, "completion_tokens", None),
-                    model=getattr(resp, "model", None),
-                    received_at=datetime.now(UTC),
-                )
-            )
+            out.replies.append(received)
+            text, parsed = received.text, received.parsed
             out.reply = text
             if parsed.ok:
                 out.value, out.rationale = parsed.value, parsed.rationale

@@ -8,7 +8,7 @@ table, not one per row, which keeps a 64-reply batch in the low milliseconds.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -232,11 +232,13 @@ def write_judged(
     verdicts: Sequence[VerdictRecord],
     *,
     standin_fingerprint: str | None = None,
+    also: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
 ) -> None:
     """Append raw replies and upsert verdicts in one transaction.
 
     An ``ok`` verdict is never replaced (so a verdict is never duplicated or rewritten by a re-run); an
-    ``error`` verdict is replaced by whatever the later attempt got.
+    ``error`` verdict is replaced by whatever the later attempt got. ``also`` runs in the same transaction
+    (batch mode marks a submission collected with the results it brought).
     """
     # One statement cannot update the same key twice: keep one record per key, preferring ok.
     by_key: dict[tuple[str, str], VerdictRecord] = {}
@@ -279,6 +281,8 @@ def write_judged(
             con.unregister("mcq_batch_verdicts")
         if standin_fingerprint is not None:
             _mark_standin(con, standin_fingerprint)
+        if also is not None:
+            also(con)
 
 
 def set_unaudited(study: Study, unaudited: bool) -> None:

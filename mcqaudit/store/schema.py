@@ -296,4 +296,29 @@ MIGRATIONS: list[str] = [
     UPDATE gen_rows SET is_blank = is_blank(generation) WHERE is_blank IS DISTINCT FROM is_blank(generation);
     """
     + GRADED_ROWS_VIEW,
+    # 5 (batch): submissions to the provider's Batch API (`grade --batch`, docs/design.md §5). A submission is
+    # recorded once its input file is uploaded, before the batch is created (batch_id NULL until then), so a
+    # re-run after a crash polls it, or creates it from the uploaded file, instead of submitting again. Its
+    # lines name the prompts it carries: they are not sent again while it is open. Self-contained SQL.
+    """
+    CREATE TABLE judge_batches (
+        input_file_id VARCHAR PRIMARY KEY,
+        batch_id VARCHAR,                -- NULL until batches.create answered
+        fingerprint VARCHAR NOT NULL,
+        base_url VARCHAR,
+        lines INTEGER NOT NULL,
+        bytes BIGINT NOT NULL,
+        status VARCHAR NOT NULL,         -- 'uploaded', then the provider's last status
+        submitted_at TIMESTAMPTZ NOT NULL,
+        collected_at TIMESTAMPTZ,        -- results written to the study; NULL while the batch is open
+        error VARCHAR                    -- why the batch as a whole failed, expired or was lost
+    );
+    CREATE TABLE judge_batch_lines (
+        input_file_id VARCHAR NOT NULL,
+        custom_id VARCHAR NOT NULL,      -- the prompt hash
+        prompt_hash VARCHAR NOT NULL,
+        n_options INTEGER NOT NULL,      -- what the reply is parsed against
+        PRIMARY KEY (input_file_id, custom_id)
+    );
+    """,
 ]

@@ -1,0 +1,143 @@
+"""All SQL for batch mode (`grade --batch`, docs/design.md §5): the submissions to the provider's Batch API
+and the prompts each carries.
+
+A submission is recorded as soon as its input file is uploaded and before the batch is created, so that a
+re-run after a crash finds it: it polls the batch (or creates it from the uploaded file) instead of sending
+the prompts again. A submission is *open* until its results are written (``collected_at``); the prompts of
+open submissions are not sent again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import pyarrow as pa
+from duckdb import DuckDBPyConnection as Connection
+
+from mcqaudit.store.db import Study, utcnow
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One input file sent to the Batch API; ``batch_id`` is None until the batch was created."""
+
+    input_file_id: str
+    batch_id: str | None
+    fingerprint: str
+    base_url: str | None
+    lines: int
+    status: str
+    submitted_at: datetime
+
+
+@dataclass(frozen=True)
+class BatchLine:
+    custom_id: str
+    prompt_hash: str
+    n_options: int
+
+
+_LINES = pa.schema(
+    [
+        ("input_file_id", pa.string()),
+        ("custom_id", pa.string()),
+        ("prompt_hash", pa.string()),
+        ("n_options", pa.int32()),
+    ]
+)
+
+
+def record_upload(
+    study: Study,
+    *,
+    input_file_id: str,
+    fingerprint: str,
+    base_url: str | None,
+    lines: Sequence[BatchLine],
+    size: int,
+) -> None:
+    """Record an uploaded input file and its lines (one transaction), before its batch is created."""
+    table = pa.Table.from_pylist(
+        [{"input_file_id": input_file_id, **line.__dict__} for line in lines], schema=_LINES
+    )
+    with study.write() as con:
+        con.execute(
+            """INSERT INTO judge_batches (input_file_id, batch_id, fingerprint, base_url, lines, bytes, status,
+                   submitted_at)
+               VALUES (?, NULL, ?, ?, ?, ?, 'uploaded', ?)""",
+            [input_file_id, fingerprint, base_url, len(lines), size, utcnow()],
+        )
+        con.register("mcq_batch_lines", table)
+        con.execute(
+            "INSERT INTO judge_batch_lines SELECT input_file_id, custom_id, prompt_hash, n_options "
+            "FROM mcq_batch_lines"
+        )
+        con.unregister("mcq_batch_lines")
+
+
+def record_created(study: Study, input_file_id: str, batch_id: str, status: str) -> None:
+    with study.write() as con:
+        con.execute(
+            "UPDATE judge_batches SET batch_id = ?, status = ? WHERE input_file_id = ?",
+            [batch_id, status, input_file_id],
+        )
+
+
+def record_status(study: Study, input_file_id: str, status: str) -> None:
+    with study.write() as con:
+        con.execute(
+            "UPDATE judge_batches SET status = ? WHERE input_file_id = ? AND status IS DISTINCT FROM ?",
+            [status, input_file_id, status],
+        )
+
+
+def collected(input_file_id: str, status: str, error: str | None = None) -> Callable[[Connection], None]:
+    """The statement that closes a submission, for :func:`~mcqaudit.store.judging.write_judged`'s ``also``:
+    its results and its closing are one transaction, so a crash cannot write them twice."""
+
+    def run(con: Connection) -> None:
+        con.execute(
+            "UPDATE judge_batches SET status = ?, error = ?, collected_at = ? WHERE input_file_id = ?",
+            [status, error, utcnow(), input_file_id],
+        )
+
+    return run
+
+
+def open_submissions(study: Study, fingerprint: str) -> list[Submission]:
+    """Submissions under ``fingerprint`` whose results are not in the study yet, oldest first."""
+    rows = study.query(
+        """SELECT input_file_id, batch_id, fingerprint, base_url, lines, status, submitted_at
+           FROM judge_batches WHERE fingerprint = ? AND collected_at IS NULL
+           ORDER BY submitted_at, input_file_id""",
+        [fingerprint],
+    )
+    return [Submission(*r) for r in rows]
+
+
+def lines_of(study: Study, input_file_id: str) -> list[BatchLine]:
+    rows = study.query(
+        "SELECT custom_id, prompt_hash, n_options FROM judge_batch_lines WHERE input_file_id = ? "
+        "ORDER BY custom_id",
+        [input_file_id],
+    )
+    return [BatchLine(r[0], r[1], int(r[2])) for r in rows]
+
+
+def open_prompt_hashes(study: Study, fingerprint: str) -> set[str]:
+    """The prompts that open submissions under ``fingerprint`` carry (not to be sent again meanwhile)."""
+    rows = study.query(
+        """SELECT DISTINCT l.prompt_hash FROM judge_batch_lines l
+           JOIN judge_batches b USING (input_file_id)
+           WHERE b.fingerprint = ? AND b.collected_at IS NULL""",
+        [fingerprint],
+    )
+    return {r[0] for r in rows}
+
+
+def created_count(study: Study) -> int:
+    """How many batches this study has created (for tests and `info`)."""
+    rows = study.query("SELECT count(*) FROM judge_batches WHERE batch_id IS NOT NULL")
+    return int(rows[0][0]) if rows else 0
