@@ -81,7 +81,9 @@ def looks_like_env_name(name: str) -> bool:
         return False
     if any(name.startswith(p) for p in _KEY_PREFIXES) and len(name) >= 16:
         return False
-    mixed = any(c.islower() for c in name) and any(c.isupper() for c in name) and any(c.isdigit() for c in name)
+    mixed = (
+        any(c.islower() for c in name) and any(c.isupper() for c in name) and any(c.isdigit() for c in name)
+    )
     return not mixed and ("_" in name or len(name) < 20)
 
 
