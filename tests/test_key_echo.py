@@ -112,3 +112,20 @@ def test_a_pasted_key_that_is_set_as_a_variable_is_used_quietly(ui_db: Path) -> 
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "the-real-key" not in proc.stdout + proc.stderr
+
+
+def test_generate_api_does_not_echo_a_pasted_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same through the Python API (no CLI check in front): the error names no key."""
+    from mcqaudit.generate import GenerateOptions, GenerateUsageError, generate
+
+    key = PASTED[0]
+    monkeypatch.delenv(key, raising=False)
+    prompts = tmp_path / "prompts.jsonl"
+    assert (
+        mcqaudit("orient", str(ROOT / "sample_runs" / "items.jsonl"), "--out", str(prompts)).returncode == 0
+    )
+    with pytest.raises(GenerateUsageError) as exc:
+        generate(
+            prompts, tmp_path / "gen.jsonl", GenerateOptions(model="m", base_url=REMOTE, api_key_env=key)
+        )
+    assert key not in str(exc.value) and "given by --api-key-env" in str(exc.value)
