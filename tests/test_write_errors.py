@@ -183,3 +183,39 @@ def test_write_atomic_cleans_up_after_an_interrupt(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         write_atomic(target, interrupted)
     assert list(tmp_path.iterdir()) == []
+
+
+def _inspect_study(tmp_path: Path) -> tuple[Path, Path]:
+    """A study ingested from a real Inspect log, with one review to export as a score edit."""
+    pytest.importorskip("inspect_ai.log")
+    from mcqaudit.store import Study
+    from mcqaudit.store.reviews import add_review
+
+    log = tmp_path / "plain.eval"
+    shutil.copy(ROOT / "tests" / "fixtures" / "inspect" / "plain.eval", log)
+    db = tmp_path / "inspect.duckdb"
+    assert mcqaudit("ingest", str(log), "--db", str(db), "--quiet").returncode == 0
+    study = Study(db)
+    row_id = study.query("SELECT row_id FROM graded_rows ORDER BY row_id LIMIT 1")[0][0]
+    add_review(study, row_id, reviewer="ann", verdict="OTHER", note="refuses")
+    return db, log
+
+
+def test_inspect_export_on_a_full_disk_and_in_a_readonly_folder(
+    tmp_path: Path, full_disk: Path, readonly_dir: Path
+) -> None:
+    db, log = _inspect_study(tmp_path)
+    log_before, study_before = digest(log), digest(db)
+    for folder, prefix, reason in (
+        (full_disk, (), "no space left on the device"),
+        (readonly_dir, tuple(NO_DAC), "permission denied"),
+    ):
+        before = listing(folder)
+        out = folder / "audited.eval"
+        proc = mcqaudit(
+            "reviews", "export", "--db", str(db), "--inspect", str(log), "--out", str(out), prefix=prefix
+        )
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert f"error: cannot write {out}: {reason}; nothing was written" in proc.stderr, proc.stderr
+        assert listing(folder) == before  # no partial log, no temporary file
+    assert (digest(log), digest(db)) == (log_before, study_before)
