@@ -29,6 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mcqaudit import __version__
+from mcqaudit.files import WriteFailed, write_atomic
 
 app = typer.Typer(
     name="mcqaudit",
@@ -78,6 +79,29 @@ def _main(
 def _fail(message: str, code: int = 1) -> typer.Exit:
     err.print(message, markup=False, highlight=False)
     return typer.Exit(code)
+
+
+def _check_key_env(flag: str, env_name: str, base_url: str | None) -> None:
+    """Refuse a key-variable value that is neither set nor shaped like a variable name, without repeating
+    it: it is most likely the key itself, pasted where its variable's name belongs (issue 13)."""
+    from mcqaudit.endpoint import api_key_for, looks_like_env_name
+
+    if looks_like_env_name(env_name) or api_key_for(env_name, base_url) is not None:
+        return
+    raise _fail(
+        f"error: {flag} takes the NAME of an environment variable that holds the API key; the value given is "
+        "not a set variable and does not look like a variable name, so it is not repeated here (it may be "
+        f"the key itself). Put the key in a variable (export OPENAI_API_KEY=...) and pass {flag} OPENAI_API_KEY",
+        2,
+    )
+
+
+def _write_out(out: Path, content) -> None:
+    """Write an output file whole or not at all; a failure is one clear line and exit 1, never a traceback."""
+    try:
+        write_atomic(out, content)
+    except WriteFailed as exc:
+        raise _fail(f"error: {exc}") from None
 
 
 def _open_study(db: Path, create: bool = False):
@@ -146,11 +170,7 @@ def orient(
             rows.extend(orient_item(it, scheme_labels(len(it.options), scheme, seed), tmpl))
     except OrientationError as exc:
         raise _fail(f"error: {exc}", 2) from None
-    tmp = out.with_name(out.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        for r in rows:
-            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
-    tmp.replace(out)
+    _write_out(out, (json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     console.print(f"{len(all_items)} items -> {len(rows)} prompt rows ({scheme}) in {out}")
 
 
@@ -262,6 +282,7 @@ def generate(
         options.validate()
     except GenerateUsageError as exc:
         raise _fail(f"error: {exc}", 2) from None
+    _check_key_env("--api-key-env", api_key_env, base_url)
     secret = secret_for(options)
     try:
         summary = run_generate(prompts, out, options,
@@ -589,9 +610,7 @@ def report(
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(out)
+        _write_out(out, text)
         n = len(rep["flags"])
         err.print(f"wrote {out} ({fmt}; {n} flag{'s' if n != 1 else ''})", markup=False, highlight=False)
 
@@ -835,6 +854,8 @@ def grade(
         options.validate()
     except (ValueError, grading.GradeUsageError) as exc:
         raise _fail(f"error: {exc}", 2) from None
+    if not dry_run:
+        _check_key_env("--judge-api-key-env", judge_api_key_env, judge_base_url)
     if dry_run:
         try:
             plan = grading.dry_run(study, options)
@@ -1133,9 +1154,7 @@ def reviews_export(
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
+    _write_out(out, text)
     n = text.count("\n") - 1
     err.print(f"wrote {out} ({n} review{'s' if n != 1 else ''})", markup=False, highlight=False)
 
@@ -1154,6 +1173,8 @@ def _reviews_to_inspect(db: Path, log: Path | None, out: Path | None, arm: str |
         res = export_to_inspect(_open_study(db), log, out, arm=arm)
     except (InspectExportError, StudyError) as exc:
         raise _fail(f"error: {exc}") from None
+    except OSError as exc:  # the log's writer failed (full disk, read-only folder); its partial file is gone
+        raise _fail(f"error: {WriteFailed(out, exc)}") from None
     values = ", ".join(f"{v} {n}" for v, n in sorted(res.values.items())) or "none"
     err.print(
         f"wrote {out}: {res.edits} score edit(s) on {res.samples_edited} sample(s) of score {res.score_name!r} "

@@ -71,6 +71,22 @@ def valid_env_name(name: str) -> bool:
     return bool(_ENV_NAME.match(name))
 
 
+_KEY_PREFIXES = ("sk", "pk_", "rk_", "hf_", "ghp_", "gho_", "gsk_", "xox", "AKIA", "AIza", "key")
+
+
+def looks_like_env_name(name: str) -> bool:
+    """Whether ``name`` may be shown in a message: a variable name as people write them (``OPENAI_API_KEY``,
+    ``MY_KEY``), not a pasted key that happens to be a valid name (``sk1234abcd…``: no dash in it)."""
+    if not valid_env_name(name) or len(name) > 64:
+        return False
+    if any(name.startswith(p) for p in _KEY_PREFIXES) and len(name) >= 16:
+        return False
+    mixed = (
+        any(c.islower() for c in name) and any(c.isupper() for c in name) and any(c.isdigit() for c in name)
+    )
+    return not mixed and ("_" in name or len(name) < 20)
+
+
 def key_in_env(env_name: str) -> str:
     """The value of the named variable now; empty when it is unset or ``env_name`` is not a variable name."""
     return os.environ.get(env_name, "") if valid_env_name(env_name) else ""

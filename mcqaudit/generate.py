@@ -40,6 +40,7 @@ from mcqaudit.endpoint import (
     Sent,
     api_key_for,
     key_in_env,
+    looks_like_env_name,
     run_until_sigterm,
     scrub,
     valid_env_name,
@@ -497,8 +498,10 @@ async def generate_async(
     rows = read_prompts(prompts, options)
     api_key = api_key_for(options.api_key_env, options.base_url)
     if api_key is None:
+        # a valid name that reads like a key (no "-" in it) may be the key itself: never repeat it
+        named = options.api_key_env if looks_like_env_name(options.api_key_env) else "given by --api-key-env"
         raise GenerateUsageError(
-            f"the API key is read from the environment variable {options.api_key_env}, which is not set "
+            f"the API key is read from the environment variable {named}, which is not set "
             "(name another one with --api-key-env; a server on 127.0.0.1 needs none)"
         )
     resume = read_output(out)

@@ -8,6 +8,11 @@ How a generation is read (``docs/standin.md`` has the same rules with examples):
 
 1. **Normalise.** Unicode NFKC (full-width ``Ｂ`` → ``B``), curly apostrophes → ``'``; markdown emphasis,
    backticks and line-leading ``#``/``>`` are removed. Empty text → OTHER.
+   Text addressed to the judge is then cut out (:func:`_own_text`; nothing left → OTHER): a fake fence
+   marker ends the model's own text (a response that opens with one is read from its last fake open),
+   ``QUESTION:`` starts a pretend prompt, ``OPTIONS:`` blocks, ``GOLD:`` lines, lines in another voice
+   (``Reply:``, ``Judge:``, ``Assistant:``…), chat-template turns, sentences that speak to the grader, and
+   a JSON object in the judge's reply shape unless it is the whole response.
 2. **Loops.** A run of one to six words repeated back to back at least four times that covers half the
    words (and at least eight) → OTHER (broken output).
 3. **Letters.** A letter counts only as a whole token within the item's range (``A``–``D`` for four
@@ -205,6 +210,139 @@ def _is_loop(t: str) -> bool:
             else:
                 run = 0
     return False
+
+
+# ---- text that addresses the judge (rule 0) --------------------------------------------------------
+# The generation sits inside the prompt's fence and cannot close it (the renderer breaks up fence-like
+# runs), but it can *pretend* to: a fake fence close followed by a pretend prompt tail, a reply line, a
+# JSON object in the judge's own reply shape, a chat-template turn, a note to the grader. None of that is
+# the model's answer to the question; it is cut out before the answer is read. Look-alike letters are
+# folded for finding it (Cyrillic/Greek capitals, full-width forms via NFKC), never for reading the answer.
+
+_CONFUSABLES = str.maketrans(
+    "АВЕЅІЈКМНОРСТХУаеіјоѕрсхуΑΒΕΖΗΙΚΜΝΟΡΤΥΧοιν",
+    "ABESIJKMHOPCTXYaeijospcxyABEZHIKMNOPTYXoiv",
+)
+_LEFT, _RIGHT = "<«‹⟨〈《❮", ">»›⟩〉》❯"
+# a fence marker the generation wrote: open (a new pretend response starts) or close (a pretend prompt
+# follows); found on the folded, lowercased text, so positions match the cleaned text
+_FAKE_FENCE = re.compile(
+    rf"(?P<open>(?:[{_LEFT}][ \t]*){{2,}}response\b|<[ \t]*response[ \t]*>)"
+    rf"|(?P<close>(?:[{_LEFT}][ \t]*){{2,}}end\b[^\n]*|\bresponse\b[\w-]{{0,24}}[ \t]*(?:[{_RIGHT}][ \t]*){{2,}}"
+    r"|</[ \t]*response[ \t]*>|\[[ \t]*/?[ \t]*end[ \t]+(?:of[ \t]+)?(?:the[ \t]+)?response[ \t]*\]"
+    r"|^[ \t]*end[ \t]+of[ \t]+(?:the[ \t]+)?response\b[^\n]*)",
+    re.M,
+)
+_FENCE_KEYS = ("response", "end")
+# the judge prompt's own headers, as the renderer writes them (case-sensitive): QUESTION starts a pretend
+# prompt (everything after it is part of it); OPTIONS and GOLD blocks are cut on their own
+_FAKE_QUESTION = re.compile(r"^QUESTION:[ \t]*$", re.M)
+_FAKE_BLOCK = re.compile(
+    r"^(?:OPTIONS:[ \t]*\n(?:[ \t]*[(\[]?[A-Za-z][).:\]][^\n]*(?:\n|$))*|GOLD:[^\n]*$|"
+    r"RESPONSE \(data, not instructions\):[^\n]*$)",
+    re.M,
+)
+# a line labelled as another voice: a chat turn, the judge's reply, a verdict
+_VOICE_LINE = re.compile(
+    r"^[ \t]*(?:[\[(<][ \t]*)?(?:system|user|assistant|human|judge|grader|evaluator|reviewer|"
+    r"(?:the[ \t]+)?judge'?s?[ \t]+(?:reply|verdict|answer|output)|reply|verdict|output|"
+    r"expected[ \t]+(?:output|reply|verdict)|correct[ \t]+reply|instructions?)[ \t]*[:：][^\n]*",
+    re.M,
+)
+_CHAT_TURN = re.compile(
+    r"<\|im_start\|>.*?(?:<\|im_end\|>|$)|\[inst\].*?(?:\[/inst\]|$)|<<sys>>.*?(?:<</sys>>|$)|<!--.*?(?:-->|$)"
+    r"|<\|[a-z_]+\|>",
+    re.S,
+)
+# a sentence that speaks to the grader rather than answering the question
+_ADDRESS = re.compile(
+    r"\b(?:grader|grading\s+model|evaluator|(?:as|dear|to)\s+the\s+judge|dear\s+judge|the\s+judge\s+"
+    r"(?:should|must|will|needs?\s+to|has\s+to)|you\s+(?:must|should|need\s+to|have\s+to)\s+"
+    r"(?:reply|answer|output|respond|mark|record|grade|choose|pick|say)|"
+    r"(?:ignore|disregard)\s+(?:all\s+|the\s+|any\s+|your\s+)*(?:previous|above|prior|earlier|preceding|"
+    r"other)\b|(?:reply|respond|output)\s+(?:with\s+)?(?:the\s+(?:letter|verdict|word)\s+)?[a-z]\b|"
+    r"(?:mark|record|grade)\s+(?:it|this|the\s+response)\b)",
+    re.I,
+)
+_ADDRESS_KEYS = (
+    "grader", "grading", "evaluator", "judge", "you must", "you should", "you need", "you have", "ignore",
+    "disregard", "reply", "respond", "output", "mark", "record", "grade",
+)  # fmt: skip
+_ADDRESS_SENTENCE = re.compile(r"[^\n.!?]*[.!?]*")
+# a JSON object in the shape of the judge's own reply: the model's answer only when it is all there is
+_REPLY_JSON = re.compile(
+    r"\{[ \t\n]*[\"'](?:choice|verdict)[\"'][ \t]*:[ \t]*[\"'][^\"'\n]{0,40}[\"'][ \t\n]*"
+    r"(?:,[ \t\n]*[\"']rationale[\"'][ \t]*:[ \t]*[\"'][^\"\n]{0,400}[\"'][ \t\n]*)?\}"
+)
+_CODE_FENCE_LINE = re.compile(r"^[ \t]*(?:```)?(?:json)?[ \t]*$", re.M)  # _clean drops backticks
+
+
+def _own_text(t: str) -> tuple[str, bool]:
+    """The generation with the text that addresses the judge cut out (rule 0), and whether any was cut.
+
+    ``t`` is the cleaned text (:func:`_clean`). Before a fake fence marker is the model's own text; when
+    the response opens with one, its own text is what follows the last fake fence *open* (the text after
+    a fake close is a pretend prompt, never the answer).
+    """
+    low = t.translate(_CONFUSABLES).lower()
+    cuts: list[tuple[int, int]] = []
+    fence = None
+    if any(map(low.__contains__, _FENCE_KEYS)) or "QUESTION:" in t:
+        marks = [(m.start(), m.end(), m.group("open") is not None) for m in _FAKE_FENCE.finditer(low)]
+        marks += [(m.start(), len(t), False) for m in _FAKE_QUESTION.finditer(t)]
+        marks.sort()
+        if marks:
+            fence = marks
+    if fence is not None:
+        first = fence[0][0]
+        if t[:first].strip():
+            cuts.append((first, len(t)))
+        else:
+            opens = [end for _, end, is_open in fence if is_open]
+            last_open = opens[-1] if opens else len(t)
+            later_close = [s for s, _, is_open in fence if not is_open and s >= last_open]
+            cuts.append((0, last_open))
+            if later_close:
+                cuts.append((later_close[0], len(t)))
+    if "OPTIONS:" in t or "GOLD:" in t or "RESPONSE (" in t:
+        cuts += [m.span() for m in _FAKE_BLOCK.finditer(t)]
+    if ":" in t or "：" in t:
+        cuts += [m.span() for m in _VOICE_LINE.finditer(low)]
+    if "<" in t or "[" in t:
+        cuts += [m.span() for m in _CHAT_TURN.finditer(low)]
+    if any(map(low.__contains__, _ADDRESS_KEYS)):
+        for m in _ADDRESS.finditer(low):
+            s = low.rfind("\n", 0, m.start()) + 1
+            for p in (".", "!", "?"):
+                k = low.rfind(p, s, m.start())
+                if k >= 0:
+                    s = max(s, k + 1)
+            em = _ADDRESS_SENTENCE.match(low, m.start())
+            cuts.append((s, em.end() if em else m.end()))
+    if not cuts and "{" not in t:
+        return t, False
+    kept = _cut(t, cuts)
+    jsons = [m.span() for m in _REPLY_JSON.finditer(kept)] if "{" in kept else []
+    if jsons:
+        rest = _CODE_FENCE_LINE.sub("", _cut(kept, jsons))
+        if rest.strip():  # the reply-shaped JSON is beside an answer of the model's own: not its answer
+            kept = rest
+    return kept, kept != t
+
+
+def _cut(t: str, spans: list[tuple[int, int]]) -> str:
+    """``t`` without ``spans`` (overlapping allowed); each cut becomes a line break, so words never join."""
+    out: list[str] = []
+    pos = 0
+    for s, e in sorted(spans):
+        if e <= pos:
+            continue
+        if s > pos:
+            out.append(t[pos:s])
+            out.append("\n")
+        pos = max(pos, e)
+    out.append(t[pos:])
+    return "".join(out)
 
 
 # ---- letters ---------------------------------------------------------------------------------------
@@ -905,6 +1043,9 @@ def read(options: list[str] | tuple[str, ...], generation: str) -> Reading:
     t = _clean(generation)
     if not t.strip():
         return Reading(None, CUE_EMPTY)
+    t, cut = _own_text(t)
+    if not t.strip():
+        return Reading(None, CUE_INJECTION)  # nothing but text addressed to the judge
     if _is_loop(t):
         return Reading(None, CUE_LOOP)
     r = _Reader(t, _options(tuple(options)))

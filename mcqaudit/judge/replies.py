@@ -102,6 +102,8 @@ def _parse_json(text: str, shape: str, n_options: int) -> ParsedReply:
         obj = json.loads(text)
     except ValueError:
         return _fail(BAD_JSON, "looks like JSON but does not parse")
+    except RecursionError:  # nested deeper than the decoder's stack: no reply we asked for looks like that
+        return _fail(BAD_JSON, "JSON nested too deeply")
     if not isinstance(obj, dict):
         return _fail(BAD_JSON, "JSON reply is not an object")
     keys = [k for k in _JSON_KEYS if k in obj]

@@ -64,7 +64,7 @@ def render_parsers(report: Mapping[str, Any], meta: Mapping[str, str | None], pa
     o = None if orient == state.ALL_ORIENTATIONS else orient
     entry = tables.parser_entry(report, parser, arm, o)
     if entry is None:
-        st.info(f"The {parser} parser has no rows in {arm}" + (f", {o}" if o else "") + ".")
+        st.info(tables.md_escape(f"The {parser} parser has no rows in {arm}" + (f", {o}" if o else "") + "."))
     else:
         rate = entry.get("rate")
         if rate and rate.get("value") is not None:

@@ -312,6 +312,12 @@ def render_filters(choices: Mapping[str, list[str]], blind: bool) -> None:
 
 
 def _active_filters(f: RowFilter) -> str:
+    """The filters in force, for the expander's label (Markdown: every user value is escaped)."""
+    parts = [tables.md_escape(p) for p in _filter_parts(f)]
+    return "; ".join(parts) or "none"
+
+
+def _filter_parts(f: RowFilter) -> list[str]:
     parts = []
     for label, values in (("arm", f.arms), ("orientation", f.orientations), ("verdict", f.verdicts)):
         if values:
@@ -326,7 +332,7 @@ def _active_filters(f: RowFilter) -> str:
         parts.append(f"search “{f.search.strip()}”")
     if f.cell is not None:
         parts.append(f"cell {f.cell.parser} {f.cell.parser_verdict} / verdict {f.cell.verdict}")
-    return "; ".join(parts) or "none"
+    return parts
 
 
 # --- the row ---------------------------------------------------------------------------------------------------

@@ -1,0 +1,93 @@
+"""Writing an output file whole or not at all (report --out, reviews export, orient).
+
+:func:`write_atomic` writes to a temporary file in the target's own folder (so the final rename never
+crosses a file system), flushes and fsyncs it, then renames it over the target. On any error (a full disk,
+a read-only folder, a missing folder, Ctrl-C) the temporary file is removed and the target is left as it
+was: no partial file, no ``*.tmp`` behind. :class:`WriteFailed` carries a one-line reason fit to print.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import IO
+
+_REASONS = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENOENT: "its folder does not exist",
+    errno.ENOTDIR: "a part of its path is not a folder",
+    errno.EISDIR: "it is a folder",
+    errno.EFBIG: "the file is too large for the file system",
+}
+
+
+class WriteFailed(OSError):
+    """An output file could not be written; the target is unchanged and nothing was left behind."""
+
+    def __init__(self, path: Path, cause: OSError):
+        self.path = path
+        self.cause = cause
+        reason = _REASONS.get(cause.errno or 0) or cause.strerror or type(cause).__name__
+        super().__init__(cause.errno, f"cannot write {path}: {reason}; nothing was written")
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def write_atomic(path: Path | str, content: str | bytes | Iterable[str] | Callable[[IO[str]], None]) -> None:
+    """Write ``content`` (text, bytes, lines of text, or a function writing to a text file) to ``path``.
+
+    All or nothing: raises :class:`WriteFailed` on an OS error, with the target untouched.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise WriteFailed(path, IsADirectoryError(errno.EISDIR, "is a directory"))
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        if isinstance(content, bytes):
+            with os.fdopen(fd, "wb") as bfh:
+                bfh.write(content)
+                bfh.flush()
+                os.fsync(bfh.fileno())
+        else:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                if isinstance(content, str):
+                    fh.write(content)
+                elif callable(content):
+                    content(fh)
+                else:
+                    fh.writelines(content)
+                fh.flush()
+                os.fsync(fh.fileno())
+        with contextlib.suppress(OSError):  # the mode a plain open() would have given it
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+        tmp = None
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        raise WriteFailed(path, exc) from exc
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename durable (best effort: not every platform or file system allows it)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,85 @@
+"""A study whose every user-supplied text is hostile: HTML, script, Markdown, links and LaTeX in generations,
+questions, options, item ids, arm names, reviewer names and review notes. Built through the real path
+(``ingest_file``, ``grade`` against the stand-in judge, ``reviews import``) for tests/test_hostile_dashboard.py.
+
+Each payload would, if it were ever rendered as HTML or Markdown, leave a trace the test can see: a global
+``window.__pwned``, a console line ``PWNED``, a dialog, or an element marked ``hinj`` / text ``HBOLD``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+# one line of each kind; the tests look for these traces
+PAYLOAD = (
+    "<img src=x class=hinj onerror=\"window.__pwned=1;console.log('PWNED');alert('PWNED')\">"
+    "<script>window.__pwned=2;console.log('PWNED')</script>"
+    "<svg class=hinj onload=\"window.__pwned=3;alert('PWNED')\"></svg>"
+    "<b class=hinj>HTAG</b> **HBOLD** __HBOLD__ [HLINK](javascript:alert('PWNED')) "
+    "<a class=hinj href=\"javascript:alert('PWNED')\">HA</a> $$HLATEX^2$$ `HCODE` :red[HRED] "
+    "<iframe class=hinj src=\"javascript:alert('PWNED')\"></iframe>"
+)
+SHORT = "<img src=x class=hinj onerror=\"window.__pwned=9;alert('PWNED')\">**HBOLD**"
+ARMS = ("base", "<b class=hinj>steer</b>**HBOLD**", "ft $$HLATEX$$ [HLINK](javascript:alert(1))")
+REVIEWER = '<img src=x class=hinj onerror="window.__pwned=7">**HBOLD**rev'
+NOTE = "note " + PAYLOAD
+
+
+def rows(n_items: int = 24) -> tuple[list[dict], list[dict]]:
+    items, gens = [], []
+    for i in range(n_items):
+        options = [f"opt{i}-{k} " + (SHORT if k == 1 else f"<i class=hinj>{k}</i>") for k in range(4)]
+        item_id = f"item{i:02d}<b class=hinj>x</b>**HBOLD**"
+        question = f"Q{i}: which? " + PAYLOAD
+        items.append({"item_id": item_id, "question": question, "options": options, "gold": i % 4})
+        for orient in ("ABCD", "BCDA"):
+            shown = [options["ABCD".index(c)] for c in orient]
+            gold = "ABCD"[orient.index("ABCD"[i % 4])]
+            for a, arm in enumerate(ARMS):
+                pick = gold if (i + a) % 3 else "ABCD"[("ABCD".index(gold) + 1) % 4]
+                generation = (
+                    f"The answer is {pick}. " + PAYLOAD
+                    if (i + a) % 2
+                    else f"{PAYLOAD}\nAt first, maybe {pick}."
+                )
+                gens.append({
+                    "item_id": item_id, "arm": arm, "question": question, "options": shown, "gold": gold,
+                    "orientation": orient, "generation": generation, "parsed_letter": pick,
+                    "prompt": question, "model": "m " + SHORT, "metadata": {"note": PAYLOAD, SHORT: "k"},
+                })  # fmt: skip
+    return items, gens
+
+
+def build(path: Path) -> Path:
+    from tests.conftest import build_graded_study, run_cli
+
+    inputs = path.parent / "inputs"
+    inputs.mkdir(parents=True, exist_ok=True)
+    items, gens = rows()
+    items_path, gens_path = inputs / "items.jsonl", inputs / "generations.jsonl"
+    items_path.write_text("".join(json.dumps(x) + "\n" for x in items), encoding="utf-8")
+    gens_path.write_text("".join(json.dumps(x) + "\n" for x in gens), encoding="utf-8")
+    build_graded_study(path, gens_path, items=items_path)
+    # reviews with hostile reviewer names and notes, through the public import
+    from mcqaudit.store import Study
+
+    study = Study(path)
+    ids = [r[0] for r in study.query("SELECT row_id FROM graded_rows ORDER BY row_id LIMIT 12")]
+    labels = inputs / "labels.jsonl"
+    labels.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "row_id": rid,
+                    "verdict": ("CORRECT", "INCORRECT", "OTHER")[k % 3],
+                    "note": NOTE,
+                    "reviewer": REVIEWER,
+                }
+            )  # fmt: skip
+            + "\n"
+            for k, rid in enumerate(ids)
+        ),
+        encoding="utf-8",
+    )
+    run_cli("reviews", "import", str(labels), "--db", str(path), check=True)
+    return path
