@@ -93,11 +93,6 @@ def test_user_letter_readers(value: object, options: list[str]) -> None:
         assert got is None or (isinstance(got, str) and len(got) == 1 and got in LETTERS), (name, got)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ingest's user-letter readers upper-case before checking the length: 'ﬆ' (one character) reads as "
-    "'ST' (ingest/lmeval.py _as_letter, ingest/inspect_log.py _single_letter; not this branch's files)",
-)
 @pytest.mark.parametrize("value", ["ﬆ", "ﬅ"])
 def test_user_letter_readers_on_ligatures(value: str) -> None:
     for name, read in _user_readers():

@@ -429,8 +429,10 @@ def _choice_answer(s: dict, choices: list[str], shown: list[str]) -> str | None:
 def _single_letter(value: Any) -> str | None:
     if isinstance(value, list) and len(value) == 1:
         value = value[0]
-    if isinstance(value, str) and len(value.strip()) == 1 and value.strip().upper() in LETTERS:
-        return value.strip().upper()
+    if isinstance(value, str):
+        s = value.strip().upper()  # upper-case first: a ligature such as 'ﬆ' becomes two letters
+        if len(s) == 1 and s in LETTERS:
+            return s
     return None
 
 

@@ -261,8 +261,8 @@ def _generations(resps: Any) -> list[str]:
 
 
 def _as_letter(value: str, n: int) -> str | None:
-    s = value.strip(_WRAP)
-    return s.upper() if len(s) == 1 and s.upper() in LETTERS[:n] else None
+    s = value.strip(_WRAP).upper()  # upper-case first: a ligature such as 'ﬆ' becomes two letters
+    return s if len(s) == 1 and s in LETTERS[:n] else None
 
 
 def _letter(value: Any, options: list[str]) -> str | None:
