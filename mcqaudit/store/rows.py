@@ -235,8 +235,38 @@ class ListPosition:
     next: str | None
 
 
+def _queue_only(f: RowFilter) -> bool:
+    """A spot-check queue with no other condition: its list is ``spot_check_rows`` alone, in queue order, which
+    is read without the ``graded_rows`` view (every queue row is a row of the study: rows are only deleted
+    to be re-inserted by ``ingest --replace``, in the same transaction)."""
+    return f.queue_id is not None and f == RowFilter(queue_id=f.queue_id)
+
+
 def list_position(study: Study, f: RowFilter, row_id: str) -> ListPosition | None:
     """The position of ``row_id`` in the list ``f`` (None when the row is not in it), in one query."""
+    if _queue_only(f):
+        rec = study.query(
+            """SELECT row_id, pos, total, prev_id, next_id FROM (
+                   SELECT q.row_id, row_number() OVER w - 1 AS pos, count(*) OVER () AS total,
+                          lag(q.row_id) OVER w AS prev_id, lead(q.row_id) OVER w AS next_id
+                   FROM spot_check_rows q WHERE q.queue_id = ?
+                   WINDOW w AS (ORDER BY q.position, q.row_id)
+               ) WHERE row_id = ?""",
+            [int(f.queue_id), row_id],  # type: ignore[arg-type]
+        )
+        return _position(rec)
+    return _list_position(study, f, row_id)
+
+
+def _position(rec: list[tuple]) -> ListPosition | None:
+    if not rec:
+        return None
+    rid, pos, total, prev_id, next_id = rec[0]
+    return ListPosition(str(rid), int(pos), int(total), prev_id, next_id)
+
+
+def _list_position(study: Study, f: RowFilter, row_id: str) -> ListPosition | None:
+    """:func:`list_position` over ``graded_rows``, for any filter."""
     sql, params, order, _ = _ordered_from(f)
     rec = study.query(
         f"""SELECT row_id, pos, total, prev_id, next_id FROM (
@@ -246,14 +276,24 @@ def list_position(study: Study, f: RowFilter, row_id: str) -> ListPosition | Non
             ) WHERE row_id = ?""",
         [*params, row_id],
     )
-    if not rec:
-        return None
-    rid, pos, total, prev_id, next_id = rec[0]
-    return ListPosition(str(rid), int(pos), int(total), prev_id, next_id)
+    return _position(rec)
 
 
 def row_at(study: Study, f: RowFilter, position: int) -> str | None:
     """The id of the row at ``position`` (0-based) of the list ``f``; None past either end."""
+    if position < 0:
+        return None
+    if _queue_only(f):
+        rec = study.query(
+            "SELECT row_id FROM spot_check_rows WHERE queue_id = ? ORDER BY position, row_id LIMIT 1 OFFSET ?",
+            [int(f.queue_id), int(position)],  # type: ignore[arg-type]
+        )
+        return str(rec[0][0]) if rec else None
+    return _row_at(study, f, position)
+
+
+def _row_at(study: Study, f: RowFilter, position: int) -> str | None:
+    """:func:`row_at` over ``graded_rows``, for any filter."""
     if position < 0:
         return None
     sql, params, order, _ = _ordered_from(f)
