@@ -127,7 +127,10 @@ def time_info(db: Path, runs: int) -> list[float]:
     for _ in range(runs):
         t0 = time.perf_counter()
         proc = subprocess.run(
-            [sys.executable, "-m", "mcqaudit", "info", "--db", str(db)], capture_output=True, text=True, env=_env()
+            [sys.executable, "-m", "mcqaudit", "info", "--db", str(db)],
+            capture_output=True,
+            text=True,
+            env=_env(),
         )
         out.append(time.perf_counter() - t0)
         if proc.returncode != 0:
@@ -141,7 +144,9 @@ def main() -> None:
     ap.add_argument("--arms", type=int, default=5)
     ap.add_argument("--db", type=Path, default=None, help="reuse (or create) this study file")
     ap.add_argument("--runs", type=int, default=3, help="timed runs of `mcqaudit info`")
-    ap.add_argument("--json", type=Path, default=None, help="write the result rows here (benchmarks/run_all.py)")
+    ap.add_argument(
+        "--json", type=Path, default=None, help="write the result rows here (benchmarks/run_all.py)"
+    )
     ap.add_argument("--child", choices=("scan", "parts"), default=None, help=argparse.SUPPRESS)
     ap.add_argument("--repeats", type=int, default=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -169,13 +174,17 @@ def main() -> None:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
     print(f"rows: {rows:,}   cores: {os.cpu_count()}   load average: {load}")
-    print(f"mcqaudit info (whole command, median of {len(info)}): {info_med:6.2f} s   (target <= {INFO_TARGET_S:g} s)")
+    print(
+        f"mcqaudit info (whole command, median of {len(info)}): {info_med:6.2f} s   (target <= {INFO_TARGET_S:g} s)"
+    )
     for name, secs in parts.items():
         print(f"  {name:<66}{secs:6.3f} s")
     ratio = scan["graded_rows"] / scan["base"]
     print(f"bare GROUP BY arm, orientation over graded_rows:       {scan['graded_rows']:6.3f} s   "
           f"(target <= {SCAN_TARGET_S:g} s)")  # fmt: skip
-    print(f"  the same over the base table gen_rows (baseline):    {scan['base']:6.3f} s   ratio {ratio:5.1f}x")
+    print(
+        f"  the same over the base table gen_rows (baseline):    {scan['base']:6.3f} s   ratio {ratio:5.1f}x"
+    )
     print(f"  the same over migration 4's read-time windows:       {scan['read_time_windows']:6.3f} s   "
           f"({scan['read_time_windows'] / scan['graded_rows']:4.1f}x slower than graded_rows now)")  # fmt: skip
     results = [

@@ -11,6 +11,7 @@ study written at migration 4, whose ``graded_rows`` must read the same after the
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import random
 from datetime import UTC, datetime, timedelta
@@ -23,13 +24,12 @@ import pytest
 from mcqaudit.grade import GradeOptions, grade
 from mcqaudit.ingest import ingest_file
 from mcqaudit.judge.prompts import JudgeConfig
-from mcqaudit.store import Study
-from mcqaudit.store import judging
+from mcqaudit.store import Study, judging
 from mcqaudit.store import reviews as rv
 from mcqaudit.store.judging import VerdictRecord, write_judged
 from mcqaudit.store.schema import GRADED_ROWS_VIEW, MIGRATIONS
 from tests.conftest import write_jsonl
-from tests.judge_servers import Call, Reply, ScriptedJudge, Status, add_rows, heuristic
+from tests.judge_servers import Call, ScriptedJudge, Status, add_rows, heuristic
 
 # --- the reference: the definitions of migrations 1, 2 and 4, read-time windows over every reply and review --
 OLD_CURRENT_JUDGE = """
@@ -72,7 +72,9 @@ def _rows(con: Any, sql: str) -> list[tuple]:
 
 def assert_maintained(study: Study) -> int:
     """The maintained tables and graded_rows equal the reference; returns how many rows have a judge outcome."""
-    assert "CASE verdict_source" in OLD_GRADED_ROWS and "LEFT JOIN (" in OLD_GRADED_ROWS  # the reference is built
+    assert (
+        "CASE verdict_source" in OLD_GRADED_ROWS and "LEFT JOIN (" in OLD_GRADED_ROWS
+    )  # the reference is built
     with study.connect() as con:
         cj = _rows(con, "SELECT * FROM current_judge")
         assert cj == _rows(con, OLD_CURRENT_JUDGE)
@@ -153,7 +155,9 @@ def test_the_public_path_keeps_the_tables_equal_to_the_old_definitions(tmp_path:
     assert study.query("SELECT count(DISTINCT fingerprint) FROM judge_verdicts") == [(2,)]
     assert study.query("SELECT count(DISTINCT fingerprint) FROM current_judge") == [(1,)]
 
-    ids = [r[0] for r in study.query("SELECT row_id FROM graded_rows WHERE final_verdict IS NOT NULL ORDER BY 1")]
+    ids = [
+        r[0] for r in study.query("SELECT row_id FROM graded_rows WHERE final_verdict IS NOT NULL ORDER BY 1")
+    ]
     first_review = rv.add_review(study, ids[0], reviewer="ann", action=rv.CONFIRM)
     rv.add_review(study, ids[1], reviewer="ann", verdict="OTHER")
     rv.add_review(study, ids[1], reviewer="bob", verdict="INCORRECT")  # supersedes ann's
@@ -187,9 +191,7 @@ def test_the_public_path_keeps_the_tables_equal_to_the_old_definitions(tmp_path:
     assert_maintained(other)
 
     # a replaced generation drops its judge outcome and retracts its reviews
-    replaced_row = study.query(
-        "SELECT row_id FROM graded_rows WHERE arm = 'base' AND item_id = 'i1'"
-    )[0][0]
+    replaced_row = study.query("SELECT row_id FROM graded_rows WHERE arm = 'base' AND item_id = 'i1'")[0][0]
     rv.add_review(study, replaced_row, reviewer="ann", verdict="CORRECT")
     ingest_file(study, _gen_file(tmp_path / "g2.jsonl", replaced={1: "The Seine it is."}), replace=True)
     assert study.query("SELECT count(*) FROM current_judge WHERE row_id = ?", [replaced_row]) == [(0,)]
@@ -232,7 +234,8 @@ def test_random_batches_with_replays_and_ties_match_the_old_definition(
                     base_url="http://127.0.0.1",
                     attempts=1,
                     # mostly later than before, sometimes a replayed reply from long ago; ties on purpose
-                    judged_at=T0 + timedelta(seconds=rng.choice([batch, batch, batch, 0, rng.randint(0, batch)])),
+                    judged_at=T0
+                    + timedelta(seconds=rng.choice([batch, batch, batch, 0, rng.randint(0, batch)])),
                 )
             )
         write_judged(study, [], recs)
@@ -244,27 +247,38 @@ def test_reviews_retractions_and_older_imports_match_the_old_definition(tmp_path
     study = Study(tmp_path / "s.duckdb", create=True)
     ids = add_rows(
         study,
-        [{"row_id": f"r{k}", "generation": "B", "strict_letter": "B", "options": ["a", "b"]} for k in range(6)],
+        [
+            {"row_id": f"r{k}", "generation": "B", "strict_letter": "B", "options": ["a", "b"]}
+            for k in range(6)
+        ],
     )
     rng = random.Random(3)
     made: list[int] = []
     for step in range(40):
         r = rng.random()
         if r < 0.5 or not made:
-            made.append(rv.add_review(study, rng.choice(ids), reviewer=f"p{step % 3}", verdict=rng.choice(["CORRECT", "OTHER"])))
+            made.append(
+                rv.add_review(
+                    study, rng.choice(ids), reviewer=f"p{step % 3}", verdict=rng.choice(["CORRECT", "OTHER"])
+                )
+            )
         elif r < 0.75:
-            target = rng.choice(made)
-            try:
-                rv.retract_review(study, target, reviewer="p0")
-            except rv.ReviewError:
-                pass  # already retracted
+            with contextlib.suppress(rv.ReviewError):  # already retracted
+                rv.retract_review(study, rng.choice(made), reviewer="p0")
         else:
             log = tmp_path / f"l{step}.jsonl"
-            at = T0 - timedelta(days=rng.randint(0, 3), seconds=rng.choice([0, 0, 5]))  # older than local ones
+            at = T0 - timedelta(
+                days=rng.randint(0, 3), seconds=rng.choice([0, 0, 5])
+            )  # older than local ones
             write_jsonl(
                 log,
                 [
-                    {"row_id": rng.choice(ids), "verdict": "OTHER", "reviewer": "imp", "reviewed_at": at.isoformat()}
+                    {
+                        "row_id": rng.choice(ids),
+                        "verdict": "OTHER",
+                        "reviewer": "imp",
+                        "reviewed_at": at.isoformat(),
+                    }
                     for _ in range(rng.randint(1, 3))
                 ],
             )
@@ -289,7 +303,14 @@ def test_a_study_at_migration_4_reads_the_same_after_the_upgrade(tmp_path: Path)
             """INSERT INTO gen_rows (row_id, arm, item_id, orientation, sample, question, options, gold_letter,
                    generation, is_blank, strict_letter, naive_letter, ingest_id)
                VALUES (?, ?, ?, 'ABC', 0, 'Q?', ['x', 'y', 'z'], 'B', ?, ?, ?, 'A', 1)""",
-            [f"r{k:02d}", ("base", "steered")[k % 2], f"i{k // 2}", gen, not gen.strip(), gen if gen in "AB" else None],
+            [
+                f"r{k:02d}",
+                ("base", "steered")[k % 2],
+                f"i{k // 2}",
+                gen,
+                not gen.strip(),
+                gen if gen in "AB" else None,
+            ],
         )
         for fp in rng.sample(["fp-a", "fp-b", "fp-c"], rng.randint(0, 3)):
             ok = rng.random() < 0.7
@@ -306,9 +327,8 @@ def test_a_study_at_migration_4_reads_the_same_after_the_upgrade(tmp_path: Path)
                     T0 + timedelta(seconds=rng.choice([0, 0, 1, 2])),  # ties decided by fingerprint
                 ],
             )
-    review_id = 0
     for k in range(40):
-        review_id += 1
+        review_id = k + 1
         retract = k > 5 and rng.random() < 0.3
         target = rng.randint(1, review_id - 1) if retract else None
         row = f"r{rng.randint(0, 29):02d}"

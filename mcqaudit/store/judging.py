@@ -289,7 +289,9 @@ def write_judged(
 _LOOKUP_MAX_ROWS = 2048
 
 
-def _advance_current(con: duckdb.DuckDBPyConnection, written: Sequence[tuple[VerdictRecord, datetime]]) -> None:
+def _advance_current(
+    con: duckdb.DuckDBPyConnection, written: Sequence[tuple[VerdictRecord, datetime]]
+) -> None:
     """Bring ``current_judge`` up to date with the verdicts a batch wrote (with their stored ``judged_at``).
 
     The current outcome of a row is its latest verdict by ``judged_at``, ties to the smaller fingerprint

@@ -131,7 +131,8 @@ FROM picked;
 # - the effective review is the latest confirm/override that no retraction withdraws, by created_at, ties
 #   broken by the later review_id (an imported log keeps its own, older times).
 CURRENT_JUDGE_COLUMNS = (
-    "row_id, fingerprint, status, letter, verdict, reply, rationale, error, prompt_hash, base_url, attempts, judged_at"
+    "row_id, fingerprint, status, letter, verdict, reply, rationale, error, prompt_hash, base_url, "
+    "attempts, judged_at"
 )
 EFFECTIVE_REVIEW_COLUMNS = (
     "review_id, row_id, action, verdict, picked_letter, note, reviewer, created_at, prior_verdict, prior_source, "
