@@ -4,6 +4,11 @@
 Each migration runs once, in order, inside one transaction; `schema_migrations` records which ran.
 The views are re-created by every migration that changes them.
 
+``graded_rows`` joins ``gen_rows`` with two tables of one row per row that the writers keep up to date in
+the transaction of each write (migration 5; they were read-time window views before): ``current_judge``, the
+row's latest judge outcome, and ``effective_reviews``, its review in force (:func:`refresh_current_judge`,
+:func:`refresh_effective_reviews`; the rules are stated above ``CURRENT_JUDGE_COLUMNS``).
+
 The rules (docs/design.md §1) live here once, as macros every query calls (the view, :mod:`~mcqaudit.store.frames`,
 :mod:`~mcqaudit.store.rows`, :mod:`~mcqaudit.store.reviews`, :mod:`~mcqaudit.store.loading`):
 
