@@ -4,8 +4,6 @@ verdict — against the straightforward computation: a window over ``graded_rows
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from mcqaudit.store import Study
@@ -33,7 +31,9 @@ def reference(study: Study, f: RowFilter) -> list[str]:
         order = "q.position, g.row_id"
     else:
         sql = sql.replace("FROM graded_rows g ", "FROM graded_rows g LEFT JOIN arms a ON a.arm = g.arm ", 1)
-        order = "a.ordinal NULLS LAST, g.arm, g.item_id, length(g.orientation), g.orientation, g.sample, g.row_id"
+        order = (
+            "a.ordinal NULLS LAST, g.arm, g.item_id, length(g.orientation), g.orientation, g.sample, g.row_id"
+        )
     rows = study.query(f"SELECT g.row_id, row_number() OVER (ORDER BY {order}) AS k {sql} ORDER BY k", params)
     assert "graded_rows" in sql
     return [r[0] for r in rows]
@@ -64,7 +64,9 @@ def test_positions_and_rows_at_match_a_window_over_graded_rows(study: Study, nam
         assert rw.list_position(study, f, rid) == rw.ListPosition(
             rid, k, len(want), want[k - 1] if k else None, want[k + 1] if k + 1 < len(want) else None
         )
-    outside = study.query("SELECT row_id FROM gen_rows WHERE row_id NOT IN (SELECT unnest(?)) LIMIT 1", [want])
+    outside = study.query(
+        "SELECT row_id FROM gen_rows WHERE row_id NOT IN (SELECT unnest(?)) LIMIT 1", [want]
+    )
     if outside:
         assert rw.list_position(study, f, outside[0][0]) is None
     assert rw.list_position(study, f, "no-such-row") is None
