@@ -103,6 +103,7 @@ FROM graded_rows GROUP BY arm, orientation
 
 def build(path: Path, n_items: int, n_arms: int) -> float:
     from mcqaudit.store.db import Study
+    from mcqaudit.store.schema import rebuild_current
 
     t0 = time.perf_counter()
     study = Study(path, create=True)
@@ -111,6 +112,7 @@ def build(path: Path, n_items: int, n_arms: int) -> float:
             params = [n_items] if "range(?) t(i)" in sql else [n_arms] if "range(?) t(a)" in sql else []
             con.execute(sql, params)
         con.execute("DROP TABLE sim")
+        rebuild_current(con)  # judge_verdicts and reviews were written with the SQL above
     with study.connect() as con:
         con.execute("CHECKPOINT")
     return time.perf_counter() - t0

@@ -1,6 +1,6 @@
-"""Benchmark: the Review page as a reviewer uses it, in a real headless Chromium, on a 100,000-row study.
+"""Benchmark: the Review page as a reviewer uses it, in a real headless Chromium, on a 1,000,000-row study.
 
-The study is the one ``bench_report.py`` builds (5,000 items × 4 orientations × 5 arms by default, judge
+The study is the one ``bench_report.py`` builds (50,000 items × 4 orientations × 5 arms by default, judge
 verdicts, framework parsers, 2,000 reviews, a 1,000-row uniform spot check), served by ``mcqaudit dashboard``.
 Working through that spot check, each action is timed from the key press or click until the browser shows
 its result (the next row's id on screen and no element of the previous run left):
@@ -13,13 +13,14 @@ its result (the next row's id on screen and no element of the previous run left)
 Baseline measured in the same run: the same browser clicking a button in a one-line Streamlit fragment
 (``st.fragment`` that prints a counter) until the new count shows — Streamlit's own round trip on this
 machine. Targets: confirm → next row ≤ 0.5 s and page switch ≤ 1 s (medians). Run:
-``.venv/bin/python benchmarks/bench_review.py [--items 5000] [--arms 5] [--db PATH] [--rounds 20]``
+``.venv/bin/python benchmarks/bench_review.py [--rows 1000000] [--arms 5] [--db PATH] [--rounds 20] [--json PATH]``
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import re
 import statistics
@@ -145,8 +146,12 @@ def baseline(browser: Any, tmp: Path, rounds: int) -> list[float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--items", type=int, default=5_000)
+    ap.add_argument("--rows", type=int, default=1_000_000, help="rows of the study (items × arms × 4)")
+    ap.add_argument("--items", type=int, default=None, help="items instead of --rows")
     ap.add_argument("--arms", type=int, default=5)
+    ap.add_argument(
+        "--json", type=Path, default=None, help="write the result rows here (benchmarks/run_all.py)"
+    )
     ap.add_argument("--db", type=Path, default=None, help="reuse (or create) this study file")
     ap.add_argument("--rounds", type=int, default=20, help="timed repetitions of each action")
     args = ap.parse_args()
@@ -159,9 +164,10 @@ def main() -> None:
     tmp_dir = tempfile.TemporaryDirectory()
     tmp = Path(tmp_dir.name)
     db = args.db or tmp / "bench.duckdb"
+    n_items = args.items or max(1, args.rows // (args.arms * 4))
     if not db.exists():
-        secs = br.build(db, args.items, args.arms)
-        print(f"built {args.items * args.arms * 4:,} rows in {secs:.1f} s -> {db}")
+        secs = br.build(db, n_items, args.arms)
+        print(f"built {n_items * args.arms * 4:,} rows in {secs:.1f} s -> {db}")
     rows = Study(db).query("SELECT count(*) FROM gen_rows")[0][0]
     n = args.rounds
     results: dict[str, list[float]] = {}
@@ -243,9 +249,11 @@ def main() -> None:
     results["page switch, warm"] = switch
     base = statistics.median(results["baseline: fragment button round trip"])
 
-    print(f"rows: {rows:,}   cores: {os.cpu_count()}   rounds: {n}")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"rows: {rows:,}   cores: {os.cpu_count()}   rounds: {n}   load average: {load}")
     print(f"{'action':<40}{'median s':>10}{'p90 s':>8}{'/ baseline':>12}   target")
     ok = True
+    rows_out = []
     for name, xs in results.items():
         med, p90 = _stats(xs)
         target = SAVE_TARGET_S if "-> next row" in name else SWITCH_TARGET_S if "switch" in name else None
@@ -254,6 +262,22 @@ def main() -> None:
         print(
             f"{name:<40}{med:10.3f}{p90:8.3f}{med / base:11.1f}x   {'' if target is None else f'<= {target:g} s'}{flag}"
         )
+        if not name.startswith("baseline"):
+            rows_out.append(
+                {
+                    "figure": f"review page, {name} (median of {len(xs)}), {rows:,} rows",
+                    "value": round(med, 3),
+                    "unit": "s",
+                    "baseline": round(base, 3),
+                    "baseline_name": "Streamlit fragment button round trip, same browser",
+                    "ratio": round(med / base, 1),
+                    "target": "for reference (no target)" if target is None else f"<= {target:g} s",
+                    "pass": target is None or med <= target,
+                }
+            )
+    if args.json:
+        args.json.write_text(json.dumps(rows_out, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}")
     reviews = Study(db).query("SELECT count(*) FROM reviews WHERE reviewer = 'bench-reviewer'")[0][0]
     print(f"reviews saved by the benchmark: {reviews}")
     print("PASS" if ok else "OVER TARGET (see above)")

@@ -16,6 +16,7 @@ import pandas as pd
 
 from mcqaudit import orient
 from mcqaudit.store.db import Study
+from mcqaudit.store.schema import rebuild_current
 from mcqaudit.vocab import LETTERS, verdict_of
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -186,4 +187,5 @@ class StudyBuilder:
             for key, value in self.meta.items():
                 con.execute("DELETE FROM study_meta WHERE key = ?", [key])
                 con.execute("INSERT INTO study_meta VALUES (?, ?)", [key, value])
+            rebuild_current(con)  # the verdicts and reviews were written with SQL of our own
         return study

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from mcqaudit.judge.prompts import JudgeConfig
 from mcqaudit.store.db import Study, set_meta, utcnow
+from mcqaudit.store.schema import CURRENT_JUDGE_COLUMNS, ROWS_IN_LIST, refresh_current_judge
 from mcqaudit.vocab import OK
 
 UNAUDITED_KEY = "unaudited"
@@ -262,7 +263,7 @@ def write_judged(
             con.unregister("mcq_batch_replies")
         if by_key:
             con.register("mcq_batch_verdicts", _table(list(by_key.values()), _VERDICT_SCHEMA))
-            con.execute(
+            written = con.execute(
                 """
                 INSERT INTO judge_verdicts
                     (row_id, fingerprint, status, letter, verdict, reply, rationale, error, prompt_hash,
@@ -276,13 +277,98 @@ def write_judged(
                     prompt_hash = excluded.prompt_hash, base_url = excluded.base_url,
                     attempts = excluded.attempts, judged_at = excluded.judged_at
                 WHERE judge_verdicts.status <> 'ok'
+                RETURNING row_id, fingerprint, judged_at
                 """
-            )
+            ).fetchall()
             con.unregister("mcq_batch_verdicts")
+            _advance_current(con, [(by_key[(r, fp)], at) for r, fp, at in written])
         if standin_fingerprint is not None:
             _mark_standin(con, standin_fingerprint)
         if also is not None:
             also(con)
+
+
+# Above this many rows a batch re-derives current_judge with one scan of judge_verdicts; below it, by index
+# lookups on current_judge (a scan of a million verdicts costs ~50 ms, one lookup of 64 rows ~4 ms).
+_LOOKUP_MAX_ROWS = 2048
+
+
+def _advance_current(
+    con: duckdb.DuckDBPyConnection, written: Sequence[tuple[VerdictRecord, datetime]]
+) -> None:
+    """Bring ``current_judge`` up to date with the verdicts a batch wrote (with their stored ``judged_at``).
+
+    The current outcome of a row is its latest verdict by ``judged_at``, ties to the smaller fingerprint
+    (:data:`mcqaudit.store.schema.CURRENT_JUDGE_COLUMNS`). A new verdict can only become current or lose to
+    the current one, except when it replaced the current verdict itself with an earlier time (a replayed
+    reply): then another fingerprint's verdict may win, and those rows are re-derived from judge_verdicts.
+    """
+    if not written:
+        return
+    by_row: dict[str, list[tuple[VerdictRecord, datetime]]] = {}
+    for rec, at in written:
+        by_row.setdefault(rec.row_id, []).append((rec, at))
+    rows = sorted(by_row)
+    if len(rows) > _LOOKUP_MAX_ROWS:
+        refresh_current_judge(con, ROWS_IN_LIST, [rows])
+        return
+    marks = ", ".join("?" * len(rows))
+    old = {
+        r: (fp, at)
+        for r, fp, at in con.execute(
+            f"SELECT row_id, fingerprint, judged_at FROM current_judge WHERE row_id IN ({marks})", rows
+        ).fetchall()
+    }
+
+    def rank(fp: str, at: datetime) -> tuple[datetime, _Desc]:
+        return (at, _Desc(fp))  # later first, then the smaller fingerprint
+
+    new: list[VerdictRecord] = []
+    rederive: list[str] = []
+    for r in rows:
+        recs = by_row[r]
+        best, best_at = max(recs, key=lambda x: rank(x[0].fingerprint, x[1]))
+        cur = old.get(r)
+        if cur is not None:
+            cur_fp, cur_at = cur
+            replaced = next((at for rec, at in recs if rec.fingerprint == cur_fp), None)
+            if replaced is not None and replaced < cur_at:
+                rederive.append(r)
+                continue
+            if replaced is None and rank(cur_fp, cur_at) > rank(best.fingerprint, best_at):
+                continue  # the current verdict stays
+        new.append(best)
+    if new:
+        marks = ", ".join("?" * len(new))
+        con.execute(f"DELETE FROM current_judge WHERE row_id IN ({marks})", [v.row_id for v in new])
+        con.register("mcq_batch_current", _table(new, _VERDICT_SCHEMA))
+        con.execute(
+            f"INSERT INTO current_judge ({CURRENT_JUDGE_COLUMNS}) SELECT {CURRENT_JUDGE_COLUMNS} FROM mcq_batch_current"
+        )
+        con.unregister("mcq_batch_current")
+    if rederive:
+        refresh_current_judge(con, ROWS_IN_LIST, [rederive])
+
+
+class _Desc:
+    """A string that sorts in reverse (so one ``max`` picks the latest time, then the smallest fingerprint)."""
+
+    __slots__ = ("s",)
+
+    def __init__(self, s: str) -> None:
+        self.s = s
+
+    def __lt__(self, other: _Desc) -> bool:
+        return self.s > other.s
+
+    def __gt__(self, other: _Desc) -> bool:
+        return self.s < other.s
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Desc) and self.s == other.s
+
+    def __hash__(self) -> int:
+        return hash(self.s)
 
 
 def set_unaudited(study: Study, unaudited: bool) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
+from mcqaudit.store.schema import refresh_current_judge, refresh_effective_reviews
 from mcqaudit.vocab import LETTERS, WHITESPACE
 
 # Field order of the staged JSON object: index i+1 in the extracted list f[].
@@ -691,6 +692,7 @@ def _retire_replaced(con: duckdb.DuckDBPyConnection, ingest_id: int) -> None:
     """A replaced generation invalidates its judge verdicts and parser letters; its reviews are retracted
     by a new review record (reviews stay append-only)."""
     con.execute("DELETE FROM judge_verdicts WHERE row_id IN (SELECT row_id FROM final)")
+    refresh_current_judge(con, "row_id IN (SELECT row_id FROM final)")
     con.execute("DELETE FROM parser_letters WHERE row_id IN (SELECT row_id FROM final)")
     con.execute(
         """
@@ -701,6 +703,7 @@ def _retire_replaced(con: duckdb.DuckDBPyConnection, ingest_id: int) -> None:
         """,
         [ingest_id],
     )
+    refresh_effective_reviews(con, "row_id IN (SELECT row_id FROM final)")
 
 
 def _run_parsers(

@@ -2,8 +2,10 @@
 
 Reviews are append-only (docs/design.md §1, §6). A review records who, when, the verdict it replaced (``prior_verdict``,
 ``prior_source``) and the judge fingerprint it was made against; a retraction is a new review row pointing at
-the one it withdraws. The current verdict is derived by the ``effective_reviews`` / ``graded_rows`` views, never
-stored, so every metric follows a review at once.
+the one it withdraws. The effective review of each row is kept in the ``effective_reviews`` table (schema
+migration 6), re-derived from ``reviews`` for the rows a write touches in that write's transaction
+(:func:`~mcqaudit.store.schema.refresh_effective_reviews`), so ``graded_rows`` and every metric follow a review
+at once without a window over every review on each read.
 
 Each write is one short transaction through :meth:`Study.write` (bounded retry on DuckDB's cross-process
 lock), which is what lets two review sessions and a ``grade`` run share a file.
@@ -29,6 +31,7 @@ import duckdb
 import pandas as pd
 
 from mcqaudit.store.db import Study, utcnow
+from mcqaudit.store.schema import ROWS_IN_LIST, refresh_effective_reviews
 from mcqaudit.vocab import CORRECT, INCORRECT, LETTERS, VERDICTS, verdict_of
 
 CONFIRM, OVERRIDE, RETRACT = "confirm", "override", "retract"
@@ -201,7 +204,7 @@ def add_review(
             if picked_letter is None:
                 picked_letter = st.picked_letter
         verdict, letter = check_verdict(verdict, picked_letter, st.gold_letter, st.n_options)
-        return _insert(
+        rid = _insert(
             con,
             row_id=row_id,
             action=action,
@@ -217,6 +220,8 @@ def add_review(
             queue_id=queue_id,
             origin=origin,
         )
+        refresh_effective_reviews(con, ROWS_IN_LIST, [[row_id]])
+        return rid
 
 
 def retract_review(
@@ -239,7 +244,7 @@ def retract_review(
         if done is not None:
             raise ReviewError(f"review #{review_id} was already retracted by #{done[0]}")
         st = _row_state(con, row_id)
-        return _insert(
+        rid = _insert(
             con,
             row_id=row_id,
             action=RETRACT,
@@ -255,6 +260,8 @@ def retract_review(
             queue_id=None,
             origin=origin,
         )
+        refresh_effective_reviews(con, ROWS_IN_LIST, [[row_id]])
+        return rid
 
 
 def review_history(study: Study, row_id: str) -> pd.DataFrame:
@@ -845,6 +852,8 @@ def import_review_log(
         if problems:
             raise ReviewImportError(problems)
         result = ImportResult(lines=len(records))
+        touched: set[str] = set()
+        retracted: list[int] = []
         seen: dict[tuple[Any, ...], int] = dict(existing)
         # targets before retractions, then time order (untimed labels: the import's time, in file order)
         parsed.sort(key=lambda x: (x["action"] == RETRACT, x["created_at"] or now))
@@ -894,6 +903,9 @@ def import_review_log(
                 origin=origin,
             )
             seen[key_] = new_id
+            touched.add(row.row_id)
+            if target is not None:
+                retracted.append(int(target))
             if key_[0] == "untimed":
                 untimed.setdefault(key_[1:5], []).append((letter, new_id))
             if action != RETRACT:
@@ -905,4 +917,13 @@ def import_review_log(
                 result.overrides += 1
             else:
                 result.retractions += 1
+        if retracted:  # a log's retraction may name a review of another row: re-derive that row too
+            touched.update(
+                r[0]
+                for r in con.execute(
+                    "SELECT row_id FROM reviews WHERE review_id IN (SELECT unnest(?::BIGINT[]))", [retracted]
+                ).fetchall()
+            )
+        if touched:
+            refresh_effective_reviews(con, ROWS_IN_LIST, [sorted(touched)])
     return result

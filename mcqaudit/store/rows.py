@@ -180,28 +180,48 @@ def _build(f: RowFilter) -> _Query:
     return q
 
 
-def _from(q: RowFilter | _Query) -> tuple[str, list[Any]]:
-    qq = _build(q) if isinstance(q, RowFilter) else q
-    sql = "FROM graded_rows g " + " ".join(qq.joins)
+def _needs_verdicts(f: RowFilter) -> bool:
+    """Whether the filter reads a verdict column. When not, a list reads ``gen_rows``, which has the same rows
+    and the same values in every column the filter and the order use, without the view's joins."""
+    return bool(
+        f.verdicts or f.judge_statuses or f.reviewed is not None or f.disagree_parser or f.cell is not None
+    )
+
+
+def _from(f: RowFilter, *, view: bool = True) -> tuple[str, list[Any]]:
+    """FROM … WHERE … of the list ``f`` over ``graded_rows`` (``view``), else over ``gen_rows`` where the filter
+    allows (:func:`_needs_verdicts`)."""
+    qq = _build(f)
+    source = "graded_rows" if view or _needs_verdicts(f) else "gen_rows"
+    sql = f"FROM {source} g " + " ".join(qq.joins)
     if qq.where:
         sql += " WHERE " + " AND ".join(qq.where)
     return sql, qq.join_params + qq.params
 
 
 def count_rows(study: Study, f: RowFilter) -> int:
-    sql, params = _from(f)
+    sql, params = _from(f, view=False)
     return int(study.query(f"SELECT count(*) {sql}", params)[0][0])
 
 
-def _ordered_from(f: RowFilter) -> tuple[str, list[Any], str, str]:
-    """(FROM … WHERE …, its parameters, the list's ORDER BY keys, extra select columns): queue order for a
-    queue, else arm (ingest order), item, orientation, sample — and row_id last, so the order is total."""
-    sql, params = _from(_build(f))
+# the list's order (see _ordered_from) as one comparable value: ordinal NULLS LAST is (IS NULL, ordinal)
+_QUEUE_ORDER, _QUEUE_KEY = "q.position, g.row_id", "(q.position, g.row_id)"
+_LIST_ORDER = "a.ordinal NULLS LAST, g.arm, g.item_id, length(g.orientation), g.orientation, g.sample, g.row_id"
+_LIST_KEY = (
+    "(a.ordinal IS NULL, coalesce(a.ordinal, 0), g.arm, g.item_id, length(g.orientation), g.orientation, "
+    "g.sample, g.row_id)"
+)
+
+
+def _ordered_from(f: RowFilter, *, view: bool = True) -> tuple[str, list[Any], str, str, str]:
+    """(FROM … WHERE …, its parameters, the list's ORDER BY keys, the same order as one comparable key, extra
+    select columns): queue order for a queue, else arm (ingest order), item, orientation, sample — and row_id
+    last, so the order is total."""
+    sql, params = _from(f, view=view)
     if f.queue_id is not None:
-        return sql, params, "q.position, g.row_id", ", q.position AS queue_position"
-    order = "a.ordinal NULLS LAST, g.arm, g.item_id, length(g.orientation), g.orientation, g.sample, g.row_id"
-    sql = sql.replace("FROM graded_rows g ", "FROM graded_rows g LEFT JOIN arms a ON a.arm = g.arm ", 1)
-    return sql, params, order, ""
+        return sql, params, _QUEUE_ORDER, _QUEUE_KEY, ", q.position AS queue_position"
+    sql = sql.replace(" g ", " g LEFT JOIN arms a ON a.arm = g.arm ", 1)
+    return sql, params, _LIST_ORDER, _LIST_KEY, ""
 
 
 def list_rows(
@@ -209,7 +229,7 @@ def list_rows(
 ) -> pd.DataFrame:
     """One page of rows (columns :data:`LIST_COLUMNS`, ``generation`` cut to ``snippet`` characters),
     in queue order for a queue, else by arm (ingest order), item, orientation, sample."""
-    sql, params, order, extra = _ordered_from(f)
+    sql, params, order, _, extra = _ordered_from(f)
     cols = ", ".join(
         "left(g.generation, ?) AS generation"
         if c == "generation"
@@ -235,28 +255,68 @@ class ListPosition:
     next: str | None
 
 
+def _queue_only(f: RowFilter) -> bool:
+    """A spot-check queue with no other condition: its list is ``spot_check_rows`` alone, in queue order, which
+    is read without the ``graded_rows`` view (every queue row is a row of the study: rows are only deleted
+    to be re-inserted by ``ingest --replace``, in the same transaction)."""
+    return f.queue_id is not None and f == RowFilter(queue_id=f.queue_id)
+
+
 def list_position(study: Study, f: RowFilter, row_id: str) -> ListPosition | None:
     """The position of ``row_id`` in the list ``f`` (None when the row is not in it), in one query."""
-    sql, params, order, _ = _ordered_from(f)
-    rec = study.query(
-        f"""SELECT row_id, pos, total, prev_id, next_id FROM (
-                SELECT g.row_id, row_number() OVER w - 1 AS pos, count(*) OVER () AS total,
-                       lag(g.row_id) OVER w AS prev_id, lead(g.row_id) OVER w AS next_id
-                {sql} WINDOW w AS (ORDER BY {order})
-            ) WHERE row_id = ?""",
-        [*params, row_id],
-    )
+    if _queue_only(f):
+        rec = study.query(
+            """SELECT row_id, pos, total, prev_id, next_id FROM (
+                   SELECT q.row_id, row_number() OVER w - 1 AS pos, count(*) OVER () AS total,
+                          lag(q.row_id) OVER w AS prev_id, lead(q.row_id) OVER w AS next_id
+                   FROM spot_check_rows q WHERE q.queue_id = ?
+                   WINDOW w AS (ORDER BY q.position, q.row_id)
+               ) WHERE row_id = ?""",
+            [int(f.queue_id), row_id],  # type: ignore[arg-type]
+        )
+        return _position(rec)
+    return _list_position(study, f, row_id)
+
+
+def _position(rec: list[tuple]) -> ListPosition | None:
     if not rec:
         return None
     rid, pos, total, prev_id, next_id = rec[0]
     return ListPosition(str(rid), int(pos), int(total), prev_id, next_id)
 
 
+def _list_position(study: Study, f: RowFilter, row_id: str) -> ListPosition | None:
+    """:func:`list_position` for any filter: the rows before it, all rows, and the neighbours by one scan with
+    aggregates over the list's order key (a window would sort the whole list)."""
+    sql, params, _, key, _ = _ordered_from(f, view=False)
+    rec = study.query(
+        f"""WITH l AS (SELECT g.row_id, {key} AS k {sql}), me AS (SELECT k FROM l WHERE row_id = ?)
+            SELECT any_value(l.row_id) FILTER (l.k = me.k), count(*) FILTER (l.k < me.k), count(*),
+                   arg_max(l.row_id, l.k) FILTER (l.k < me.k), arg_min(l.row_id, l.k) FILTER (l.k > me.k)
+            FROM l, me""",
+        [*params, row_id],
+    )
+    return _position(rec) if rec and rec[0][0] is not None else None
+
+
 def row_at(study: Study, f: RowFilter, position: int) -> str | None:
     """The id of the row at ``position`` (0-based) of the list ``f``; None past either end."""
     if position < 0:
         return None
-    sql, params, order, _ = _ordered_from(f)
+    if _queue_only(f):
+        rec = study.query(
+            "SELECT row_id FROM spot_check_rows WHERE queue_id = ? ORDER BY position, row_id LIMIT 1 OFFSET ?",
+            [int(f.queue_id), int(position)],  # type: ignore[arg-type]
+        )
+        return str(rec[0][0]) if rec else None
+    return _row_at(study, f, position)
+
+
+def _row_at(study: Study, f: RowFilter, position: int) -> str | None:
+    """:func:`row_at` over ``graded_rows``, for any filter."""
+    if position < 0:
+        return None
+    sql, params, order, _, _ = _ordered_from(f, view=False)
     rec = study.query(f"SELECT g.row_id {sql} ORDER BY {order} LIMIT 1 OFFSET ?", [*params, int(position)])
     return str(rec[0][0]) if rec else None
 

@@ -4,6 +4,11 @@
 Each migration runs once, in order, inside one transaction; `schema_migrations` records which ran.
 The views are re-created by every migration that changes them.
 
+``graded_rows`` joins ``gen_rows`` with two tables of one row per row that the writers keep up to date in
+the transaction of each write (migration 6; they were read-time window views before): ``current_judge``, the
+row's latest judge outcome, and ``effective_reviews``, its review in force (:func:`refresh_current_judge`,
+:func:`refresh_effective_reviews`; the rules are stated above ``CURRENT_JUDGE_COLUMNS``).
+
 The rules (docs/design.md §1) live here once, as macros every query calls (the view, :mod:`~mcqaudit.store.frames`,
 :mod:`~mcqaudit.store.rows`, :mod:`~mcqaudit.store.reviews`, :mod:`~mcqaudit.store.loading`):
 
@@ -23,6 +28,9 @@ A change to a rule is a new migration that re-runs ``RULE_MACROS`` (and the view
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 from mcqaudit.parsers import WS
 from mcqaudit.vocab import (
@@ -69,18 +77,20 @@ CREATE OR REPLACE MACRO verdict_source(review_verdict, judge_verdict, strict_let
     END;
 
 CREATE OR REPLACE MACRO final_verdict(review_verdict, judge_verdict, strict_letter, gold, blank) AS
-    CASE verdict_source(review_verdict, judge_verdict, strict_letter, blank)
-        WHEN '{SOURCE_REVIEW}' THEN review_verdict
-        WHEN '{SOURCE_JUDGE}' THEN judge_verdict
-        WHEN '{SOURCE_PREFILTER}' THEN verdict_of(strict_letter, gold)
-        WHEN '{SOURCE_RULE}' THEN '{OTHER}'
-    END;
+    -- the verdict of verdict_source(...), spelled as one coalesce (a CASE over that CASE's text cost
+    -- a quarter of a graded_rows scan)
+    coalesce(
+        review_verdict,
+        judge_verdict,
+        CASE WHEN strict_letter IS NOT NULL THEN verdict_of(strict_letter, gold) WHEN blank THEN '{OTHER}' END
+    );
 
 CREATE OR REPLACE MACRO picked_letter(review_verdict, review_letter, judge_verdict, judge_letter, strict_letter) AS
-    CASE verdict_source(review_verdict, judge_verdict, strict_letter, false)
-        WHEN '{SOURCE_REVIEW}' THEN review_letter
-        WHEN '{SOURCE_JUDGE}' THEN judge_letter
-        WHEN '{SOURCE_PREFILTER}' THEN strict_letter
+    -- the letter of that source; the rule picks none, and then strict_letter is NULL too
+    CASE
+        WHEN review_verdict IS NOT NULL THEN review_letter
+        WHEN judge_verdict IS NOT NULL THEN judge_letter
+        ELSE strict_letter
     END;
 """
 
@@ -117,6 +127,115 @@ SELECT
     CASE WHEN picked_letter IS NOT NULL THEN ascii(picked_letter) - 65 END AS picked_position
 FROM picked;
 """
+
+# The current judge outcome and the effective review of each row, as the tables of migration 6 hold them.
+# Writers keep them up to date in the transaction that changes judge_verdicts or reviews
+# (:func:`refresh_current_judge`, :func:`refresh_effective_reviews`); these are the rules they apply (the
+# definitions of migrations 1 and 2, which computed them at read time):
+# - the current judge outcome is the latest by judged_at, ties broken by fingerprint;
+# - the effective review is the latest confirm/override that no retraction withdraws, by created_at, ties
+#   broken by the later review_id (an imported log keeps its own, older times).
+CURRENT_JUDGE_COLUMNS = (
+    "row_id, fingerprint, status, letter, verdict, reply, rationale, error, prompt_hash, base_url, "
+    "attempts, judged_at"
+)
+EFFECTIVE_REVIEW_COLUMNS = (
+    "review_id, row_id, action, verdict, picked_letter, note, reviewer, created_at, prior_verdict, prior_source, "
+    "fingerprint, retracts, queue_id, origin"
+)
+_CURRENT_JUDGE_SELECT = f"""
+SELECT {CURRENT_JUDGE_COLUMNS} FROM judge_verdicts
+WHERE {{scope}}
+QUALIFY row_number() OVER (PARTITION BY row_id ORDER BY judged_at DESC, fingerprint) = 1
+"""
+_EFFECTIVE_REVIEW_SELECT = f"""
+SELECT {EFFECTIVE_REVIEW_COLUMNS} FROM reviews
+WHERE action <> 'retract'
+  AND review_id NOT IN (SELECT retracts FROM reviews WHERE action = 'retract' AND retracts IS NOT NULL)
+  AND {{scope}}
+QUALIFY row_number() OVER (PARTITION BY row_id ORDER BY created_at DESC, review_id DESC) = 1
+"""
+
+
+def refresh_current_judge(con: Any, scope: str = "true", params: Sequence[Any] = ()) -> None:
+    """Re-derive ``current_judge`` for the rows that ``scope`` (a condition on ``row_id``, with ``params``)
+    selects, from ``judge_verdicts``; call it in the transaction that changed their verdicts."""
+    con.execute(f"DELETE FROM current_judge WHERE {scope}", list(params))
+    con.execute(
+        f"INSERT INTO current_judge ({CURRENT_JUDGE_COLUMNS}) " + _CURRENT_JUDGE_SELECT.format(scope=scope),
+        list(params),
+    )
+
+
+def refresh_effective_reviews(con: Any, scope: str = "true", params: Sequence[Any] = ()) -> None:
+    """Re-derive ``effective_reviews`` for the rows that ``scope`` (a condition on ``row_id``, with
+    ``params``) selects, from ``reviews``; call it in the transaction that added their reviews."""
+    con.execute(f"DELETE FROM effective_reviews WHERE {scope}", list(params))
+    con.execute(
+        f"INSERT INTO effective_reviews ({EFFECTIVE_REVIEW_COLUMNS}) "
+        + _EFFECTIVE_REVIEW_SELECT.format(scope=scope),
+        list(params),
+    )
+
+
+def rebuild_current(con: Any) -> None:
+    """Re-derive both maintained tables for every row: for code that writes judge_verdicts or reviews with its
+    own SQL (test builders, benchmarks) instead of through :mod:`~mcqaudit.store.judging` and
+    :mod:`~mcqaudit.store.reviews`."""
+    refresh_current_judge(con)
+    refresh_effective_reviews(con)
+
+
+# a scope over a list of row ids (the one parameter)
+ROWS_IN_LIST = "row_id IN (SELECT unnest(?::VARCHAR[]))"
+
+# 5: the current judge outcome and the effective review are tables that the writers maintain (they were views
+# with a window over every reply and review, computed on every read of graded_rows), backfilled here.
+_MIGRATION_6 = (
+    """
+    DROP VIEW graded_rows;
+    DROP VIEW current_judge;
+    DROP VIEW effective_reviews;
+    -- judge_verdicts' columns; one row per row that has any judge outcome
+    CREATE TABLE current_judge (
+        row_id VARCHAR PRIMARY KEY,
+        fingerprint VARCHAR NOT NULL,
+        status VARCHAR NOT NULL,
+        letter VARCHAR,
+        verdict VARCHAR,
+        reply VARCHAR,
+        rationale VARCHAR,
+        error VARCHAR,
+        prompt_hash VARCHAR,
+        base_url VARCHAR,
+        attempts INTEGER,
+        judged_at TIMESTAMPTZ NOT NULL
+    );
+    -- reviews' columns; one row per row that has an effective review
+    CREATE TABLE effective_reviews (
+        review_id BIGINT NOT NULL,
+        row_id VARCHAR PRIMARY KEY,
+        action VARCHAR NOT NULL,
+        verdict VARCHAR,
+        picked_letter VARCHAR,
+        note VARCHAR,
+        reviewer VARCHAR NOT NULL,
+        created_at TIMESTAMPTZ NOT NULL,
+        prior_verdict VARCHAR,
+        prior_source VARCHAR,
+        fingerprint VARCHAR,
+        retracts BIGINT,
+        queue_id INTEGER,
+        origin VARCHAR
+    );
+    """
+    + f"INSERT INTO current_judge ({CURRENT_JUDGE_COLUMNS}) "
+    + _CURRENT_JUDGE_SELECT.format(scope="true")
+    + ";\n"
+    + f"INSERT INTO effective_reviews ({EFFECTIVE_REVIEW_COLUMNS}) "
+    + _EFFECTIVE_REVIEW_SELECT.format(scope="true")
+    + ";\n"
+)
 
 MIGRATIONS: list[str] = [
     # 1: the whole first schema
@@ -321,4 +440,6 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (input_file_id, custom_id)
     );
     """,
+    # 6: see _MIGRATION_6 (the maintained current-judge and effective-review tables)
+    _MIGRATION_6 + RULE_MACROS + GRADED_ROWS_VIEW,
 ]
