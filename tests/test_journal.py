@@ -17,7 +17,7 @@ from mcqaudit.store import Study
 from mcqaudit.store.journal import Journal, journal_dir, pending, replay
 from mcqaudit.store.judging import ReplyRecord, VerdictRecord, write_judged
 from tests.conftest import REPO
-from tests.judge_servers import add_rows
+from tests.judge_servers import ScriptedJudge, add_rows, heuristic
 
 KILLS = 5
 CONCURRENCY = 16
@@ -215,3 +215,31 @@ def test_records_this_version_cannot_read_are_skipped_and_counted(rows_study: St
     assert again.replayed is not None
     assert again.replayed.records == {"judged": 2} and again.replayed.unreadable == 2
     assert counts(again) == (2, 2) and not path.exists()
+
+
+def test_grade_on_a_study_opened_before_the_kill_replays_and_asks_nothing_again(rows_study: Study) -> None:
+    from mcqaudit.grade import GradeOptions, grade
+    from mcqaudit.judge.prompts import JudgeConfig
+
+    with ScriptedJudge(heuristic) as srv:
+        config = JudgeConfig(model="scripted")
+        opts = GradeOptions(config, base_url=srv.base_url, api_key_env="NO_SUCH_KEY_VAR")
+        first = grade(rows_study, opts)
+        assert first.graded == 10 and srv.count == 10
+        # as if a run had journalled these outcomes and died before its batch: drop them from the study
+        # and put them back in a dead writer's segment
+        replies = rows_study.query("SELECT * FROM judge_replies")
+        verdicts = rows_study.query("SELECT * FROM judge_verdicts")
+        with rows_study.write() as con:
+            con.execute("DELETE FROM judge_replies")
+            con.execute("DELETE FROM judge_verdicts")
+        j = Journal(rows_study.path)
+        for r, v in zip(replies, verdicts, strict=True):
+            j.append_judged([ReplyRecord(*r)], [VerdictRecord(*v)])
+        seg = j.rotate()
+        assert seg is not None
+        seg.release()
+        srv.reset()
+        again = grade(rows_study, opts)  # the same Study object: opened before the "kill"
+    assert srv.count == 0 and again.recovered == 10 and again.graded == 0
+    assert counts(rows_study) == (10, 10)

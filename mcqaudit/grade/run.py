@@ -25,7 +25,7 @@ from mcqaudit.grade.writer import VerdictWriter
 from mcqaudit.judge.client import JudgeClient, JudgeFatalError, JudgeOutcome
 from mcqaudit.store import judging
 from mcqaudit.store.db import Study
-from mcqaudit.store.journal import JUDGED, Journal
+from mcqaudit.store.journal import JUDGED, Journal, replay
 
 
 def grade_without_judge(study: Study, arms: Sequence[str] = ()) -> dict[str, int]:
@@ -65,9 +65,14 @@ async def grade_async(
         base_url=client.base_url,
         rationale=config.rationale,
     )
-    if study.replayed is not None:
-        summary.recovered = study.replayed.records.get(JUDGED, 0)
+    if study.replayed is not None:  # what opening the study replayed, told once (by the first run on it)
+        summary.recovered, study.replayed = study.replayed.records.get(JUDGED, 0), None
     async with client:
+        if not study.read_only:
+            # A study opened before another run was killed has not seen that run's journal: replay it now, so
+            # that the selection and the reply cache below see every reply that arrived.
+            late = await asyncio.to_thread(replay, study)
+            summary.recovered += late.records.get(JUDGED, 0)
         await asyncio.to_thread(judging.register_config, study, config)
         targets, summary.already_ok = await asyncio.to_thread(
             judging.select_rows, study, config.fingerprint, options.arms, options.limit
