@@ -270,6 +270,16 @@ class ChatEndpoint:
             if not isinstance(value, str | None):
                 raise ValueError(f"{name} is not text")
             setattr(message, name, value)
+        # What callers read besides the message, as the types a ChatCompletion would give (else None).
+        usage = getattr(resp, "usage", None)
+        resp.usage = usage if isinstance(usage, SimpleNamespace) else None
+        if resp.usage is not None:
+            for name in ("prompt_tokens", "completion_tokens"):
+                v = getattr(resp.usage, name, None)
+                setattr(resp.usage, name, v if type(v) is int and 0 <= v < 2**31 else None)
+        for name in ("model", "system_fingerprint"):
+            v = getattr(resp, name, None)
+            setattr(resp, name, v if isinstance(v, str) else None)
         return resp
 
     async def send(self, kwargs: dict[str, Any]) -> Sent:

@@ -108,15 +108,6 @@ class JudgeOutcome:
         return (sum(r.tokens_in or 0 for r in self.replies), sum(r.tokens_out or 0 for r in self.replies))
 
 
-def _count(v: object) -> int | None:
-    """A token count as the endpoint sent it, if it is one (the body is read as plain JSON)."""
-    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31 else None
-
-
-def _text(v: object) -> str | None:
-    return v if isinstance(v, str) else None
-
-
 def _is_standin(model: str | None, system_fingerprint: str | None) -> bool:
     return any(isinstance(s, str) and s.startswith(STANDIN_MODEL) for s in (model, system_fingerprint))
 
@@ -203,9 +194,9 @@ class JudgeClient(ChatEndpoint):
                 ReceivedReply(
                     text=text,
                     parsed=parsed,
-                    tokens_in=_count(getattr(usage, "prompt_tokens", None)),
-                    tokens_out=_count(getattr(usage, "completion_tokens", None)),
-                    model=_text(getattr(resp, "model", None)),
+                    tokens_in=getattr(usage, "prompt_tokens", None),
+                    tokens_out=getattr(usage, "completion_tokens", None),
+                    model=getattr(resp, "model", None),
                     received_at=datetime.now(UTC),
                 )
             )
