@@ -243,3 +243,25 @@ def test_grade_on_a_study_opened_before_the_kill_replays_and_asks_nothing_again(
         again = grade(rows_study, opts)  # the same Study object: opened before the "kill"
     assert srv.count == 0 and again.recovered == 10 and again.graded == 0
     assert counts(rows_study) == (10, 10)
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        (["mcqaudit", "grade", "--judge-api-key-env", "sk-secret"], "`mcqaudit grade`"),
+        (["-m", "streamlit", "run", "app.py"], "the dashboard"),
+    ],
+)
+def test_a_lock_holder_is_named_by_program_and_command_never_its_arguments(
+    argv: list[str], shown: str
+) -> None:
+    from mcqaudit.store.db import describe_process
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", *argv])
+    try:
+        name = describe_process(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert name.startswith(shown) and name.endswith(f"(pid {proc.pid})") and "secret" not in name, name
+    assert describe_process(None) == "another process"

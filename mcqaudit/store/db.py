@@ -78,7 +78,7 @@ def describe_process(pid: int | None) -> str:
     if not args:
         return f"another process (pid {pid})"
     if any("streamlit" in a for a in args):
-        return f"the dashboard, `mcqaudit ui` (pid {pid})"
+        return f"the dashboard, `mcqaudit dashboard` (pid {pid})"
     for i, a in enumerate(args):
         if os.path.basename(a) == "mcqaudit":
             sub = args[i + 1] if i + 1 < len(args) and re.fullmatch(r"[a-z][a-z-]*", args[i + 1]) else ""
