@@ -998,6 +998,24 @@ def _info_fingerprints(study) -> None:
 _INFO_SECTIONS.append(_info_fingerprints)
 
 
+def _info_journal(study) -> None:
+    p = study.journal_pending()
+    if not p.total:
+        return
+    n = p.records.get("judged", 0)
+    what = f"{n} judge replies" + (f" and {p.total - n} other records" if p.total > n else "")
+    why = (
+        "the study is read-only, so they are not replayed into it; they are at the next open where it can be "
+        "written"
+        if study.read_only
+        else "a run that is still going has them; it writes them in its next batch"
+    )
+    console.print(f"journal: {what} not yet in the study ({why})", markup=False, highlight=False)
+
+
+_INFO_SECTIONS.append(_info_journal)
+
+
 # --------------------------------------------------------------------------------------------- standin-judge
 @app.command("standin-judge")
 def standin_judge(

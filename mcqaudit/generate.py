@@ -546,8 +546,9 @@ async def generate_async(
         nonlocal finished
         finished += 1
         usage = getattr(g.sent.response, "usage", None)
-        tin = getattr(usage, "prompt_tokens", None) or 0
-        tout = getattr(usage, "completion_tokens", None) or 0
+        tin, tout = (getattr(usage, k, None) for k in ("prompt_tokens", "completion_tokens"))
+        tin = tin if isinstance(tin, int) else 0  # the body is read as plain JSON: counts only if counts
+        tout = tout if isinstance(tout, int) else 0
         summary.tokens_in += tin
         summary.tokens_out += tout
         if g.text is None:

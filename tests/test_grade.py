@@ -726,8 +726,9 @@ def test_sigkill_mid_run_then_rerun_loses_nothing_and_duplicates_nothing(study: 
         srv.latency_s = 0.0
         again = grade_cli(study, srv.base_url, "--quiet")
         assert again.returncode == 0, again.stderr
-        # only rows without a stored verdict were sent again
-        assert srv.count == n - ok_after_kill
+        # only rows without a stored or journalled verdict were sent again: at most the 4 in flight twice
+        assert srv.count <= n - ok_after_kill
+        assert sent_before + srv.count <= n + 4
     counts = study.query("SELECT count(*), count(DISTINCT row_id) FROM judge_verdicts WHERE status = 'ok'")
     assert counts == [(n, n)]
     assert study.query(

@@ -66,6 +66,9 @@ class GradeOptions:
     backoff_base_s: float = 0.5
     flush_every: int = 64
     flush_interval_s: float = 0.5
+    # the journal is fdatasync'ed at most this often (None: never); a kill loses nothing either way, a
+    # power cut at most this interval's replies (store/journal.py)
+    journal_fsync_s: float | None = 1.0
 
     def validate(self) -> None:
         if self.concurrency < 1:

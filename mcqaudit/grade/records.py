@@ -7,6 +7,7 @@ result); here it is only compared with each row's gold letter.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
@@ -16,6 +17,13 @@ from mcqaudit.judge.prompts import JudgeConfig
 from mcqaudit.judge.replies import REPLY_ERROR_KINDS, judged
 from mcqaudit.store.judging import CachedReply, ReplyRecord, TargetRow, VerdictRecord
 from mcqaudit.vocab import ERROR, OK
+
+
+@functools.lru_cache(maxsize=16)
+def fingerprint_of(config: JudgeConfig) -> str:
+    """``config.fingerprint``, computed once per configuration: it hashes the whole prompt template, which
+    done for every verdict was a visible share of a run's CPU in a profile."""
+    return config.fingerprint
 
 
 class Answer(Protocol):
@@ -42,13 +50,14 @@ def verdict_records(
 ) -> list[VerdictRecord]:
     """One verdict a row for rows sharing a prompt: ``ok`` with a legal value, else ``error``."""
     value = answer.value
+    fp = fingerprint_of(config)
     out = []
     for row in rows:
         letter, verdict = judged(config.shape, value, row.gold_letter) if value else (None, None)
         out.append(
             VerdictRecord(
                 row_id=row.row_id,
-                fingerprint=config.fingerprint,
+                fingerprint=fp,
                 status=OK if value else ERROR,
                 letter=letter,
                 verdict=verdict,
@@ -81,7 +90,7 @@ def cached_verdicts(
 def outcome_records(
     outcome: JudgeOutcome, rows: Sequence[TargetRow], config: JudgeConfig, base_url: str | None
 ) -> tuple[list[ReplyRecord], list[VerdictRecord]]:
-    fp, h = config.fingerprint, outcome.request.prompt_hash
+    fp, h = fingerprint_of(config), outcome.request.prompt_hash
     replies = [
         ReplyRecord(
             fingerprint=fp,

@@ -3,8 +3,8 @@
 Rows the pre-filter resolved, and blank generations (OTHER by rule), are never sent: their verdicts come
 from ``gen_rows`` through the ``graded_rows`` view. Every other row gets one judge verdict per fingerprint.
 Rows that render to the same prompt share one request (:mod:`.plan`); a (fingerprint, prompt) that already
-got a legal reply is never sent again. Outcomes are written in small batches as they arrive
-(:mod:`.writer`), each batch one short transaction, so a killed run loses at most the replies in flight.
+got a legal reply is never sent again. Each outcome is journalled as it arrives and written with its batch
+(:mod:`.writer`), each batch one short transaction, so a killed run loses at most the requests in flight.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from mcqaudit.grade.writer import VerdictWriter
 from mcqaudit.judge.client import JudgeClient, JudgeFatalError, JudgeOutcome
 from mcqaudit.store import judging
 from mcqaudit.store.db import Study
+from mcqaudit.store.journal import JUDGED, Journal, replay
 
 
 def grade_without_judge(study: Study, arms: Sequence[str] = ()) -> dict[str, int]:
@@ -64,7 +65,14 @@ async def grade_async(
         base_url=client.base_url,
         rationale=config.rationale,
     )
+    if study.replayed is not None:  # what opening the study replayed, told once (by the first run on it)
+        summary.recovered, study.replayed = study.replayed.records.get(JUDGED, 0), None
     async with client:
+        if not study.read_only:
+            # A study opened before another run was killed has not seen that run's journal: replay it now, so
+            # that the selection and the reply cache below see every reply that arrived.
+            late = await asyncio.to_thread(replay, study)
+            summary.recovered += late.records.get(JUDGED, 0)
         await asyncio.to_thread(judging.register_config, study, config)
         targets, summary.already_ok = await asyncio.to_thread(
             judging.select_rows, study, config.fingerprint, options.arms, options.limit
@@ -80,7 +88,10 @@ async def grade_async(
         groups = planned.groups
         cached = await asyncio.to_thread(judging.cached_replies, study, config.fingerprint, list(groups))
 
-        writer = VerdictWriter(study, config.fingerprint, options.flush_every, options.flush_interval_s)
+        journal = Journal(study.path, fsync_interval_s=options.journal_fsync_s)
+        writer = VerdictWriter(
+            study, config.fingerprint, options.flush_every, options.flush_interval_s, journal=journal
+        )
         writer_task = asyncio.create_task(writer.run())
         rep.start(total=summary.targeted, done=0)
         if summary.standin:
@@ -96,7 +107,7 @@ async def grade_async(
             for v in cached_verdicts(hit, h, groups[h], config, client.base_url, now)
         ]
         if from_cache:
-            writer.add([], from_cache)
+            writer.add([], from_cache, journal=False)
             summary.graded += len(from_cache)
             summary.from_cache += len(from_cache)
             resolved += len(from_cache)
@@ -152,6 +163,9 @@ async def grade_async(
                 # Cancelled (Ctrl-C / SIGTERM) while the last batch was being written: save what is left.
                 writer.flush_now()
                 raise
+            finally:
+                journal.close()  # what was not committed (a failed write) stays for the next open
+        summary.journal_failed = journal.failed
         summary.not_attempted = summary.targeted - resolved
         summary.requests = client.requests_sent
         summary.retries_by_kind = Counter(client.retries)

@@ -45,6 +45,8 @@ class GradeSummary:
     elapsed_s: float = 0.0
     standin: bool = False
     aborted: str | None = None
+    recovered: int = 0  # outcomes an earlier, killed run had journalled, written to the study at this open
+    journal_failed: str | None = None  # the journal could not be written (the run went on without it)
 
     @property
     def exit_code(self) -> int:
@@ -64,6 +66,12 @@ class GradeSummary:
             f"graded: {self.graded} (from earlier replies: {self.from_cache}; sharing a prompt with another row: "
             f"{self.shared})",
         ]
+        if self.recovered:
+            out.insert(
+                1,
+                f"recovered: {self.recovered} replies that an earlier run received but had not yet written "
+                "(it was killed); replayed from the study's journal",
+            )
         retries = ", ".join(f"{k} ×{n}" for k, n in sorted(self.retries_by_kind.items()))
         out.append(
             f"requests: {self.requests} for {self.prompts_sent} prompts"
@@ -85,6 +93,8 @@ class GradeSummary:
         out.append(f"elapsed: {self.elapsed_s:.1f} s ({self.rows_per_s:.1f} rows/s)")
         if self.standin:
             out.append(STANDIN_NOTE)
+        if self.journal_failed:
+            out.append(f"warning: {self.journal_failed}")
         if self.aborted:
             out.append(f"stopped: {self.aborted}")
         return out
@@ -132,5 +142,7 @@ def summary_json(summary: GradeSummary) -> dict:
         "elapsed_s": round(summary.elapsed_s, 3),
         "standin": summary.standin,
         "aborted": summary.aborted,
+        "recovered": summary.recovered,
+        "journal_failed": summary.journal_failed,
         "exit_code": summary.exit_code,
     }

@@ -1,6 +1,9 @@
 """The writer: replies and verdicts go to the study in small batches as they arrive (docs/design.md §5).
 
-A killed run loses at most the replies in flight: each batch is one short transaction.
+Each outcome is journalled the moment it arrives (:mod:`mcqaudit.store.journal`, one line handed to the
+kernel), then written with its batch in one short transaction; the batch's journal segment is deleted only
+after that commit. So a killed run (SIGKILL included) loses at most the requests in flight: whatever sat in
+the buffer is replayed by the next open of the study.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from collections.abc import Sequence
 
 from mcqaudit.store import judging
 from mcqaudit.store.db import Study
+from mcqaudit.store.journal import Journal, Segment
 from mcqaudit.store.judging import ReplyRecord, VerdictRecord
 
 
@@ -34,8 +38,10 @@ class VerdictWriter:
         interval_s: float,
         min_gap_s: float = 0.25,
         max_duty: float = 0.1,
+        journal: Journal | None = None,
     ):
         self.study = study
+        self.journal = journal
         self.fingerprint = fingerprint
         self.every = every
         self.interval_s = interval_s
@@ -50,8 +56,19 @@ class VerdictWriter:
         self._wake = asyncio.Event()
 
     def add(
-        self, replies: Sequence[ReplyRecord], verdicts: Sequence[VerdictRecord], standin: bool = False
+        self,
+        replies: Sequence[ReplyRecord],
+        verdicts: Sequence[VerdictRecord],
+        standin: bool = False,
+        *,
+        journal: bool = True,
     ) -> None:
+        """Buffer one outcome's records (journalled first, unless ``journal=False``: verdicts rebuilt from
+        replies the study already holds need no journal)."""
+        if journal and self.journal is not None:
+            self.journal.append_judged(
+                replies, verdicts, standin_fingerprint=self.fingerprint if standin else None
+            )
         self._replies.extend(replies)
         self._verdicts.extend(verdicts)
         self._standin_pending = self._standin_pending or standin
@@ -68,30 +85,46 @@ class VerdictWriter:
     def _pending(self) -> bool:
         return bool(self._replies or self._verdicts or self._standin_pending)
 
-    async def _flush(self) -> None:
-        replies, verdicts, standin = self._replies, self._verdicts, self._standin_pending
+    def _take(self) -> tuple[list[ReplyRecord], list[VerdictRecord], bool, Segment | None]:
+        """The buffer and the journal segment that holds it; later records start both afresh."""
+        taken = self._replies, self._verdicts, self._standin_pending
         self._replies, self._verdicts, self._standin_pending, self._first_at = [], [], False, None
-        await asyncio.to_thread(
-            judging.write_judged,
-            self.study,
-            replies,
-            verdicts,
-            standin_fingerprint=self.fingerprint if standin else None,
-        )
+        return (*taken, self.journal.rotate() if self.journal is not None else None)
+
+    def _write(
+        self,
+        replies: list[ReplyRecord],
+        verdicts: list[VerdictRecord],
+        standin: bool,
+        segment: Segment | None,
+    ) -> None:
+        try:
+            judging.write_judged(
+                self.study, replies, verdicts, standin_fingerprint=self.fingerprint if standin else None
+            )
+        except BaseException:
+            if segment is not None:
+                segment.release()  # not committed: the next open replays it
+            raise
+        if segment is not None:
+            segment.discard()  # committed: its records are in the study
+
+    async def _flush(self) -> None:
+        await asyncio.to_thread(self._write, *self._take())
 
     def flush_now(self) -> None:
         """Synchronous last-chance flush (used when the run is cancelled)."""
         if self._pending():
-            replies, verdicts, standin = self._replies, self._verdicts, self._standin_pending
-            self._replies, self._verdicts, self._standin_pending = [], [], False
-            judging.write_judged(
-                self.study, replies, verdicts, standin_fingerprint=self.fingerprint if standin else None
-            )
+            self._write(*self._take())
+        if self.journal is not None:
+            self.journal.close()
 
     async def run(self) -> None:
         while True:
             if not self._pending():
                 if self._closed:
+                    if self.journal is not None:
+                        self.journal.close()
                     return
                 self._wake.clear()
                 await self._wake.wait()

@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import random
+import re
+import struct
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 
+from mcqaudit.store.journal import Pending, journal_dir, pending, replay
 from mcqaudit.store.schema import MIGRATIONS
 
 LOCK_MARKERS = ("Could not set lock", "Conflicting lock", "database is locked")
@@ -39,6 +44,69 @@ class StudyReadOnly(StudyError):
 
 def _is_lock_error(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.Error) and any(m in str(exc) for m in LOCK_MARKERS)
+
+
+# --- saying what a lock wait waits for --------------------------------------------------------------------
+
+LOCK_WAIT_FIRST_S = 1.0  # a wait this long is worth a line on stderr
+LOCK_WAIT_EVERY_S = 5.0  # then one line this often while it lasts
+_FLOCK = "hhqqi4x"  # struct flock on Linux (64-bit off_t): type, whence, start, len, pid, padding
+_DUCKDB_PID = re.compile(r"\(PID (\d+)\)")
+
+
+def _lockf_holder(fd: int, byte: int) -> int | None:
+    """The pid holding a conflicting POSIX lock on ``byte`` of ``fd``'s file, if the kernel says."""
+    try:
+        got = fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, byte, 1, 0))
+        kind, _, _, _, pid = struct.unpack(_FLOCK, got)
+    except (OSError, struct.error):
+        return None
+    return pid if kind != fcntl.F_UNLCK and pid > 0 else None
+
+
+def describe_process(pid: int | None) -> str:
+    """A short name for a process that holds a study: ``the dashboard``, ``mcqaudit grade``, or its program;
+    only the program and the subcommand are shown (arguments may hold anything)."""
+    if pid is None:
+        return "another process"
+    try:
+        args = [
+            a.decode("utf-8", "replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a
+        ]
+    except OSError:
+        args = []
+    if not args:
+        return f"another process (pid {pid})"
+    if any("streamlit" in a for a in args):
+        return f"the dashboard, `mcqaudit dashboard` (pid {pid})"
+    for i, a in enumerate(args):
+        if os.path.basename(a) == "mcqaudit":
+            sub = args[i + 1] if i + 1 < len(args) and re.fullmatch(r"[a-z][a-z-]*", args[i + 1]) else ""
+            return f"`mcqaudit{' ' + sub if sub else ''}` (pid {pid})"
+    return f"{os.path.basename(args[0])} (pid {pid})"
+
+
+class _LockWait:
+    """A wait on another process's lock: silent for the first second, then one stderr line every few
+    seconds naming the study, who holds it (when the kernel or DuckDB says) and how long we have waited."""
+
+    def __init__(self, path: Path, timeout_s: float):
+        self.path = path
+        self.timeout_s = timeout_s
+        self.started = time.monotonic()
+        self._next = self.started + LOCK_WAIT_FIRST_S
+
+    def tick(self, holder: Callable[[], str]) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            return
+        self._next = now + LOCK_WAIT_EVERY_S
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(
+                f"waiting for the study file {self.path}: {holder()} has it open (DuckDB allows one process "
+                f"at a time); waited {now - self.started:.0f} s so far, giving up after {self.timeout_s:.0f} s\n"
+            )
+            sys.stderr.flush()
 
 
 def utcnow() -> datetime:
@@ -76,16 +144,27 @@ class Study:
                 and os.access(self.path.parent, os.W_OK)
             )
         )
+        self.replayed: Pending | None = None  # what this open replayed from the journal, if anything
         if self.read_only:
             with self.connect() as con:
                 _check_schema(con, self.path)
         else:
             with self.write() as con:
                 _migrate(con, self.path)
+            if journal_dir(self.path).is_dir():
+                # What a killed writer left in the journal (replies that arrived but were not yet written):
+                # written now, before anyone reads the study or decides what to send (docs/design.md §5).
+                self.replayed = replay(self)
+
+    def journal_pending(self) -> Pending:
+        """Records in the journal beside the study that it may not hold yet (a read-only study is never
+        replayed into; `info` says so)."""
+        return pending(self.path)
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         deadline = time.monotonic() + self.lock_timeout_s
         delay = 0.02
+        wait = _LockWait(self.path, self.lock_timeout_s)
         while True:
             try:
                 con = duckdb.connect(str(self.path), read_only=self.read_only)
@@ -99,6 +178,10 @@ class Study:
                         f"{self.path}: another process has held the study file for over "
                         f"{self.lock_timeout_s:.0f} s (DuckDB allows one writer process); try again when it is done"
                     ) from None
+                # DuckDB names the holder: "Conflicting lock is held in /usr/bin/python3 (PID 123) ..."
+                m = _DUCKDB_PID.search(str(exc))
+                pid = int(m.group(1)) if m else None
+                wait.tick(functools.partial(describe_process, pid))
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 0.5)
 
@@ -122,6 +205,7 @@ class Study:
             yield
             return
         deadline = time.monotonic() + self.lock_timeout_s
+        wait = _LockWait(self.path, self.lock_timeout_s)
 
         def take(byte: int) -> None:
             # short polls: a holder's critical section is one batch or one query
@@ -135,6 +219,8 @@ class Study:
                             f"{self.path}: another mcqaudit process has held the study file for over "
                             f"{self.lock_timeout_s:.0f} s; try again when it is done"
                         ) from None
+                    # the file lock (byte 1) is what a holder keeps; the turnstile only queues waiters
+                    wait.tick(lambda: describe_process(_lockf_holder(fd, 1) or _lockf_holder(fd, byte)))
                     time.sleep(0.001 + 0.002 * random.random())
 
         try:
