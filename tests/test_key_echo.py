@@ -129,3 +129,18 @@ def test_generate_api_does_not_echo_a_pasted_key(tmp_path: Path, monkeypatch: py
             prompts, tmp_path / "gen.jsonl", GenerateOptions(model="m", base_url=REMOTE, api_key_env=key)
         )
     assert key not in str(exc.value) and "given by --api-key-env" in str(exc.value)
+
+
+@pytest.mark.parametrize("key", PASTED)
+def test_grade_api_does_not_echo_a_pasted_key(key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grading API's own check (no CLI in front): a pasted key given as the variable's name is refused
+    without being repeated; a variable name that is unset is still named."""
+    from mcqaudit.grade.config import GradeUsageError, resolve_api_key
+
+    monkeypatch.delenv(key, raising=False)
+    with pytest.raises(GradeUsageError) as exc:
+        resolve_api_key(key, REMOTE)
+    assert key not in str(exc.value) and "--judge-api-key-env" in str(exc.value)
+    monkeypatch.delenv("MCQAUDIT_UNSET_KEY_VAR", raising=False)
+    with pytest.raises(GradeUsageError, match="MCQAUDIT_UNSET_KEY_VAR"):
+        resolve_api_key("MCQAUDIT_UNSET_KEY_VAR", REMOTE)

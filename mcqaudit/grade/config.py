@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcqaudit.endpoint import Interrupted, api_key_for, valid_env_name
+from mcqaudit.endpoint import Interrupted, api_key_for, looks_like_env_name, valid_env_name
 from mcqaudit.endpoint import key_in_env as key_in_env  # re-exported: the CLI scrubs with it
 from mcqaudit.judge.prompts import Exemplar, JudgeConfig, legal_values
 from mcqaudit.store import judging
@@ -91,6 +91,12 @@ def resolve_api_key(env_name: str, base_url: str | None) -> str:
     key = api_key_for(env_name, base_url)
     if key is not None:
         return key
+    if not looks_like_env_name(env_name):  # a pasted key is never repeated (docs/design.md §5)
+        raise GradeUsageError(
+            "the judge API key is read from the environment variable that --judge-api-key-env names, and the "
+            "value given is not set and does not read as a variable name (it is not repeated here, in case it "
+            "is a key); give the variable's name, e.g. --judge-api-key-env OPENAI_API_KEY"
+        )
     raise GradeUsageError(
         f"the judge API key is read from the environment variable {env_name}, which is not set "
         "(name another one with --judge-api-key-env)"
