@@ -93,7 +93,9 @@ class ItemBootstrap:
             n_chunks = math.ceil(self.n_boot / self.CHUNK)
             for start in range(0, k, group):
                 stop = min(start + group, k)
-                xt = np.stack(self._cols[start:stop], axis=0).astype(self._dtype(), copy=False)
+                xt = np.empty((stop - start, self.n_items), dtype=self._dtype())
+                for j, v in enumerate(self._cols[start:stop]):
+                    xt[j] = v  # cast row by row: no float64 copy of the whole block
                 for c in range(n_chunks):
                     w = self._weights(c)
                     lo = 1 + c * self.CHUNK
