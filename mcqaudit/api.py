@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from mcqaudit import __version__
 from mcqaudit.metrics import CI_FLAGS, CI_LEVEL, StudyFrames, compute, sort_flags
+from mcqaudit.metrics.rules import ci_method
 from mcqaudit.metrics.results import FingerprintUse, Flag, Report
 from mcqaudit.report import SCHEMA_VERSION, findings
 
@@ -40,17 +41,20 @@ def build_report(
     verdicts: str = "final",
     n_boot: int = 2000,
     seed: int = 0,
+    ci: str = "auto",
 ) -> Report:
-    """The report dict of a study file (path or open :class:`~mcqaudit.store.db.Study`)."""
-    return report_from_frames(load_frames(study, verdicts), control=control, n_boot=n_boot, seed=seed)
+    """The report dict of a study file (path or open :class:`~mcqaudit.store.db.Study`). ``ci``: how the CIs
+    are computed (``auto``: the item bootstrap, analytic from ``rules.ANALYTIC_MIN_ITEMS`` items)."""
+    return report_from_frames(load_frames(study, verdicts), control=control, n_boot=n_boot, seed=seed, ci=ci)
 
 
 def report_from_frames(
-    frames: StudyFrames, control: str | None = None, n_boot: int = 2000, seed: int = 0
+    frames: StudyFrames, control: str | None = None, n_boot: int = 2000, seed: int = 0, ci: str = "auto"
 ) -> Report:
     """The report dict from already loaded frames (pure: metrics, then the study's facts and the findings)."""
     info = frames.info
-    res = compute(frames, control=control, n_boot=n_boot, seed=seed)
+    method = ci_method(info.n_items, n_boot, ci)
+    res = compute(frames, control=control, n_boot=n_boot, seed=seed, ci=method)
     used = {fp for fps in info.arm_fingerprints.values() for fp in fps}
     fingerprints: dict[str, FingerprintUse] = {}
     for fp in sorted(used):
@@ -83,7 +87,13 @@ def report_from_frames(
         "rows": sum(info.rows_by_arm.values()),
         "rows_by_arm": info.rows_by_arm,
         "judge_fingerprints": fingerprints,
-        "bootstrap": {"resamples": int(n_boot), "seed": int(seed), "unit": "item", "ci_level": CI_LEVEL},
+        "bootstrap": {
+            "resamples": int(n_boot) if method == "bootstrap" else 0,
+            "seed": int(seed),
+            "unit": "item",
+            "ci_level": CI_LEVEL,
+            "method": method,
+        },
         "findings": [],
         "flags": sort_flags(res["flags"]),
         "metrics": res["metrics"],

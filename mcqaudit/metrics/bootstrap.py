@@ -9,13 +9,16 @@ family and indices (``("acc_num", arm)``), never by strings built from them.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Iterator
+from contextvars import ContextVar
+from statistics import NormalDist
 
 import numpy as np
 
 from mcqaudit.metrics.results import Metric
-from mcqaudit.metrics.rules import CI_LEVEL, MDE_FACTOR
+from mcqaudit.metrics.rules import ANALYTIC_STEP, CI_LEVEL, MDE_FACTOR, CIMethod
 
 Column = Hashable  # a bootstrap column's name: a tuple such as ("acc_num", 0), or any hashable
 
@@ -33,10 +36,11 @@ class ItemBootstrap:
     MAX_RESIDENT_BYTES = 256 * 2**20
     EXACT_ELEMENTS = 2_000_000  # item values × columns below which replicates are summed in float64
 
-    def __init__(self, n_items: int, n_boot: int, seed: int) -> None:
+    def __init__(self, n_items: int, n_boot: int, seed: int, method: CIMethod = "bootstrap") -> None:
         self.n_items = n_items
         self.n_boot = max(int(n_boot), 0)
         self.seed = seed
+        self.method: CIMethod = "none" if self.n_boot == 0 else method
         self._names: dict[Column, int] = {}
         self._cols: list[np.ndarray] = []
         self._points: list[float] = []  # exact (float64) point sums
@@ -52,7 +56,7 @@ class ItemBootstrap:
             self._names[name] = -1  # an all-zero column sums to zero in every replicate
             return name
         # identical columns (e.g. presence vectors of complete arms) are summed once
-        key = (total, float(v @ self._probe))
+        key = (total, float(np.einsum("i,i->", v, self._probe)))  # no BLAS call: cheap on a busy machine
         idx = next((j for j in self._keys.get(key, []) if np.array_equal(self._cols[j], v)), None)
         if idx is None:
             idx = len(self._cols)
@@ -83,6 +87,8 @@ class ItemBootstrap:
         return w
 
     def run(self) -> Sums:
+        if self.method == "analytic":
+            return self._run_analytic()
         k = len(self._cols)
         out = np.zeros((self.n_boot + 1, k + 1), dtype=np.float64)  # the last column is the zero column
         out[0, :k] = self._points
@@ -102,15 +108,57 @@ class ItemBootstrap:
                     # (k × n) @ (n × m): this orientation of the product is the fast one for BLAS
                     out[lo : lo + w.shape[0], start:stop] = (xt @ w.T).T
                 del xt
-        return Sums({n: (j if j >= 0 else k) for n, j in self._names.items()}, out)
+        return Sums({n: (j if j >= 0 else k) for n, j in self._names.items()}, out, self.method)
+
+    def _run_analytic(self) -> Sums:
+        """Linearisation "replicates" instead of resamples (docs/design.md §7, the analytic interval).
+
+        Under the item bootstrap the column sums have covariance ``Σ = Σ_i (x_i − x̄)(x_i − x̄)ᵀ`` (the
+        multinomial draw's, exactly). With ``Σ = L Lᵀ``, rows ``1..r`` of the table are ``S₀ + h·L_j`` and
+        rows ``r+1..2r`` are ``S₀ − h·L_j``; any statistic ``f`` computed from them the way the bootstrap's
+        replicates are gives, by central differences, ``Var f ≈ Σ_j ((f(S₀+hL_j) − f(S₀−hL_j)) / 2h)²`` —
+        the delta-method variance, with ``h`` in standard deviations (:data:`ANALYTIC_STEP`).
+        """
+        k, n = len(self._cols), self.n_items
+        pts = np.asarray(self._points, dtype=np.float64)
+        if n < 2 or k == 0:
+            out = np.zeros((1, k + 1))
+            out[0, :k] = pts
+            return Sums({nm: (j if j >= 0 else k) for nm, j in self._names.items()}, out, self.method)
+        x = np.empty((k, n), dtype=np.float64)
+        for j, v in enumerate(self._cols):
+            x[j] = v
+        x -= (pts / n)[:, None]
+        cov = x @ x.T
+        del x
+        sd = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+        live = np.flatnonzero(sd > 0)
+        root = np.zeros((k, 0))
+        if live.size:
+            # eigen-decomposition of the correlation matrix: accurate for columns of any scale
+            d = sd[live]
+            corr = cov[np.ix_(live, live)] / np.outer(d, d)
+            lam, vec = np.linalg.eigh(corr)
+            keep = lam > max(float(lam.max()), 0.0) * 1e-12
+            root = np.zeros((k, int(keep.sum())))
+            root[live] = d[:, None] * vec[:, keep] * np.sqrt(lam[keep])
+        r = root.shape[1]
+        out = np.zeros((2 * r + 1, k + 1))
+        out[0, :k] = pts
+        out[1 : r + 1, :k] = pts + ANALYTIC_STEP * root.T
+        out[r + 1 :, :k] = pts - ANALYTIC_STEP * root.T
+        return Sums({nm: (j if j >= 0 else k) for nm, j in self._names.items()}, out, self.method)
 
 
 class Sums:
-    """Weighted sums by column name: ``sums[("acc_num", 0)]`` is an array of ``n_boot + 1`` values."""
+    """Weighted sums by column name: ``sums[("acc_num", 0)]`` is an array of ``n_boot + 1`` values (or, for
+    the analytic interval, the point and ``2r`` linearisation rows; see :meth:`ItemBootstrap._run_analytic`).
+    """
 
-    def __init__(self, names: dict[Column, int], table: np.ndarray) -> None:
+    def __init__(self, names: dict[Column, int], table: np.ndarray, method: CIMethod = "bootstrap") -> None:
         self._names = names
         self._table = table
+        self.method: CIMethod = method
 
     def __getitem__(self, name: Column) -> np.ndarray:
         return self._table[:, self._names[name]]
@@ -136,18 +184,52 @@ def round6(x: float | None) -> float | None:
     return float(f"{float(x):.6g}") + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
+_METHOD: ContextVar[CIMethod] = ContextVar("ci_method", default="bootstrap")
+_Z = NormalDist().inv_cdf(1 - (1 - CI_LEVEL) / 2)
+
+
+@contextlib.contextmanager
+def interval_method(method: CIMethod) -> Iterator[None]:
+    """Within this block :func:`summarize` reads its replicates as ``method`` gave them (the rows of the
+    :class:`Sums` the statistics were computed from: ``S.method``)."""
+    token = _METHOD.set(method)
+    try:
+        yield
+    finally:
+        _METHOD.reset(token)
+
+
+def _analytic_sd(reps: np.ndarray) -> float | None:
+    """The delta-method standard error from ``[point, f(S₀ + hL_1..r), f(S₀ − hL_1..r)]``; None when a
+    perturbed value is undefined (the statistic is not differentiable there) or there are no directions."""
+    r = (reps.size - 1) // 2
+    if r == 0:
+        return None
+    g = (reps[1 : r + 1] - reps[r + 1 : 2 * r + 1]) / (2 * ANALYTIC_STEP)
+    if not np.isfinite(g).all():
+        return None
+    return float(math.sqrt(float(g @ g)))
+
+
 def summarize(reps: np.ndarray, n: int, *, se: bool = False) -> Metric | None:
-    """A metric dict from ``[point, replicate...]``; None when the point estimate is undefined."""
+    """A metric dict from ``[point, replicate...]``; None when the point estimate is undefined. The CI is the
+    percentile interval of the replicates, or under :func:`interval_method` ``"analytic"`` the normal
+    interval ``point ± z·se`` with the delta-method ``se``."""
     point = float(reps[0])
     if not math.isfinite(point):
         return None
-    boot = reps[1:]
-    boot = boot[np.isfinite(boot)]
     lo = hi = sd = None
-    if boot.size >= 2:
-        a = (1 - CI_LEVEL) / 2
-        lo, hi = (float(v) for v in np.percentile(boot, [100 * a, 100 * (1 - a)]))
-        sd = float(np.std(boot, ddof=1))
+    if _METHOD.get() == "analytic":
+        sd = _analytic_sd(reps)
+        if sd is not None:
+            lo, hi = point - _Z * sd, point + _Z * sd
+    else:
+        boot = reps[1:]
+        boot = boot[np.isfinite(boot)]
+        if boot.size >= 2:
+            a = (1 - CI_LEVEL) / 2
+            lo, hi = (float(v) for v in np.percentile(boot, [100 * a, 100 * (1 - a)]))
+            sd = float(np.std(boot, ddof=1))
     m: Metric = {"value": round6(point), "ci_low": round6(lo), "ci_high": round6(hi), "n": int(n)}
     if se:
         m["se"] = round6(sd)
