@@ -44,7 +44,7 @@ def build_report(
     ci: str = "auto",
 ) -> Report:
     """The report dict of a study file (path or open :class:`~mcqaudit.store.db.Study`). ``ci``: how the CIs
-    are computed (``auto``: the item bootstrap, analytic from ``rules.ANALYTIC_MIN_ITEMS`` items)."""
+    are computed (``auto``: the item bootstrap, from ``rules.NORMAL_MIN_ITEMS`` items its normal approximation)."""
     return report_from_frames(load_frames(study, verdicts), control=control, n_boot=n_boot, seed=seed, ci=ci)
 
 
@@ -88,7 +88,7 @@ def report_from_frames(
         "rows_by_arm": info.rows_by_arm,
         "judge_fingerprints": fingerprints,
         "bootstrap": {
-            "resamples": int(n_boot) if method == "bootstrap" else 0,
+            "resamples": int(n_boot),
             "seed": int(seed),
             "unit": "item",
             "ci_level": CI_LEVEL,

@@ -284,8 +284,11 @@ def ci_words(boot: Mapping[str, Any]) -> str:
     were all bootstrapped)."""
     level = f"{int(boot['ci_level'] * 100)} %"
     method = boot.get("method", "bootstrap" if boot.get("resamples") else "none")
-    if method == "analytic":
-        return f"{level}, analytic (normal interval from the delta-method variance of the item bootstrap; no resamples)"
+    if method == "normal":
+        return (
+            f"{level}, {boot['resamples']} replicates of the item sums drawn from their normal approximation "
+            f"(the item bootstrap's covariance; seed {boot['seed']})"
+        )
     if method == "none":
         return "none (no resamples: point estimates only)"
     return f"{level}, {boot['resamples']} bootstrap resamples of items (seed {boot['seed']})"

@@ -200,10 +200,7 @@ def rstd(
     recall = {
         LETTERS[q]: summarize(rec[:, j], int(S.point(("gold_graded", a, q)))) for j, q in enumerate(letters_)
     }
-    m = summarize(spread, int(S.point(("graded", a))))
-    if m is not None and m["ci_low"] is not None and m["ci_low"] < 0:
-        m["ci_low"] = 0.0  # the analytic (normal) interval of a spread near 0 is cut at 0, where RStd ends
-    return m, recall
+    return summarize(spread, int(S.point(("graded", a)))), recall
 
 
 def consistency(S: Sums, a: int, note: Note) -> Consistency:

@@ -10,17 +10,59 @@ family and indices (``("acc_num", arm)``), never by strings built from them.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import math
-from collections.abc import Hashable, Iterable, Iterator
-from contextvars import ContextVar
-from statistics import NormalDist
+from collections.abc import Callable, Hashable, Iterable, Iterator
 
 import numpy as np
 
 from mcqaudit.metrics.results import Metric
-from mcqaudit.metrics.rules import ANALYTIC_STEP, CI_LEVEL, MDE_FACTOR, CIMethod
+from mcqaudit.metrics.rules import CI_LEVEL, MDE_FACTOR, CIMethod
 
 Column = Hashable  # a bootstrap column's name: a tuple such as ("acc_num", 0), or any hashable
+
+_BLAS: tuple[Callable[[int], None], Callable[[], int]] | None | bool = False  # False: not looked up yet
+
+
+def _openblas() -> tuple[Callable[[int], None], Callable[[], int]] | None:
+    """numpy's OpenBLAS thread setter and getter, or None (another BLAS, another platform)."""
+    global _BLAS
+    if _BLAS is False:
+        _BLAS = None
+        try:
+            with open("/proc/self/maps", encoding="utf-8") as f:
+                libs = {ln.split()[-1] for ln in f if "openblas" in ln.lower() and ln.rstrip().endswith(".so")}
+            for path in sorted(libs):
+                lib = ctypes.CDLL(path)
+                for stem in ("scipy_openblas", "openblas"):
+                    for suffix in ("64_", "_64_", ""):
+                        set_ = getattr(lib, f"{stem}_set_num_threads{suffix}", None)
+                        get_ = getattr(lib, f"{stem}_get_num_threads{suffix}", None)
+                        if set_ is not None and get_ is not None:
+                            set_.argtypes, get_.restype = [ctypes.c_int], ctypes.c_int
+                            _BLAS = (set_, get_)
+                            return _BLAS
+        except (OSError, AttributeError):
+            _BLAS = None
+    return _BLAS if isinstance(_BLAS, tuple) else None
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """Run the block's matrix products on one OpenBLAS thread. On a busy two-core machine OpenBLAS's
+    threads spin waiting for each other: the bootstrap's products took 5–20× longer on two threads than on
+    one while other processes held the cores, and at most ~1.5× less when the machine was idle."""
+    blas = _openblas()
+    if blas is None:
+        yield
+        return
+    set_, get_ = blas
+    before = int(get_())
+    set_(1)
+    try:
+        yield
+    finally:
+        set_(before)
 
 
 class ItemBootstrap:
@@ -87,8 +129,10 @@ class ItemBootstrap:
         return w
 
     def run(self) -> Sums:
-        if self.method == "analytic":
-            return self._run_analytic()
+        with one_blas_thread():
+            return self._run_normal() if self.method == "normal" else self._run_bootstrap()
+
+    def _run_bootstrap(self) -> Sums:
         k = len(self._cols)
         out = np.zeros((self.n_boot + 1, k + 1), dtype=np.float64)  # the last column is the zero column
         out[0, :k] = self._points
@@ -110,21 +154,24 @@ class ItemBootstrap:
                 del xt
         return Sums({n: (j if j >= 0 else k) for n, j in self._names.items()}, out, self.method)
 
-    def _run_analytic(self) -> Sums:
-        """Linearisation "replicates" instead of resamples (docs/design.md §7, the analytic interval).
+    def _run_normal(self) -> Sums:
+        """Replicates of the column sums drawn from their normal approximation under the item bootstrap.
 
-        Under the item bootstrap the column sums have covariance ``Σ = Σ_i (x_i − x̄)(x_i − x̄)ᵀ`` (the
-        multinomial draw's, exactly). With ``Σ = L Lᵀ``, rows ``1..r`` of the table are ``S₀ + h·L_j`` and
-        rows ``r+1..2r`` are ``S₀ − h·L_j``; any statistic ``f`` computed from them the way the bootstrap's
-        replicates are gives, by central differences, ``Var f ≈ Σ_j ((f(S₀+hL_j) − f(S₀−hL_j)) / 2h)²`` —
-        the delta-method variance, with ``h`` in standard deviations (:data:`ANALYTIC_STEP`).
+        Under the item bootstrap the sums have mean ``S₀`` and covariance ``Σ = Σ_i (x_i − x̄)(x_i − x̄)ᵀ``
+        exactly (the multinomial draw's), and over thousands of items they are normal (central limit
+        theorem). So instead of drawing items, replicate ``b`` is ``S₀ + L z_b`` with ``Σ = L Lᵀ`` and
+        ``z_b`` standard normal (seeded by ``(seed, b // CHUNK)`` as the bootstrap's); every statistic is
+        then computed from the replicates by the same code, and its CI is their percentile interval, as
+        the bootstrap's. One Gram matrix of the columns (k × k) replaces the k × n × B weight product.
         """
         k, n = len(self._cols), self.n_items
+        names = {nm: (j if j >= 0 else k) for nm, j in self._names.items()}
         pts = np.asarray(self._points, dtype=np.float64)
+        out = np.zeros((self.n_boot + 1, k + 1))
+        out[0, :k] = pts
         if n < 2 or k == 0:
-            out = np.zeros((1, k + 1))
-            out[0, :k] = pts
-            return Sums({nm: (j if j >= 0 else k) for nm, j in self._names.items()}, out, self.method)
+            out[1:, :k] = pts
+            return Sums(names, out, self.method)
         x = np.empty((k, n), dtype=np.float64)
         for j, v in enumerate(self._cols):
             x[j] = v
@@ -137,22 +184,22 @@ class ItemBootstrap:
         if live.size:
             # eigen-decomposition of the correlation matrix: accurate for columns of any scale
             d = sd[live]
-            corr = cov[np.ix_(live, live)] / np.outer(d, d)
-            lam, vec = np.linalg.eigh(corr)
+            lam, vec = np.linalg.eigh(cov[np.ix_(live, live)] / np.outer(d, d))
             keep = lam > max(float(lam.max()), 0.0) * 1e-12
             root = np.zeros((k, int(keep.sum())))
             root[live] = d[:, None] * vec[:, keep] * np.sqrt(lam[keep])
         r = root.shape[1]
-        out = np.zeros((2 * r + 1, k + 1))
-        out[0, :k] = pts
-        out[1 : r + 1, :k] = pts + ANALYTIC_STEP * root.T
-        out[r + 1 :, :k] = pts - ANALYTIC_STEP * root.T
-        return Sums({nm: (j if j >= 0 else k) for nm, j in self._names.items()}, out, self.method)
+        for c in range(math.ceil(self.n_boot / self.CHUNK)):
+            lo = c * self.CHUNK
+            m = min(self.CHUNK, self.n_boot - lo)
+            z = np.random.default_rng([self.seed, c, 1]).standard_normal((m, r))
+            out[1 + lo : 1 + lo + m, :k] = pts + z @ root.T
+        return Sums(names, out, self.method)
 
 
 class Sums:
-    """Weighted sums by column name: ``sums[("acc_num", 0)]`` is an array of ``n_boot + 1`` values (or, for
-    the analytic interval, the point and ``2r`` linearisation rows; see :meth:`ItemBootstrap._run_analytic`).
+    """Weighted sums by column name: ``sums[("acc_num", 0)]`` is an array of ``n_boot + 1`` values (the
+    point, then one per replicate: resampled items, or normal draws, see :meth:`ItemBootstrap._run_normal`).
     """
 
     def __init__(self, names: dict[Column, int], table: np.ndarray, method: CIMethod = "bootstrap") -> None:
@@ -184,52 +231,18 @@ def round6(x: float | None) -> float | None:
     return float(f"{float(x):.6g}") + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
-_METHOD: ContextVar[CIMethod] = ContextVar("ci_method", default="bootstrap")
-_Z = NormalDist().inv_cdf(1 - (1 - CI_LEVEL) / 2)
-
-
-@contextlib.contextmanager
-def interval_method(method: CIMethod) -> Iterator[None]:
-    """Within this block :func:`summarize` reads its replicates as ``method`` gave them (the rows of the
-    :class:`Sums` the statistics were computed from: ``S.method``)."""
-    token = _METHOD.set(method)
-    try:
-        yield
-    finally:
-        _METHOD.reset(token)
-
-
-def _analytic_sd(reps: np.ndarray) -> float | None:
-    """The delta-method standard error from ``[point, f(S₀ + hL_1..r), f(S₀ − hL_1..r)]``; None when a
-    perturbed value is undefined (the statistic is not differentiable there) or there are no directions."""
-    r = (reps.size - 1) // 2
-    if r == 0:
-        return None
-    g = (reps[1 : r + 1] - reps[r + 1 : 2 * r + 1]) / (2 * ANALYTIC_STEP)
-    if not np.isfinite(g).all():
-        return None
-    return float(math.sqrt(float(g @ g)))
-
-
 def summarize(reps: np.ndarray, n: int, *, se: bool = False) -> Metric | None:
-    """A metric dict from ``[point, replicate...]``; None when the point estimate is undefined. The CI is the
-    percentile interval of the replicates, or under :func:`interval_method` ``"analytic"`` the normal
-    interval ``point ± z·se`` with the delta-method ``se``."""
+    """A metric dict from ``[point, replicate...]``; None when the point estimate is undefined."""
     point = float(reps[0])
     if not math.isfinite(point):
         return None
+    boot = reps[1:]
+    boot = boot[np.isfinite(boot)]
     lo = hi = sd = None
-    if _METHOD.get() == "analytic":
-        sd = _analytic_sd(reps)
-        if sd is not None:
-            lo, hi = point - _Z * sd, point + _Z * sd
-    else:
-        boot = reps[1:]
-        boot = boot[np.isfinite(boot)]
-        if boot.size >= 2:
-            a = (1 - CI_LEVEL) / 2
-            lo, hi = (float(v) for v in np.percentile(boot, [100 * a, 100 * (1 - a)]))
-            sd = float(np.std(boot, ddof=1))
+    if boot.size >= 2:
+        a = (1 - CI_LEVEL) / 2
+        lo, hi = (float(v) for v in np.percentile(boot, [100 * a, 100 * (1 - a)]))
+        sd = float(np.std(boot, ddof=1))
     m: Metric = {"value": round6(point), "ci_low": round6(lo), "ci_high": round6(hi), "n": int(n)}
     if se:
         m["se"] = round6(sd)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from mcqaudit.metrics import accuracy, agreement, bias, rules
-from mcqaudit.metrics.bootstrap import ItemBootstrap, Sums, interval_method, ratio, round6, safe_div
+from mcqaudit.metrics.bootstrap import ItemBootstrap, Sums, ratio, round6, safe_div
 from mcqaudit.metrics.cells import Cells, ItemGrid, Rows, cells_of, rows_of
 from mcqaudit.metrics.diagnostics import diagnose
 from mcqaudit.metrics.inputs import StudyFrames, column
@@ -396,8 +396,8 @@ def compute(
 ) -> Results:
     """Every metric, difference and flag of docs/design.md §7, as a JSON-ready dict (see docs/report-schema.md).
 
-    ``ci``: how the CIs are computed (:func:`~mcqaudit.metrics.rules.ci_method`: ``auto``, ``bootstrap``,
-    ``analytic``); the report says which (``bootstrap.method``)."""
+    ``ci``: how the replicates behind the CIs are drawn (:func:`~mcqaudit.metrics.rules.ci_method`: ``auto``,
+    ``bootstrap``, ``normal``); the report says which (``bootstrap.method``)."""
     info = frames.info
     arms = info.arms
     R = rows_of(frames)
@@ -421,35 +421,34 @@ def compute(
     _add_arm_columns(boot.add, T, n_arms)
     _add_comparison_columns(boot.add, T, tallies, cmp, n_arms)
     S = boot.run()
-    with interval_method(S.method):
-        metrics = {arm: _arm_metrics(S, T, frames, tallies, notes, a) for a, arm in enumerate(arms)}
-        fp_mixed = accuracy.fingerprint_conflicts(info, ctrl)
-        parser_names = [p.name for p in tallies]
-        delta: dict[str, ArmDelta | None] = {}
-        delta_parser: dict[str, dict[str, Metric | None]] = {}
-        for t in cmp.treated:
-            arm = arms[t]
-            pairing = cmp.pairing(t, c0)
-            if arm in fp_mixed:
-                delta[arm] = None
-                notes[f"delta_accuracy.{arm}"] = fp_mixed[arm]
-            else:
-                delta[arm] = accuracy.arm_delta(S, info, notes, t, c0, pairing, T.orientations.with_ci)
-            delta_parser[arm] = accuracy.parser_deltas(S, info, notes, parser_names, t, c0, pairing)
-        if c0 >= 0 and not cmp.treated:
-            notes["delta_accuracy"] = "the study has a single arm: nothing to compare"
-        pairwise = (
-            accuracy.pairwise_delta(S, info, notes, cmp.pairs, {(i, j): cmp.shared(i, j) for i, j in cmp.pairs})
-            if cmp.pairs
-            else None
-        )
-        judge_agreement = (
-            agreement.judge_agreement(S, notes, "all", None, T.review_scope)
-            if T.review_vs_auto is not None
-            else None
-        )
-        if judge_agreement is None:
-            notes["judge_agreement"] = "no reviewed row has an automated verdict to compare"
+    metrics = {arm: _arm_metrics(S, T, frames, tallies, notes, a) for a, arm in enumerate(arms)}
+    fp_mixed = accuracy.fingerprint_conflicts(info, ctrl)
+    parser_names = [p.name for p in tallies]
+    delta: dict[str, ArmDelta | None] = {}
+    delta_parser: dict[str, dict[str, Metric | None]] = {}
+    for t in cmp.treated:
+        arm = arms[t]
+        pairing = cmp.pairing(t, c0)
+        if arm in fp_mixed:
+            delta[arm] = None
+            notes[f"delta_accuracy.{arm}"] = fp_mixed[arm]
+        else:
+            delta[arm] = accuracy.arm_delta(S, info, notes, t, c0, pairing, T.orientations.with_ci)
+        delta_parser[arm] = accuracy.parser_deltas(S, info, notes, parser_names, t, c0, pairing)
+    if c0 >= 0 and not cmp.treated:
+        notes["delta_accuracy"] = "the study has a single arm: nothing to compare"
+    pairwise = (
+        accuracy.pairwise_delta(S, info, notes, cmp.pairs, {(i, j): cmp.shared(i, j) for i, j in cmp.pairs})
+        if cmp.pairs
+        else None
+    )
+    judge_agreement = (
+        agreement.judge_agreement(S, notes, "all", None, T.review_scope)
+        if T.review_vs_auto is not None
+        else None
+    )
+    if judge_agreement is None:
+        notes["judge_agreement"] = "no reviewed row has an automated verdict to compare"
 
     required = min(MIN_AUDIT_ROWS, int(R.ai.size))
     result: Results = {

@@ -191,11 +191,11 @@ class FingerprintUse(TypedDict):
 
 
 class BootstrapFacts(TypedDict):
-    resamples: int  # replicates drawn (0 for the analytic interval, or without CIs)
+    resamples: int
     seed: int
     unit: Literal["item"]
     ci_level: float
-    method: Literal["bootstrap", "analytic", "none"]  # what gave every metric's CI (docs/report-schema.md)
+    method: Literal["bootstrap", "normal", "none"]  # how the replicates were drawn (docs/report-schema.md)
 
 
 class Report(Results):
