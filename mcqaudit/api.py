@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from mcqaudit import __version__
 from mcqaudit.metrics import CI_FLAGS, CI_LEVEL, StudyFrames, compute, sort_flags
-from mcqaudit.metrics.rules import ci_method
 from mcqaudit.metrics.results import FingerprintUse, Flag, Report
+from mcqaudit.metrics.rules import ci_method
 from mcqaudit.report import SCHEMA_VERSION, findings
 
 if TYPE_CHECKING:

@@ -26,7 +26,6 @@ from mcqaudit.metrics.rules import NORMAL_MIN_ITEMS, ci_method
 from mcqaudit.report import to_html, to_markdown
 
 
-
 @pytest.fixture(scope="module")
 def review_frames(tmp_path_factory: pytest.TempPathFactory) -> StudyFrames:
     from tests import review_study
@@ -61,7 +60,9 @@ def _item_accuracy(frames: StudyFrames) -> dict[tuple[int, int], float]:
     """(arm, item) -> mean over the item's orientations with a graded row of the CORRECT share (a loop)."""
     cells: dict[tuple[int, int, int], list[int]] = defaultdict(lambda: [0, 0])
     r = frames.rows
-    for ai, ii, oi, v in zip(column(r, "ai"), column(r, "ii"), column(r, "oi"), column(r, "verdict"), strict=True):
+    for ai, ii, oi, v in zip(
+        column(r, "ai"), column(r, "ii"), column(r, "oi"), column(r, "verdict"), strict=True
+    ):
         if v >= 0:
             c = cells[(int(ai), int(ii), int(oi))]
             c[0] += v == 0
@@ -151,7 +152,6 @@ def _metric_pairs(a: Any, b: Any, path: str = "") -> list[tuple[str, dict[str, A
     return out
 
 
-
 def _agreement(frames: StudyFrames, tol: float) -> None:
     """Every CI of the normal method within ``tol`` × the bootstrap CI's width of the bootstrap's (both with
     20,000 replicates, so Monte Carlo error is small), every point value equal, the same flags."""
@@ -191,7 +191,13 @@ def test_method_by_size_and_the_report_says_which(review_frames: StudyFrames) ->
     with pytest.raises(ValueError, match="CI method"):
         ci_method(10, 100, "jackknife")
     boot = report_from_frames(review_frames, n_boot=200)
-    assert boot["bootstrap"] == {"resamples": 200, "seed": 0, "unit": "item", "ci_level": 0.95, "method": "bootstrap"}
+    assert boot["bootstrap"] == {
+        "resamples": 200,
+        "seed": 0,
+        "unit": "item",
+        "ci_level": 0.95,
+        "method": "bootstrap",
+    }
     assert "200 bootstrap resamples of items (seed 0)" in to_markdown(boot)
     normal = report_from_frames(review_frames, n_boot=200, ci="normal")
     assert normal["bootstrap"]["method"] == "normal"

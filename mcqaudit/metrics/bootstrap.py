@@ -31,7 +31,9 @@ def _openblas() -> tuple[Callable[[int], None], Callable[[], int]] | None:
         _BLAS = None
         try:
             with open("/proc/self/maps", encoding="utf-8") as f:
-                libs = {ln.split()[-1] for ln in f if "openblas" in ln.lower() and ln.rstrip().endswith(".so")}
+                libs = {
+                    ln.split()[-1] for ln in f if "openblas" in ln.lower() and ln.rstrip().endswith(".so")
+                }
             for path in sorted(libs):
                 lib = ctypes.CDLL(path)
                 for stem in ("scipy_openblas", "openblas"):

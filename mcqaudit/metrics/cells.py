@@ -151,5 +151,7 @@ class ItemGrid:
             key = key * s + k
             shape.append(s)
         total = int(np.prod(shape)) if shape else 1
-        flat = np.bincount(key * self.n + ii, weights=w, minlength=total * self.n).astype(np.float64, copy=False)
+        flat = np.bincount(key * self.n + ii, weights=w, minlength=total * self.n).astype(
+            np.float64, copy=False
+        )
         return flat.reshape(*shape, self.n)

@@ -184,7 +184,7 @@ def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
         return df if keep.all() else df.take(keep)
 
     framework = to_row(framework)
-    logprob = to_row(logprob)
+    logprob_rows = to_row(logprob)
     uniform_rows = to_row(uniform)
     in_uniform = np.zeros(len(rows), dtype=bool)
     if uniform_rows is not None and len(uniform_rows):
@@ -222,4 +222,4 @@ def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
         parsers=parsers,
         frameworks=frameworks,
     )
-    return StudyFrames(info=info, verdicts=verdicts, rows=rows, framework=framework, logprob=logprob)
+    return StudyFrames(info=info, verdicts=verdicts, rows=rows, framework=framework, logprob=logprob_rows)
