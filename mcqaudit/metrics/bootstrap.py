@@ -162,7 +162,8 @@ class ItemBootstrap:
         Under the item bootstrap the sums have mean ``S₀`` and covariance ``Σ = Σ_i (x_i − x̄)(x_i − x̄)ᵀ``
         exactly (the multinomial draw's), and over thousands of items they are normal (central limit
         theorem). So instead of drawing items, replicate ``b`` is ``S₀ + L z_b`` with ``Σ = L Lᵀ`` and
-        ``z_b`` standard normal (seeded by ``(seed, b // CHUNK)`` as the bootstrap's); every statistic is
+        ``z_b`` standard normal, one value per column with any variance (seeded by ``(seed, b // CHUNK)``
+        as the bootstrap's); every statistic is
         then computed from the replicates by the same code, and its CI is their percentile interval, as
         the bootstrap's. One Gram matrix of the columns (k × k) replaces the k × n × B weight product.
         """
@@ -182,14 +183,16 @@ class ItemBootstrap:
         del x
         sd = np.sqrt(np.clip(np.diag(cov), 0.0, None))
         live = np.flatnonzero(sd > 0)
-        root = np.zeros((k, 0))
+        root = np.zeros((k, live.size))
         if live.size:
-            # eigen-decomposition of the correlation matrix: accurate for columns of any scale
+            # Σ = L Lᵀ with L = D·C^½: C = the correlation matrix (accurate for columns of any scale), C^½ its
+            # symmetric square root, which is unique — so the replicates do not depend on how the eigen-
+            # solver orders or signs its eigenvectors, only on the seed and Σ.
             d = sd[live]
             lam, vec = np.linalg.eigh(cov[np.ix_(live, live)] / np.outer(d, d))
             keep = lam > max(float(lam.max()), 0.0) * 1e-12
-            root = np.zeros((k, int(keep.sum())))
-            root[live] = d[:, None] * vec[:, keep] * np.sqrt(lam[keep])
+            u = vec[:, keep]
+            root[live] = d[:, None] * ((u * np.sqrt(lam[keep])) @ u.T)
         r = root.shape[1]
         for c in range(math.ceil(self.n_boot / self.CHUNK)):
             lo = c * self.CHUNK
