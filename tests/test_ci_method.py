@@ -205,3 +205,20 @@ def test_method_by_size_and_the_report_says_which(review_frames: StudyFrames) ->
         assert "200 replicates of the item sums drawn from their normal approximation" in text
         assert "bootstrap resamples of items" not in text
     assert report_from_frames(review_frames, n_boot=0)["bootstrap"]["method"] == "none"
+
+
+def test_process_settings_are_restored() -> None:
+    """The report's numpy/OpenBLAS settings (one BLAS thread, no huge pages) hold only inside their block."""
+    from mcqaudit.metrics.native import _openblas, no_hugepages, one_blas_thread
+
+    setter = np._core.multiarray._set_madvise_hugepage
+    before = setter(True)
+    with no_hugepages():
+        assert setter(False) is False  # off inside the block
+    assert setter(before) is True  # back on after it
+    blas = _openblas()
+    if blas is not None:
+        threads = blas[1]()
+        with one_blas_thread():
+            assert blas[1]() == 1
+        assert blas[1]() == threads

@@ -9,62 +9,16 @@ family and indices (``("acc_num", arm)``), never by strings built from them.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import math
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Hashable, Iterable
 
 import numpy as np
 
+from mcqaudit.metrics.native import one_blas_thread
 from mcqaudit.metrics.results import Metric
 from mcqaudit.metrics.rules import CI_LEVEL, MDE_FACTOR, CIMethod
 
 Column = Hashable  # a bootstrap column's name: a tuple such as ("acc_num", 0), or any hashable
-
-_BLAS: tuple[Callable[[int], None], Callable[[], int]] | None | bool = False  # False: not looked up yet
-
-
-def _openblas() -> tuple[Callable[[int], None], Callable[[], int]] | None:
-    """numpy's OpenBLAS thread setter and getter, or None (another BLAS, another platform)."""
-    global _BLAS
-    if _BLAS is False:
-        _BLAS = None
-        try:
-            with open("/proc/self/maps", encoding="utf-8") as f:
-                libs = {
-                    ln.split()[-1] for ln in f if "openblas" in ln.lower() and ln.rstrip().endswith(".so")
-                }
-            for path in sorted(libs):
-                lib = ctypes.CDLL(path)
-                for stem in ("scipy_openblas", "openblas"):
-                    for suffix in ("64_", "_64_", ""):
-                        set_ = getattr(lib, f"{stem}_set_num_threads{suffix}", None)
-                        get_ = getattr(lib, f"{stem}_get_num_threads{suffix}", None)
-                        if set_ is not None and get_ is not None:
-                            set_.argtypes, get_.restype = [ctypes.c_int], ctypes.c_int
-                            _BLAS = (set_, get_)
-                            return _BLAS
-        except (OSError, AttributeError):
-            _BLAS = None
-    return _BLAS if isinstance(_BLAS, tuple) else None
-
-
-@contextlib.contextmanager
-def one_blas_thread() -> Iterator[None]:
-    """Run the block's matrix products on one OpenBLAS thread. On a busy two-core machine OpenBLAS's
-    threads spin waiting for each other: the bootstrap's products took 5–20× longer on two threads than on
-    one while other processes held the cores, and at most ~1.5× less when the machine was idle."""
-    blas = _openblas()
-    if blas is None:
-        yield
-        return
-    set_, get_ = blas
-    before = int(get_())
-    set_(1)
-    try:
-        yield
-    finally:
-        set_(before)
 
 
 class ItemBootstrap:
