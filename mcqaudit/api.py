@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING
 
 from mcqaudit import __version__
 from mcqaudit.metrics import CI_FLAGS, CI_LEVEL, StudyFrames, compute, sort_flags
+from mcqaudit.metrics.native import no_hugepages
 from mcqaudit.metrics.results import FingerprintUse, Flag, Report
+from mcqaudit.metrics.rules import ci_method
 from mcqaudit.report import SCHEMA_VERSION, findings
 
 if TYPE_CHECKING:
@@ -40,17 +42,23 @@ def build_report(
     verdicts: str = "final",
     n_boot: int = 2000,
     seed: int = 0,
+    ci: str = "auto",
 ) -> Report:
-    """The report dict of a study file (path or open :class:`~mcqaudit.store.db.Study`)."""
-    return report_from_frames(load_frames(study, verdicts), control=control, n_boot=n_boot, seed=seed)
+    """The report dict of a study file (path or open :class:`~mcqaudit.store.db.Study`). ``ci``: how the CIs
+    are computed (``auto``: the item bootstrap, from ``rules.NORMAL_MIN_ITEMS`` items its normal approximation)."""
+    with no_hugepages():
+        frames = load_frames(study, verdicts)
+        return report_from_frames(frames, control=control, n_boot=n_boot, seed=seed, ci=ci)
 
 
 def report_from_frames(
-    frames: StudyFrames, control: str | None = None, n_boot: int = 2000, seed: int = 0
+    frames: StudyFrames, control: str | None = None, n_boot: int = 2000, seed: int = 0, ci: str = "auto"
 ) -> Report:
     """The report dict from already loaded frames (pure: metrics, then the study's facts and the findings)."""
     info = frames.info
-    res = compute(frames, control=control, n_boot=n_boot, seed=seed)
+    method = ci_method(info.n_items, n_boot, ci)
+    with no_hugepages():
+        res = compute(frames, control=control, n_boot=n_boot, seed=seed, ci=method)
     used = {fp for fps in info.arm_fingerprints.values() for fp in fps}
     fingerprints: dict[str, FingerprintUse] = {}
     for fp in sorted(used):
@@ -83,7 +91,13 @@ def report_from_frames(
         "rows": sum(info.rows_by_arm.values()),
         "rows_by_arm": info.rows_by_arm,
         "judge_fingerprints": fingerprints,
-        "bootstrap": {"resamples": int(n_boot), "seed": int(seed), "unit": "item", "ci_level": CI_LEVEL},
+        "bootstrap": {
+            "resamples": int(n_boot),
+            "seed": int(seed),
+            "unit": "item",
+            "ci_level": CI_LEVEL,
+            "method": method,
+        },
         "findings": [],
         "flags": sort_flags(res["flags"]),
         "metrics": res["metrics"],
@@ -108,7 +122,7 @@ def study_flags(study: str | Path | Study) -> tuple[list[Flag], tuple[str, ...]]
     """The flags that need no bootstrap (for ``mcqaudit info``), most important first, and the names of
     the flags that could not be checked here: those read off CIs (:data:`~mcqaudit.metrics.CI_FLAGS`),
     which need two or more arms to compare and a bootstrap (``mcqaudit report``)."""
-    frames = load_frames(study)
-    res = compute(frames, n_boot=0)
+    with no_hugepages():
+        res = compute(load_frames(study), n_boot=0)
     unchecked = CI_FLAGS if res["delta_accuracy"] else ()
     return sort_flags(res["flags"]), unchecked

@@ -279,6 +279,21 @@ class Section:
     tables: list[Table] = field(default_factory=list)
 
 
+def ci_words(boot: Mapping[str, Any]) -> str:
+    """How the report's CIs were computed, in words (``bootstrap.method``; reports before it had the key
+    were all bootstrapped)."""
+    level = f"{int(boot['ci_level'] * 100)} %"
+    method = boot.get("method", "bootstrap" if boot.get("resamples") else "none")
+    if method == "normal":
+        return (
+            f"{level}, {boot['resamples']} replicates of the item sums drawn from their normal approximation "
+            f"(the item bootstrap's covariance; seed {boot['seed']})"
+        )
+    if method == "none":
+        return "none (no resamples: point estimates only)"
+    return f"{level}, {boot['resamples']} bootstrap resamples of items (seed {boot['seed']})"
+
+
 def banners(report: Mapping[str, Any]) -> list[str]:
     out = []
     if report["study"].get("unaudited"):
@@ -330,8 +345,7 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
                 f"Verdicts: {st.get('verdicts')} "
                 + ("(latest review, else judge, else pre-filter, else rule)." if st.get("verdicts") == "final"
                    else "(judge, else pre-filter, else rule; reviews ignored).")
-                + f" Confidence intervals: {int(boot['ci_level'] * 100)} %, {boot['resamples']} bootstrap resamples "
-                f"of items (seed {boot['seed']}); rates are percentages.",
+                + f" Confidence intervals: {ci_words(boot)}; rates are percentages.",
             ],
         )
     )  # fmt: skip

@@ -423,8 +423,8 @@ def test_frames_resolve_the_same_verdicts_as_graded_rows(tmp_path: Path) -> None
     )
     codes = {0: "CORRECT", 1: "INCORRECT", 2: "OTHER", -1: None}
     got = (
-        frames.rows.assign(
-            v=frames.rows.verdict.map(codes), p=frames.rows.pick_pos.where(frames.rows.pick_pos >= 0)
+        frames.rows.to_pandas().assign(
+            v=lambda d: d.verdict.map(codes), p=lambda d: d.pick_pos.where(d.pick_pos >= 0)
         )
         .groupby(["v", "p"], dropna=False)
         .size()

@@ -135,7 +135,7 @@ def test_json_has_the_design_shape(tmp_path: Path) -> None:
         assert key in rep, key
     assert rep["arms"] == ["base", "steered", "hedging"] and rep["control_arm"] == "base"
     assert rep["rows"] == 288
-    assert rep["bootstrap"] == {"resamples": 200, "seed": 0, "unit": "item", "ci_level": 0.95}
+    assert rep["bootstrap"] == {"resamples": 200, "seed": 0, "unit": "item", "ci_level": 0.95, "method": "bootstrap"}
     assert set(rep["study"]) >= {"path", "created", "unaudited", "standin_judge"}
     assert rep["judge_fingerprints"]["fp-golden"]["arms"] == ["base", "steered", "hedging"]
     for arm in rep["arms"]:

@@ -1,11 +1,11 @@
-"""Metrics, confidence intervals and diagnostics (docs/design.md §7): pure over arrays (numpy and pandas, no I/O).
+"""Metrics, confidence intervals and diagnostics (docs/design.md §7): pure over arrays (numpy, no I/O).
 
 The input is a :class:`StudyFrames`, one narrow row of integer codes per generation, which
 :mod:`mcqaudit.store.frames` resolves in DuckDB; :func:`compute` returns the report's computed part as
 typed, JSON-ready dicts (:mod:`~mcqaudit.metrics.results`). A metric value is ``{"value", "ci_low",
-"ci_high", "n"}`` (percentile 95 % CI from an item-clustered bootstrap; ``n`` is the size of the point
-estimate's denominator: items for item-weighted metrics, rows for row-pooled rates, paired items for
-differences). A metric that cannot be computed is ``None``, with the reason in ``notes`` under the
+"ci_high", "n"}`` (percentile 95 % CI from an item-clustered bootstrap, see ``bootstrap.method``; ``n``
+is the size of the point estimate's denominator: items for item-weighted metrics, rows for row-pooled
+rates, paired items for differences). A metric that cannot be computed is ``None``, with the reason in ``notes`` under the
 metric's dotted path.
 
 Modules, by what they own:
@@ -14,7 +14,9 @@ Modules, by what they own:
 - :mod:`~mcqaudit.metrics.inputs` — :class:`StudyInfo`, :class:`StudyFrames`;
 - :mod:`~mcqaudit.metrics.results` — the typed shape of the report JSON;
 - :mod:`~mcqaudit.metrics.cells` — rows → cells → per-item sums;
-- :mod:`~mcqaudit.metrics.bootstrap` — the item bootstrap and the metric value;
+- :mod:`~mcqaudit.metrics.bootstrap` — the item bootstrap (from ``rules.NORMAL_MIN_ITEMS`` items, normal
+  draws of the item sums with the bootstrap's covariance) and the metric value;
+- :mod:`~mcqaudit.metrics.native` — numpy/OpenBLAS settings for large arrays on a busy machine;
 - families: :mod:`~mcqaudit.metrics.accuracy` (accuracy, Δs), :mod:`~mcqaudit.metrics.bias` (position,
   RStd, consistency, design), :mod:`~mcqaudit.metrics.parsers` (parser vs verdicts),
   :mod:`~mcqaudit.metrics.agreement` (judge vs reviews, log-probs);

@@ -14,8 +14,9 @@ from collections.abc import Hashable, Iterable
 
 import numpy as np
 
+from mcqaudit.metrics.native import one_blas_thread
 from mcqaudit.metrics.results import Metric
-from mcqaudit.metrics.rules import CI_LEVEL, MDE_FACTOR
+from mcqaudit.metrics.rules import CI_LEVEL, MDE_FACTOR, CIMethod
 
 Column = Hashable  # a bootstrap column's name: a tuple such as ("acc_num", 0), or any hashable
 
@@ -33,10 +34,11 @@ class ItemBootstrap:
     MAX_RESIDENT_BYTES = 256 * 2**20
     EXACT_ELEMENTS = 2_000_000  # item values × columns below which replicates are summed in float64
 
-    def __init__(self, n_items: int, n_boot: int, seed: int) -> None:
+    def __init__(self, n_items: int, n_boot: int, seed: int, method: CIMethod = "bootstrap") -> None:
         self.n_items = n_items
         self.n_boot = max(int(n_boot), 0)
         self.seed = seed
+        self.method: CIMethod = "none" if self.n_boot == 0 else method
         self._names: dict[Column, int] = {}
         self._cols: list[np.ndarray] = []
         self._points: list[float] = []  # exact (float64) point sums
@@ -52,7 +54,7 @@ class ItemBootstrap:
             self._names[name] = -1  # an all-zero column sums to zero in every replicate
             return name
         # identical columns (e.g. presence vectors of complete arms) are summed once
-        key = (total, float(v @ self._probe))
+        key = (total, float(np.einsum("i,i->", v, self._probe)))  # no BLAS call: cheap on a busy machine
         idx = next((j for j in self._keys.get(key, []) if np.array_equal(self._cols[j], v)), None)
         if idx is None:
             idx = len(self._cols)
@@ -83,6 +85,10 @@ class ItemBootstrap:
         return w
 
     def run(self) -> Sums:
+        with one_blas_thread():
+            return self._run_normal() if self.method == "normal" else self._run_bootstrap()
+
+    def _run_bootstrap(self) -> Sums:
         k = len(self._cols)
         out = np.zeros((self.n_boot + 1, k + 1), dtype=np.float64)  # the last column is the zero column
         out[0, :k] = self._points
@@ -93,22 +99,72 @@ class ItemBootstrap:
             n_chunks = math.ceil(self.n_boot / self.CHUNK)
             for start in range(0, k, group):
                 stop = min(start + group, k)
-                xt = np.stack(self._cols[start:stop], axis=0).astype(self._dtype(), copy=False)
+                xt = np.empty((stop - start, self.n_items), dtype=self._dtype())
+                for j, v in enumerate(self._cols[start:stop]):
+                    xt[j] = v  # cast row by row: no float64 copy of the whole block
                 for c in range(n_chunks):
                     w = self._weights(c)
                     lo = 1 + c * self.CHUNK
                     # (k × n) @ (n × m): this orientation of the product is the fast one for BLAS
                     out[lo : lo + w.shape[0], start:stop] = (xt @ w.T).T
                 del xt
-        return Sums({n: (j if j >= 0 else k) for n, j in self._names.items()}, out)
+        return Sums({n: (j if j >= 0 else k) for n, j in self._names.items()}, out, self.method)
+
+    def _run_normal(self) -> Sums:
+        """Replicates of the column sums drawn from their normal approximation under the item bootstrap.
+
+        Under the item bootstrap the sums have mean ``S₀`` and covariance ``Σ = Σ_i (x_i − x̄)(x_i − x̄)ᵀ``
+        exactly (the multinomial draw's), and over thousands of items they are normal (central limit
+        theorem). So instead of drawing items, replicate ``b`` is ``S₀ + L z_b`` with ``Σ = L Lᵀ`` and
+        ``z_b`` standard normal, one value per column with any variance (seeded by ``(seed, b // CHUNK)``
+        as the bootstrap's); every statistic is
+        then computed from the replicates by the same code, and its CI is their percentile interval, as
+        the bootstrap's. One Gram matrix of the columns (k × k) replaces the k × n × B weight product.
+        """
+        k, n = len(self._cols), self.n_items
+        names = {nm: (j if j >= 0 else k) for nm, j in self._names.items()}
+        pts = np.asarray(self._points, dtype=np.float64)
+        out = np.zeros((self.n_boot + 1, k + 1))
+        out[0, :k] = pts
+        if n < 2 or k == 0:
+            out[1:, :k] = pts
+            return Sums(names, out, self.method)
+        x = np.empty((k, n), dtype=np.float64)
+        for j, v in enumerate(self._cols):
+            x[j] = v
+        x -= (pts / n)[:, None]
+        cov = x @ x.T
+        del x
+        sd = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+        live = np.flatnonzero(sd > 0)
+        root = np.zeros((k, live.size))
+        if live.size:
+            # Σ = L Lᵀ with L = D·C^½: C = the correlation matrix (accurate for columns of any scale), C^½ its
+            # symmetric square root, which is unique — so the replicates do not depend on how the eigen-
+            # solver orders or signs its eigenvectors, only on the seed and Σ.
+            d = sd[live]
+            lam, vec = np.linalg.eigh(cov[np.ix_(live, live)] / np.outer(d, d))
+            keep = lam > max(float(lam.max()), 0.0) * 1e-12
+            u = vec[:, keep]
+            root[live] = d[:, None] * ((u * np.sqrt(lam[keep])) @ u.T)
+        r = root.shape[1]
+        for c in range(math.ceil(self.n_boot / self.CHUNK)):
+            lo = c * self.CHUNK
+            m = min(self.CHUNK, self.n_boot - lo)
+            z = np.random.default_rng([self.seed, c, 1]).standard_normal((m, r))
+            out[1 + lo : 1 + lo + m, :k] = pts + z @ root.T
+        return Sums(names, out, self.method)
 
 
 class Sums:
-    """Weighted sums by column name: ``sums[("acc_num", 0)]`` is an array of ``n_boot + 1`` values."""
+    """Weighted sums by column name: ``sums[("acc_num", 0)]`` is an array of ``n_boot + 1`` values (the
+    point, then one per replicate: resampled items, or normal draws, see :meth:`ItemBootstrap._run_normal`).
+    """
 
-    def __init__(self, names: dict[Column, int], table: np.ndarray) -> None:
+    def __init__(self, names: dict[Column, int], table: np.ndarray, method: CIMethod = "bootstrap") -> None:
         self._names = names
         self._table = table
+        self.method: CIMethod = method
 
     def __getitem__(self, name: Column) -> np.ndarray:
         return self._table[:, self._names[name]]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mcqaudit.metrics.inputs import StudyFrames
+from mcqaudit.metrics.inputs import StudyFrames, column
 
 
 def group_ids(key: np.ndarray, space: int) -> tuple[np.ndarray, np.ndarray]:
@@ -75,7 +75,7 @@ def rows_of(frames: StudyFrames) -> Rows:
     info = frames.info
 
     def col(name: str) -> np.ndarray:
-        return r[name].to_numpy().astype(np.int64)
+        return column(r, name).astype(np.int64)
 
     n_opt = col("n_opt")
 
@@ -93,7 +93,7 @@ def rows_of(frames: StudyFrames) -> Rows:
         pick=legal(col("pick_pos")),
         auto_verdict=col("auto_verdict"),
         review=col("human"),  # the frames' column name (mcqaudit.store.frames)
-        uniform=r["uniform"].to_numpy().astype(bool),
+        uniform=column(r, "uniform").astype(bool),
         n_arms=len(info.arms),
         n_or=len(info.orientations),
         n_items=info.n_items,
@@ -110,6 +110,8 @@ class Cells:
     ii: np.ndarray
     groups: np.ndarray  # the (arm, orientation) groups present, as ai * n_or + oi, ascending
     group_starts: np.ndarray  # where each group's cells start (cells are sorted by group, then item)
+    arm_item: np.ndarray  # each cell's ai * n_items + ii (the (arm, item) bincount key)
+    group: np.ndarray  # each cell's ai * n_or + oi
 
     @property
     def n(self) -> int:
@@ -120,13 +122,17 @@ def cells_of(R: Rows) -> Cells:
     uq, inv = group_ids((R.ai * R.n_or + R.oi) * R.n_items + R.ii, R.n_arms * R.n_or * R.n_items)
     g = uq // max(R.n_items, 1)
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if g.size else g
+    ai = uq // (R.n_or * R.n_items)
+    ii = uq % R.n_items
     return Cells(
         of_row=inv,
-        ai=uq // (R.n_or * R.n_items),
+        ai=ai,
         oi=(uq // R.n_items) % R.n_or,
-        ii=uq % R.n_items,
+        ii=ii,
         groups=g[starts],
         group_starts=starts,
+        arm_item=ai * R.n_items + ii,
+        group=g,
     )
 
 
@@ -145,5 +151,7 @@ class ItemGrid:
             key = key * s + k
             shape.append(s)
         total = int(np.prod(shape)) if shape else 1
-        flat = np.bincount(key * self.n + ii, weights=w, minlength=total * self.n).astype(np.float64)
+        flat = np.bincount(key * self.n + ii, weights=w, minlength=total * self.n).astype(
+            np.float64, copy=False
+        )
         return flat.reshape(*shape, self.n)

@@ -17,7 +17,7 @@ from mcqaudit.metrics import accuracy, agreement, bias, rules
 from mcqaudit.metrics.bootstrap import ItemBootstrap, Sums, ratio, round6, safe_div
 from mcqaudit.metrics.cells import Cells, ItemGrid, Rows, cells_of, rows_of
 from mcqaudit.metrics.diagnostics import diagnose
-from mcqaudit.metrics.inputs import StudyFrames
+from mcqaudit.metrics.inputs import StudyFrames, column
 from mcqaudit.metrics.parsers import ParserTally, parser_disagreement, parser_tallies
 from mcqaudit.metrics.results import (
     ArmDelta,
@@ -119,7 +119,7 @@ def _tables(frames: StudyFrames, R: Rows, C: Cells, notes: Notes) -> _Tables:
         return np.bincount(cinv * 4 + (codes + 1), minlength=nc * 4).reshape(nc, 4).astype(np.float64)
 
     def arm_sum(w: np.ndarray) -> np.ndarray:  # cells -> (n_arms, n_items)
-        return grid.sum([c_ai], [n_arms], c_ii, w)
+        return np.bincount(C.arm_item, weights=w, minlength=n_arms * n_items).reshape(n_arms, n_items)
 
     # accuracy: verdict counts per cell, item accuracy = mean over the item's graded cells
     v = R.verdict
@@ -207,8 +207,8 @@ def _logprob_tables(frames: StudyFrames, R: Rows, grid: ItemGrid) -> dict[str, n
     if frames.logprob is None or not len(frames.logprob):
         return None
     v = R.verdict
-    li = frames.logprob["row"].to_numpy().astype(np.int64)
-    lpos = frames.logprob["lp_pos"].to_numpy().astype(np.int64)
+    li = column(frames.logprob, "row").astype(np.int64)
+    lpos = column(frames.logprob, "lp_pos").astype(np.int64)
     keep = v[li] >= 0
     li, lpos = li[keep], lpos[keep]
     if not li.size:
@@ -391,8 +391,13 @@ def _arm_metrics(
     }
 
 
-def compute(frames: StudyFrames, control: str | None = None, n_boot: int = 2000, seed: int = 0) -> Results:
-    """Every metric, difference and flag of docs/design.md §7, as a JSON-ready dict (see docs/report-schema.md)."""
+def compute(
+    frames: StudyFrames, control: str | None = None, n_boot: int = 2000, seed: int = 0, ci: str = "auto"
+) -> Results:
+    """Every metric, difference and flag of docs/design.md §7, as a JSON-ready dict (see docs/report-schema.md).
+
+    ``ci``: how the replicates behind the CIs are drawn (:func:`~mcqaudit.metrics.rules.ci_method`: ``auto``,
+    ``bootstrap``, ``normal``); the report says which (``bootstrap.method``)."""
     info = frames.info
     arms = info.arms
     R = rows_of(frames)
@@ -412,11 +417,10 @@ def compute(frames: StudyFrames, control: str | None = None, n_boot: int = 2000,
         present=T.present,
     )
 
-    boot = ItemBootstrap(R.n_items, n_boot, seed)
+    boot = ItemBootstrap(R.n_items, n_boot, seed, rules.ci_method(R.n_items, n_boot, ci))
     _add_arm_columns(boot.add, T, n_arms)
     _add_comparison_columns(boot.add, T, tallies, cmp, n_arms)
     S = boot.run()
-
     metrics = {arm: _arm_metrics(S, T, frames, tallies, notes, a) for a, arm in enumerate(arms)}
     fp_mixed = accuracy.fingerprint_conflicts(info, ctrl)
     parser_names = [p.name for p in tallies]

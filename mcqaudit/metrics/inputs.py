@@ -6,10 +6,57 @@ memory. Pure dataclasses.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
-import pandas as pd
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class Columns:
+    """Equal-length named numpy columns: a frame without pandas (the CLI need not import it).
+
+    Supports what the metrics read off a frame — ``len(t)`` (rows), ``t[name]`` (a numpy array) — so a
+    :class:`pandas.DataFrame` with the same columns serves too (tests build those in memory).
+    """
+
+    def __init__(self, cols: Mapping[str, Any]) -> None:
+        self.cols: dict[str, np.ndarray] = {k: np.asarray(v) for k, v in cols.items()}
+
+    def __len__(self) -> int:
+        return len(next(iter(self.cols.values()))) if self.cols else 0
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.cols[name]
+
+    def __setitem__(self, name: str, values: Any) -> None:
+        self.cols[name] = np.asarray(values)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.cols
+
+    def pop(self, name: str) -> np.ndarray:
+        return self.cols.pop(name)
+
+    def take(self, index: np.ndarray) -> Columns:
+        """The rows at ``index`` (a boolean mask or positions), as a new table."""
+        return Columns({k: v[index] for k, v in self.cols.items()})
+
+    def to_pandas(self) -> pd.DataFrame:
+        import pandas as pd
+
+        return pd.DataFrame(self.cols)
+
+
+Frame = Union["pd.DataFrame", Columns]  # noqa: UP007 (a string forward reference inside the union)
+
+
+def column(frame: Frame, name: str) -> np.ndarray:
+    """Column ``name`` of a frame as a numpy array (no copy when it already is one)."""
+    return np.asarray(frame[name])
 
 
 @dataclass
@@ -42,11 +89,12 @@ class StudyFrames:
     ``verdict`` and ``pick_pos`` are those of the chosen view (``verdicts``); ``auto_verdict`` is the
     automated one (judge, else pre-filter, else rule: the final verdict with reviews taken out).
     ``framework``: ``row`` (index into rows), ``parser`` (index into ``info.frameworks``), ``pos``.
-    ``logprob``: ``row``, ``lp_pos`` (argmax of option_logprobs).
+    ``logprob``: ``row``, ``lp_pos`` (argmax of option_logprobs). Each is a :class:`Columns` (what
+    :mod:`mcqaudit.store.frames` returns) or a :class:`pandas.DataFrame` with those columns.
     """
 
     info: StudyInfo
     verdicts: str  # "final" or "judge"
-    rows: pd.DataFrame
-    framework: pd.DataFrame | None = None
-    logprob: pd.DataFrame | None = None
+    rows: Frame
+    framework: Frame | None = None
+    logprob: Frame | None = None

@@ -12,7 +12,7 @@ import numpy as np
 
 from mcqaudit.metrics.bootstrap import clustered_rate, safe_div
 from mcqaudit.metrics.cells import Cells, Rows, cluster_sums, segment_cluster_sums
-from mcqaudit.metrics.inputs import StudyFrames
+from mcqaudit.metrics.inputs import StudyFrames, column
 from mcqaudit.metrics.results import Confusion, ParserDisagreement
 from mcqaudit.vocab import VERDICTS
 
@@ -70,7 +70,7 @@ def _tally(
     n_cell_all = np.bincount(cell, minlength=nc)
     cell_acc = safe_div(np.bincount(cell, weights=(pv == 0), minlength=nc), n_cell_all)
     has = n_cell_all > 0
-    arm_item = C.ai * n_items + C.ii
+    arm_item = C.arm_item
     acc = safe_div(
         np.bincount(arm_item[has], weights=cell_acc[has], minlength=n_arms * n_items),
         np.bincount(arm_item[has], minlength=n_arms * n_items),
@@ -84,7 +84,7 @@ def _tally(
         n_cell = n_cell_all.astype(np.float64)
     dis = pv != ref
     d = dis.astype(np.float64)
-    conf = np.bincount(((C.ai[cell] * n_or + C.oi[cell]) * 3 + ref) * 3 + pv, minlength=n_arms * n_or * 9)
+    conf = np.bincount((C.group[cell] * 3 + ref) * 3 + pv, minlength=n_arms * n_or * 9)
     # cluster sums: clusters are items (within a cell, within an arm, or across arms)
     d_cell = np.bincount(cell, weights=d, minlength=nc)
     by_cell = segment_cluster_sums(C.group_starts, C.groups, n_cell, d_cell, n_arms * n_or)
@@ -116,14 +116,14 @@ def parser_tallies(frames: StudyFrames, R: Rows, C: Cells) -> list[ParserTally]:
     fw = frames.framework
     for name in frames.info.parsers:
         if name in ROW_PARSERS:
-            pos = r[f"{name}_pos"].to_numpy().astype(np.int64)
+            pos = column(r, f"{name}_pos").astype(np.int64)
             agg = _tally(name, None, pos, R, C, name == "strict")
         else:
             if fw is None or not len(fw) or name not in frames.info.frameworks:
                 continue
-            sel = fw["parser"].to_numpy() == frames.info.frameworks.index(name)
-            idx = fw["row"].to_numpy()[sel].astype(np.int64)
-            agg = _tally(name, idx, fw["pos"].to_numpy()[sel].astype(np.int64), R, C, False)
+            sel = column(fw, "parser") == frames.info.frameworks.index(name)
+            idx = column(fw, "row")[sel].astype(np.int64)
+            agg = _tally(name, idx, column(fw, "pos")[sel].astype(np.int64), R, C, False)
         if agg is not None:
             out.append(agg)
     return out

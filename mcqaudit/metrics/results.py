@@ -195,6 +195,7 @@ class BootstrapFacts(TypedDict):
     seed: int
     unit: Literal["item"]
     ci_level: float
+    method: Literal["bootstrap", "normal", "none"]  # how the replicates were drawn (docs/report-schema.md)
 
 
 class Report(Results):

@@ -5,6 +5,10 @@ Every threshold a reader might ask about ("why did this flag not fire?") lives h
 
 from __future__ import annotations
 
+from typing import Literal
+
+CIMethod = Literal["bootstrap", "normal", "none"]  # how a report's replicates were drawn (bootstrap.method)
+
 CI_LEVEL = 0.95
 MDE_FACTOR = 2.8  # ≈ (z_0.975 + z_0.80): the effect a two-sided 5 % test detects with 80 % power
 PARSER_DISAGREEMENT_MAX = 0.05
@@ -16,6 +20,10 @@ MIN_ITEMS = 20  # a Δ between two arms, and any statistical flag, needs this ma
 MIN_AUDIT_ROWS = 100  # reviewed rows of a uniform spot check that audit the judge; fewer: preliminary
 IMBALANCE_RATIO = 0.5  # a displayed position holding under (1 - r) / n or over (1 + r) / n of gold letters
 MAX_ORIENTATIONS_WITH_CI = 48  # beyond this, the rarest orientations get point estimates only
+# From this many items the replicates are drawn from the normal approximation of the item sums (their exact
+# covariance under the item bootstrap) instead of resampling items: there the two give the same CIs to a
+# small fraction of their width (tests/test_ci_method.py), and resampling costs seconds.
+NORMAL_MIN_ITEMS = 10_000
 
 # The flags, most important first (the order of every flag list).
 FLAG_ORDER = (
@@ -65,3 +73,16 @@ def resolve_control(arms: list[str], requested: str | None, stored: str | None) 
     if arms:
         return arms[0], "first ingested"
     return None, "none"
+
+
+def ci_method(n_items: int, n_boot: int, requested: str = "auto") -> CIMethod:
+    """How the replicates behind the CIs are drawn: none without resamples (``n_boot=0``), else
+    ``requested``, where ``auto`` is ``normal`` from :data:`NORMAL_MIN_ITEMS` items and the item bootstrap
+    below."""
+    if n_boot <= 0:
+        return "none"
+    if requested == "auto":
+        return "normal" if n_items >= NORMAL_MIN_ITEMS else "bootstrap"
+    if requested not in ("bootstrap", "normal"):
+        raise ValueError(f"CI method must be auto, bootstrap or normal, not {requested!r}")
+    return requested  # type: ignore[return-value]

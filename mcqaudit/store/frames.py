@@ -19,9 +19,8 @@ from typing import Literal
 
 import duckdb
 import numpy as np
-import pandas as pd
 
-from mcqaudit.metrics import StudyFrames, StudyInfo
+from mcqaudit.metrics.inputs import Columns, StudyFrames, StudyInfo
 from mcqaudit.store.db import Study
 
 VerdictView = Literal["final", "judge"]
@@ -136,9 +135,10 @@ def _scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None
     return int(row[0]) if row and row[0] is not None else 0
 
 
-def _fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> pd.DataFrame:
+def _fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> Columns:
+    """numpy columns, no pandas (the CLI's report need not import it)."""
     cols = con.execute(sql, params or []).fetchnumpy()
-    return pd.DataFrame({k: np.asarray(v) for k, v in cols.items()})
+    return Columns({k: np.asarray(v) for k, v in cols.items()})
 
 
 def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
@@ -171,34 +171,35 @@ def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
         n_reviews = _scalar(con, "SELECT count(*) FROM effective_reviews")
 
     # rowid -> position in `rows`; DuckDB rowids are dense but need not be ordered in the result
-    rn = rows.pop("rn").to_numpy(dtype=np.int64)
+    rn = rows.pop("rn").astype(np.int64)
     lookup = np.full(int(rn.max()) + 1 if rn.size else 0, -1, dtype=np.int64)
     lookup[rn] = np.arange(rn.size)
 
-    def to_row(df: pd.DataFrame | None) -> pd.DataFrame | None:
+    def to_row(df: Columns | None) -> Columns | None:
         if df is None:
             return None
-        pos = lookup[df.pop("rn").to_numpy(dtype=np.int64)]
-        df.insert(0, "row", pos)
-        return df[pos >= 0].reset_index(drop=True)
+        pos = lookup[df.pop("rn").astype(np.int64)]
+        df["row"] = pos
+        keep = pos >= 0
+        return df if keep.all() else df.take(keep)
 
     framework = to_row(framework)
-    logprob = to_row(logprob)
+    logprob_rows = to_row(logprob)
     uniform_rows = to_row(uniform)
     in_uniform = np.zeros(len(rows), dtype=bool)
     if uniform_rows is not None and len(uniform_rows):
-        in_uniform[uniform_rows["row"].to_numpy()] = True
+        in_uniform[uniform_rows["row"]] = True
     rows["uniform"] = in_uniform
 
     parsers = ["strict", "naive"]
-    if (rows["user_pos"].to_numpy() >= 0).any():
+    if (rows["user_pos"] >= 0).any():
         parsers.append("user")
     parsers += frameworks
     n_items = int(rows["ii"].max()) + 1 if len(rows) else 0
-    ai = rows["ai"].to_numpy()
+    ai = rows["ai"]
     rows_by_arm = np.bincount(ai, minlength=len(arms)) if len(rows) else np.zeros(len(arms), dtype=np.int64)
     arm_fps: dict[str, dict[str, int]] = {}
-    fpc = rows["fp"].to_numpy()
+    fpc = rows["fp"]
     if len(fps):
         counts = np.bincount(ai[fpc >= 0] * len(fps) + fpc[fpc >= 0], minlength=len(arms) * len(fps))
         for a, arm in enumerate(arms):
@@ -221,4 +222,4 @@ def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
         parsers=parsers,
         frameworks=frameworks,
     )
-    return StudyFrames(info=info, verdicts=verdicts, rows=rows, framework=framework, logprob=logprob)
+    return StudyFrames(info=info, verdicts=verdicts, rows=rows, framework=framework, logprob=logprob_rows)

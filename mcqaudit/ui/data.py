@@ -66,10 +66,49 @@ def study_version(path: str) -> Version:
 
 # --- loaders ----------------------------------------------------------------------------------------------
 @st.cache_data(show_spinner="Computing metrics and confidence intervals…", max_entries=8)
-def report(path: str, version: Version, n_boot: int, control: str | None = None) -> dict[str, Any]:
-    from mcqaudit.report import build_report
+def analysis(
+    path: str, version: Version, n_boot: int, control: str | None = None, verdicts: str = "final"
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The report and the verdict counts per arm and orientation, from one read of the study's frames:
+    one cached entry per (study version, resamples, control, verdict view), shared by every page."""
+    from mcqaudit.api import load_frames, report_from_frames
 
-    return build_report(get_study(path), control=control, verdicts="final", n_boot=n_boot, seed=SEED)
+    frames = load_frames(get_study(path), verdicts)
+    rep = report_from_frames(frames, control=control, n_boot=n_boot, seed=SEED)
+    return dict(rep), counts_of(frames)
+
+
+def report(path: str, version: Version, n_boot: int, control: str | None = None) -> dict[str, Any]:
+    return analysis(path, version, n_boot, control)[0]
+
+
+def counts_of(frames: Any) -> pd.DataFrame:
+    """Rows, CORRECT, INCORRECT, OTHER and ungraded rows per arm and orientation of the frames' verdict view,
+    in arm then orientation order — what :func:`mcqaudit.store.rows.verdict_counts` reads off
+    ``graded_rows`` (final verdicts), counted from the frames the report already loaded."""
+    import numpy as np
+
+    from mcqaudit.metrics.inputs import column
+
+    info = frames.info
+    n_or = max(len(info.orientations), 1)
+    key = column(frames.rows, "ai").astype(np.int64) * n_or + column(frames.rows, "oi")
+    v = column(frames.rows, "verdict").astype(np.int64)
+    size = len(info.arms) * n_or
+    by = np.bincount(key * 4 + (v + 1), minlength=size * 4).reshape(size, 4)  # ungraded, C, I, O
+    rows = by.sum(axis=1)
+    keep = np.flatnonzero(rows)
+    return pd.DataFrame(
+        {
+            "arm": [info.arms[g // n_or] for g in keep],
+            "orientation": [info.orientations[g % n_or] for g in keep],
+            "rows": rows[keep],
+            "correct": by[keep, 1],
+            "incorrect": by[keep, 2],
+            "other": by[keep, 3],
+            "ungraded": by[keep, 0],
+        }
+    )
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -122,9 +161,9 @@ def queue_progress(path: str, version: Version) -> pd.DataFrame:
     return rv.spot_check_progress(get_study(path))
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
 def verdict_counts(path: str, version: Version) -> pd.DataFrame:
-    return rw.verdict_counts(get_study(path))
+    """Final-verdict counts per arm and orientation: the cached analysis's (no second scan of the study)."""
+    return analysis(path, version, bootstrap())[1]
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -164,13 +203,12 @@ def review_log_csv(path: str) -> str:
 # counts); a spot check changes queues and the report (uniform spot-check rows feed judge agreement and the
 # parser_disagreement flag); the control arm changes only the report and the study settings.
 _AFTER_REVIEW: tuple[Callable[..., Any], ...] = (
-    report,
+    analysis,
     review_panel,
     row_count,
     row_page,
     row_at,
     next_unreviewed,
-    verdict_counts,
     queues,
     queue_progress,
     review_counts,
@@ -178,7 +216,7 @@ _AFTER_REVIEW: tuple[Callable[..., Any], ...] = (
 STALE_AFTER: dict[str, tuple[Callable[..., Any], ...]] = {
     "review": _AFTER_REVIEW,
     "spot_check": (
-        report,
+        analysis,
         review_panel,
         queues,
         queue_progress,
@@ -187,7 +225,7 @@ STALE_AFTER: dict[str, tuple[Callable[..., Any], ...]] = {
         row_at,
         next_unreviewed,
     ),
-    "control": (report, meta, control),
+    "control": (analysis, meta, control),
     "import": _AFTER_REVIEW,
 }
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import streamlit as st
 
+from mcqaudit.report import ci_words
 from mcqaudit.ui import components, data, tables
 from mcqaudit.ui.pages import load
 
@@ -66,8 +67,7 @@ def render_overview(
     st.dataframe(tables.headline(report), hide_index=True, key="headline")
     boot = report.get("bootstrap", {})
     st.caption(
-        f"Rates in percent with 95 % CIs from {boot.get('resamples')} bootstrap resamples of items "
-        f"(seed {boot.get('seed')}) and their n; verdicts: {report['study'].get('verdicts')} (latest review, "
+        f"Rates in percent with their n; CIs: {ci_words(boot)}; verdicts: {report['study'].get('verdicts')} (latest review, "
         "else judge, else pre-filter, else rule)."
     )
 
