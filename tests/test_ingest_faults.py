@@ -69,3 +69,80 @@ def test_parquet_binary_generation_is_decoded_or_refused(tmp_path: Path) -> None
     ]
     assert study.query("SELECT count(*) FROM gen_rows") == [(3,)]
     assert "\\x" not in str(study.query("SELECT list(generation) FROM gen_rows"))
+
+
+HEADER = "item_id,arm,question,options,gold,generation\n"
+GOOD_CSV = 'q{i},base,Q?,"[""a"",""b""]",A,A\n'
+
+BROKEN_CSV: list[tuple[str, bytes, str]] = [
+    (
+        "unterminated-quote",
+        (
+            HEADER + GOOD_CSV.format(i=1) + 'q2,base,Q?,"[""a"",""b""]",A,"oops\n' + GOOD_CSV.format(i=3)
+        ).encode(),
+        ":3: line: Value with unterminated quote found",
+    ),
+    (
+        "ragged",
+        (
+            HEADER + GOOD_CSV.format(i=1) + 'q2,base,Q?,"[""a"",""b""]",A,A,extra\n' + GOOD_CSV.format(i=3)
+        ).encode(),
+        ":3: line: Expected Number of Columns: 6 Found: 7",
+    ),
+    ("truncated", (HEADER + GOOD_CSV.format(i=1) + 'q2,base,Q?,"[""a"",""b"').encode(), ":3: line: "),
+    (
+        "not-utf8",
+        (HEADER + GOOD_CSV.format(i=1)).encode() + b'q2,base,Q\xff?,"[""a"",""b""]",A,A\n',
+        ":3: line: not valid UTF-8 (byte 0xff at column 10)",
+    ),
+    ("latin-1-header", "item_id,arm,quéstion\n".encode("latin-1"), ":1: line: not valid UTF-8 (byte 0xe9"),
+]
+
+
+@pytest.mark.parametrize(("name", "data", "says"), BROKEN_CSV, ids=[b[0] for b in BROKEN_CSV])
+def test_a_broken_csv_names_its_broken_line(tmp_path: Path, name: str, data: bytes, says: str) -> None:
+    src = tmp_path / f"{name}.csv"
+    src.write_bytes(data)
+    study = Study(tmp_path / "s.duckdb", create=True)
+    with pytest.raises(InputError) as exc:
+        ingest_file(study, src)
+    msg = str(exc.value)
+    assert msg.startswith(f"{src}{says}"), msg
+    assert "missing required field" not in msg and "Possible fixes" not in msg
+    assert study.query("SELECT count(*) FROM gen_rows") == [(0,)]
+
+
+def test_csv_with_a_5_mb_generation_crlf_and_a_quoted_header(tmp_path: Path) -> None:
+    big = "x" * 5_000_000
+    src = tmp_path / "big.csv"
+    src.write_bytes(
+        (
+            '\ufeff"item_id",arm,question,options,gold,"generation"\r\n'
+            + f'q1,base,Q?,"[""a"",""b""]",A,"{big}"\r\n'
+            + 'q2,base,"Q, two?","[""a"",""b""]",B,"line\r\nbreak"\r\n'
+        ).encode()
+    )
+    study = Study(tmp_path / "s.duckdb", create=True)
+    res = ingest_file(study, src)
+    assert res.loaded == 2
+    got = study.query("SELECT item_id, length(generation), question FROM gen_rows ORDER BY item_id")
+    assert got == [("q1", 5_000_000, "Q?"), ("q2", len("line\r\nbreak"), "Q, two?")]
+
+
+def test_a_30_mb_generation_ingests(tmp_path: Path) -> None:
+    import json
+
+    big = "y" * 30_000_000
+    rows = [
+        {"item_id": "a", "arm": "x", "question": "Q?", "options": ["p", "q"], "gold": "A", "generation": big},
+        {"item_id": "b", "arm": "x", "question": "Q?", "options": ["p", "q"], "gold": "A", "generation": "A"},
+    ]
+    src = tmp_path / "big.jsonl"
+    src.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    study = Study(tmp_path / "s.duckdb", create=True)
+    res = ingest_file(study, src)
+    assert res.loaded == 2
+    assert study.query("SELECT item_id, length(generation) FROM gen_rows ORDER BY 1") == [
+        ("a", 30_000_000),
+        ("b", 1),
+    ]

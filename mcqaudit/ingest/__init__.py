@@ -623,6 +623,8 @@ def _stage_table(stage: Callable[[], T], p: Path) -> T:
     try:
         return stage()
     except sql.StageError as exc:
+        if exc.line is not None:  # DuckDB names the broken line (a CSV's physical line, not its data row)
+            raise InputError([Problem(str(p), exc.line, "line", str(exc))]) from None
         raise InputError([Problem(str(p), None, "file", f"cannot be read: {exc}")]) from None
 
 

@@ -66,7 +66,28 @@ def _in_range(expr: str) -> str:
 
 
 class StageError(ValueError):
-    """A CSV or Parquet file that DuckDB cannot read at all."""
+    """A CSV or Parquet file that DuckDB cannot read at all; ``line`` is the file's line DuckDB names, when
+    it names one (a ragged row, an unterminated quote)."""
+
+    def __init__(self, reason: str, line: int | None = None) -> None:
+        super().__init__(reason)
+        self.line = line
+
+
+def _csv_error(exc: duckdb.Error) -> StageError:
+    """DuckDB's CSV error as (the line it names, the reason), without its advice on reader options."""
+    import re
+
+    text = str(exc)
+    found = re.search(r"CSV Error on Line: (\d+)", text)
+    if found is None:
+        return StageError(text.split("\n")[0])
+    parts = [p.strip() for p in text.split("\n")]
+    reason = next(
+        (p for p in parts[1:] if p and not p.startswith(("Original Line:", "Possible", "*"))),
+        "cannot be parsed",
+    )
+    return StageError(reason, int(found.group(1)))
 
 
 @dataclass
@@ -203,15 +224,19 @@ def stage_csv(
     `gold` and `sample` digits are integers, and an empty cell is an absent field. ``columns`` (field ->
     column, docs/design.md §3 `--map`) says which column holds each field.
     """
+    header = csv_header(path)
+    # the dialect is given, not sniffed: a broken line is named by DuckDB instead of changing the dialect
+    # (which read every good row as one column); a long cell is fine up to 256 MB
+    spec = "{" + ", ".join(f"{_lit(h)}: 'VARCHAR'" for h in header) + "}"
     try:
         con.execute(
-            "CREATE OR REPLACE TEMP TABLE _csv AS "
-            "SELECT row_number() OVER () AS _row, * FROM read_csv(?, all_varchar = true, header = true)",
+            "CREATE OR REPLACE TEMP TABLE _csv AS SELECT row_number() OVER () AS _row, * FROM read_csv(?, "
+            "auto_detect = false, header = true, delim = ',', quote = '\"', escape = '\"', strict_mode = true, "
+            f"max_line_size = {1 << 28}, columns = {spec})",
             [path],
         )
     except duckdb.Error as exc:
-        raise StageError(str(exc).split("\n")[0]) from None
-    header = [r[0] for r in con.execute("DESCRIBE _csv").fetchall() if r[0] != "_row"]
+        raise _csv_error(exc) from None
     have = set(header)
     col = _columns(columns)
     parts = []
@@ -239,6 +264,50 @@ def stage_csv(
     )
     con.execute("DROP TABLE _csv")
     return header
+
+
+def csv_header(path: str) -> list[str]:
+    """The column names of a CSV file's first record (a header cell may be quoted), after checking that the
+    whole file is UTF-8 (DuckDB's CSV reader lets some bad bytes through). Raises StageError naming the line
+    of the first bad byte, or for a file without a header."""
+    import csv
+    import io
+
+    first = b""
+    lines_before = 0  # lines before the current chunk, which starts at a line start
+    rest = b""
+    with open(path, "rb") as fh:
+        while True:
+            chunk = fh.read(CSV_CHUNK)
+            data = rest + chunk
+            if chunk:
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    rest = data
+                    continue
+                data, rest = data[: cut + 1], data[cut + 1 :]
+            if not data:
+                break
+            if lines_before == 0:
+                first = data.split(b"\n", 1)[0]
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                at = exc.start
+                line = lines_before + data.count(b"\n", 0, at) + 1
+                column = at - (data.rfind(b"\n", 0, at) + 1) + 1
+                raise StageError(f"not valid UTF-8 (byte {data[at]:#04x} at column {column})", line) from None
+            lines_before += data.count(b"\n")
+            if not chunk:
+                break
+    text = first.decode("utf-8").removeprefix("\ufeff").removesuffix("\r")
+    row = next(csv.reader(io.StringIO(text)), [])
+    if not row:
+        raise StageError("no header row", 1)
+    return row
+
+
+CSV_CHUNK = 32 << 20
 
 
 def stage_parquet(
@@ -827,24 +896,30 @@ def _write(
     naive_letter, naive_params = naive_letter_sql(ns, naive_pattern)
     con.register("_strict", strict_hits)
     try:
-        res.loaded = _count(
-            con,
+        # the rows as stored, in a parallel CREATE (the insert into gen_rows, with its key, is one thread)
+        con.execute(
             f"""
-            INSERT INTO gen_rows
+            CREATE OR REPLACE TEMP TABLE _rows AS
             SELECT f.row_id, arm, item_id, derived, sample, question, options, gold_letter, generation,
                 is_blank(generation), prompt, model, metadata, option_logprobs, user_letter,
-                {naive_letter}, s.letter, ?, line
+                {naive_letter}, s.letter, ?::INTEGER, line
             FROM final f LEFT JOIN _strict s ON s.row_id = f.row_id
             """,
             [*naive_params, ingest_id],
         )
     finally:
         con.unregister("_strict")
+    res.loaded = _count(con, "INSERT INTO gen_rows SELECT * FROM _rows")
+    con.execute("DROP TABLE _rows")
     if framework_patterns:
         if progress:
             progress("framework parsers", 0, None)
         fw_sql, fw_params = framework_letters_sql(framework_patterns, "final")
-        con.execute("INSERT INTO parser_letters " + fw_sql, fw_params)
+        # the regexes in a parallel CREATE, then one insert (an insert into a table with a primary key
+        # runs its whole query on one thread)
+        con.execute("CREATE OR REPLACE TEMP TABLE fw_letters AS " + fw_sql, fw_params)
+        con.execute("INSERT INTO parser_letters SELECT * FROM fw_letters")
+        con.execute("DROP TABLE fw_letters")
     con.execute("DROP TABLE final")
 
 
