@@ -223,3 +223,38 @@ def test_cross_row_problems_on_the_fast_path_keep_lines_and_raw_text(tmp_path: P
     assert [(g[0], g[1]) for g in got] == [(2, "gold"), (4, "generation"), (5, "options")]
     assert [g[2] for g in got] == [json.dumps(rows[1]), json.dumps(rows[3]), json.dumps(rows[4])]
     assert "first seen at line 1" in str(res.problems[-1])
+
+
+TRICKY = [
+    "(A)(B)",
+    "(A) then (B) and finally (C",
+    "answer: A: B",
+    "choice:\n\n C and :D",
+    "A B C",
+    "I think A. Then B, or maybe J.",
+    "Ça (B) 東京 (C) 答案是D",
+    "x:A:B:",
+    "(AB) (c) (D)",
+    "The answer is (B); (C) would be wrong",
+    "Answer: Answer: B",
+    "",
+    "no letters here",
+    "ABCD",
+    "\u00a0:\u3000B",
+]
+
+
+@pytest.mark.parametrize("n", [2, 4, 10])
+def test_framework_sql_matches_python_on_tricky_texts(n: int) -> None:
+    """The SQL chains (CASE, literal guards, ASCII skip, last-match rewrite) give the Python parsers' letters."""
+    from mcqaudit import parsers
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (row_id VARCHAR, generation VARCHAR, n_opt INTEGER)")
+    con.executemany("INSERT INTO t VALUES (?, ?, ?)", [(str(i), g, n) for i, g in enumerate(TRICKY)])
+    patterns = {name: fp.patterns for name, fp in parsers.FRAMEWORK_PARSERS.items()}
+    q, params = sql.framework_letters_sql(patterns, "t")
+    got = {(r[0], r[1]): r[2] for r in con.execute(q, params).fetchall()}
+    for i, g in enumerate(TRICKY):
+        for name, fp in parsers.FRAMEWORK_PARSERS.items():
+            assert got[(str(i), name)] == fp.parse(g, n), (g, name)

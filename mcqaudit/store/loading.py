@@ -127,7 +127,7 @@ def _columns(columns: Mapping[str, str] | None) -> dict[str, str]:
     return {name: (columns or {}).get(name, name) for name in FIELDS}
 
 
-def bounded_memory(con: duckdb.DuckDBPyConnection, memory_limit: str = "1GB") -> None:
+def bounded_memory(con: duckdb.DuckDBPyConnection, memory_limit: str = "800MB") -> None:
     """DuckDB spills the big intermediate tables to disk beyond this limit."""
     con.execute("SET memory_limit = ?", [memory_limit])
 
@@ -1015,6 +1015,17 @@ def _literal_guard(pattern: str) -> tuple[bool, str]:
     return non_ascii, max(runs, key=len, default="")
 
 
+def _last_match_rests() -> frozenset[str]:
+    r"""The patterns ``(?s).*REST`` (the last match of REST) whose REST cannot match starting inside one of
+    its own matches, so that the last of its non-overlapping matches (``regexp_extract_all``) is the last
+    match: RE2 extracts a ``(?s).*`` group with its slow engine over the whole text. Vetted one by one:
+    ``\(([A-Z])\)`` (inside a match are a letter and ``)``, never ``(``), ``:WS*([A-D])`` (inside are
+    whitespace and a letter, never ``:``), ``\b([A-J])\b`` (one letter, the next cannot be a boundary)."""
+    from mcqaudit.parsers import WS
+
+    return frozenset({r"\(([A-Z])\)", rf":{WS}*([A-D])", r"\b([A-J])\b"})
+
+
 def _first_match_sql(patterns: Sequence[str], ascii_only: bool, params: list) -> str:
     """A CASE over the patterns in order: the first one whose group 1 is non-empty gives it. CASE evaluates
     each branch only for the rows still undecided (COALESCE over regexp_extract evaluates them all), and
@@ -1027,6 +1038,14 @@ def _first_match_sql(patterns: Sequence[str], ascii_only: bool, params: list) ->
         guard = "contains(generation, ?) AND " if literal else ""
         if literal:
             params.append(literal)
+        rest = p.removeprefix("(?s).*")
+        if rest != p and rest in _last_match_rests():
+            whens.append(
+                f"WHEN {guard}regexp_matches(generation, ?) AND regexp_extract_all(generation, ?, 1)[-1] <> '' "
+                "THEN regexp_extract_all(generation, ?, 1)[-1]"
+            )
+            params += [rest, rest, rest]
+            continue
         whens.append(
             f"WHEN {guard}regexp_matches(generation, ?) AND regexp_extract(generation, ?, 1) <> '' "
             "THEN regexp_extract(generation, ?, 1)"
