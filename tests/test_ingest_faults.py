@@ -146,3 +146,89 @@ def test_a_30_mb_generation_ingests(tmp_path: Path) -> None:
         ("a", 30_000_000),
         ("b", 1),
     ]
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path):
+    """A 2 MB tmpfs where the test may mount one (root), else None."""
+    import os
+    import subprocess
+
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        yield None
+        return
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True
+    ).returncode:
+        yield None
+        return
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def _rows_file(path: Path, n: int) -> Path:
+    import json
+
+    path.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "item_id": f"q{i}",
+                    "arm": "base",
+                    "question": f"Question {i}? " * 5,
+                    "options": [f"alpha {i}", f"beta {i}", f"gamma {i}", f"delta {i}"],
+                    "gold": "A",
+                    "generation": f"Reasoning about item {i}, at some length. " * 8 + "So A.",
+                }
+            )
+            for i in range(n)
+        )
+        + "\n"
+    )
+    return path
+
+
+def test_a_full_disk_is_a_clear_error_and_leaves_the_study_intact(
+    tmp_path: Path, tiny_disk: Path | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    small = _rows_file(tmp_path / "small.jsonl", 20)
+    big = _rows_file(tmp_path / "big.jsonl", 20_000)
+    if tiny_disk is None:  # no tmpfs here: the same path with the write failing as a full disk does
+        import errno
+
+        study = Study(tmp_path / "s.duckdb", create=True)
+        ingest_file(study, small)
+        real = Study.write
+
+        def full(self):  # type: ignore[no-untyped-def]
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
+
+        monkeypatch.setattr(Study, "write", full)
+        with pytest.raises(InputError, match="cannot be written: No space left on device"):
+            ingest_file(study, big)
+        monkeypatch.setattr(Study, "write", real)
+        assert study.query("SELECT count(*) FROM gen_rows") == [(20,)]
+        return
+    db = tiny_disk / "s.duckdb"
+    # a new study that does not fit: a clear error and no file left
+    p = run_cli("ingest", str(big), "--db", str(db), "--quiet")
+    assert p.returncode == 1, p.stderr
+    assert (
+        "Traceback" not in p.stderr
+        and "No space left on device" in p.stderr
+        and "nothing was written" in p.stderr
+    )
+    assert list(tiny_disk.iterdir()) == []
+    # an existing study: the failed ingest changes nothing and leaves no temporary file
+    run_cli("ingest", str(small), "--db", str(db), "--quiet", check=True)
+    p = run_cli("ingest", str(big), "--db", str(db), "--quiet")
+    assert p.returncode == 1 and "Traceback" not in p.stderr and "No space left on device" in p.stderr, (
+        p.stderr
+    )
+    assert not [f for f in tiny_disk.iterdir() if f.suffix == ".tmp"]
+    info = run_cli("info", "--db", str(db))
+    assert info.returncode == 0 and "20 rows, 20 items" in info.stdout, info.stdout + info.stderr

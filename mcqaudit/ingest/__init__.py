@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
+import duckdb
+
 from mcqaudit import parsers
 from mcqaudit.ingest.errors import InputError, Problem, UsageError
 from mcqaudit.ingest.items import read_items
@@ -398,6 +400,50 @@ def ingest_files(
     a mapped column is not in a file."""
     maps = dict(maps or {})
     items = read_items(items_path) if items_path is not None else []
+    try:
+        return _ingest_files(
+            study,
+            paths,
+            items,
+            items_path,
+            maps=maps,
+            arm=arm,
+            skip_bad=skip_bad,
+            replace=replace,
+            control=control,
+            fmt=fmt,
+            progress=progress,
+            error_cap=error_cap,
+            framework_parsers=framework_parsers,
+            lm_eval_filter=lm_eval_filter,
+        )
+    except (duckdb.IOException, duckdb.FatalException, duckdb.OutOfMemoryException, OSError) as exc:
+        # a full disk, a read-only folder, memory: the transaction did not commit, so nothing was written
+        reason = str(exc).split("\n")[0]
+        if isinstance(exc, OSError) and exc.strerror:
+            reason = f"{exc.strerror} ({exc.filename or study.path})"
+        raise InputError(
+            [Problem(str(study.path), None, "study", f"cannot be written: {reason}; nothing was written")]
+        ) from None
+
+
+def _ingest_files(
+    study: Study,
+    paths: Sequence[str | Path],
+    items: list,
+    items_path: str | Path | None,
+    *,
+    maps: dict[str, str],
+    arm: str | None,
+    skip_bad: bool,
+    replace: bool,
+    control: str | None,
+    fmt: str | None,
+    progress: Progress | None,
+    error_cap: int,
+    framework_parsers: bool,
+    lm_eval_filter: str | None,
+) -> list[IngestResult]:
     results: list[IngestResult] = []
     problems: list[Problem] = []
     total = 0
