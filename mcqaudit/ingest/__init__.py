@@ -15,7 +15,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
+
+import duckdb
 
 from mcqaudit import parsers
 from mcqaudit.ingest.errors import InputError, Problem, UsageError
@@ -50,6 +52,7 @@ def _has_blank_line(text: str) -> bool:
 
 
 CHUNK_BYTES = 32 << 20
+T = TypeVar("T")
 
 Progress = Callable[[str, int, int | None], None]  # (stage, done, total)
 
@@ -316,6 +319,58 @@ def _stage_jsonl(con, path: Path, progress: Progress | None) -> int:
     return blank
 
 
+def _count_lines(path: Path, out: list[int]) -> None:
+    """The file's lines as DuckDB's JSON reader counts records: newlines, plus an unterminated last line."""
+    n = 0
+    last = b"\n"
+    with path.open("rb") as fh:
+        while chunk := fh.read(CHUNK_BYTES):
+            n += chunk.count(b"\n")
+            last = chunk[-1:]
+    out.append(n + (last != b"\n"))
+
+
+def _stage_jsonl_fast(con, path: Path, maps: Mapping[str, str]) -> bool:
+    """DuckDB's typed read (store/loading.py `stage_jsonl_fast`), with the file's lines counted in a thread
+    meanwhile; False when the file needs the line-by-line path."""
+    import threading
+
+    counted: list[int] = []
+    counter = threading.Thread(target=_count_lines, args=(path, counted), daemon=True)
+    counter.start()
+
+    def lines() -> int:
+        counter.join()
+        return counted[0] if counted else -1
+
+    try:
+        ok = _stage_table(lambda: sql.stage_jsonl_fast(con, str(path), lines, maps), path)
+    finally:
+        counter.join()
+    if ok and maps and not sql.all_columns_seen(con, maps):
+        # a mapped key that no record has: the line-by-line path says which (a usage error)
+        con.execute("DROP TABLE stg")
+        return False
+    return ok
+
+
+def _raw_lines(path: Path, lines: Sequence[int]) -> dict[int, str]:
+    """The text of some lines of a JSONL file (the fast path keeps none), as the line-by-line path stages it."""
+    want = set(lines)
+    out: dict[int, str] = {}
+    if not want:
+        return out
+    last = max(want)
+    with path.open("rb") as fh:
+        for no, raw in enumerate(fh, start=1):
+            if no in want:
+                text = raw.decode("utf-8", "replace").rstrip("\n").removesuffix("\r")
+                out[no] = text.removeprefix(_BOM) if no == 1 else text
+            if no >= last:
+                break
+    return out
+
+
 def ingest_file(study: Study, path: str | Path, **kw) -> IngestResult:
     """Load one file of generation rows. Raises InputError (nothing written) when rows are bad and
     ``skip_bad`` is false; with ``skip_bad`` the bad rows go to ``rejected_rows`` and the result lists them.
@@ -345,6 +400,50 @@ def ingest_files(
     a mapped column is not in a file."""
     maps = dict(maps or {})
     items = read_items(items_path) if items_path is not None else []
+    try:
+        return _ingest_files(
+            study,
+            paths,
+            items,
+            items_path,
+            maps=maps,
+            arm=arm,
+            skip_bad=skip_bad,
+            replace=replace,
+            control=control,
+            fmt=fmt,
+            progress=progress,
+            error_cap=error_cap,
+            framework_parsers=framework_parsers,
+            lm_eval_filter=lm_eval_filter,
+        )
+    except (duckdb.IOException, duckdb.FatalException, duckdb.OutOfMemoryException, OSError) as exc:
+        # a full disk, a read-only folder, memory: the transaction did not commit, so nothing was written
+        reason = str(exc).split("\n")[0]
+        if isinstance(exc, OSError) and exc.strerror:
+            reason = f"{exc.strerror} ({exc.filename or study.path})"
+        raise InputError(
+            [Problem(str(study.path), None, "study", f"cannot be written: {reason}; nothing was written")]
+        ) from None
+
+
+def _ingest_files(
+    study: Study,
+    paths: Sequence[str | Path],
+    items: list,
+    items_path: str | Path | None,
+    *,
+    maps: dict[str, str],
+    arm: str | None,
+    skip_bad: bool,
+    replace: bool,
+    control: str | None,
+    fmt: str | None,
+    progress: Progress | None,
+    error_cap: int,
+    framework_parsers: bool,
+    lm_eval_filter: str | None,
+) -> list[IngestResult]:
     results: list[IngestResult] = []
     problems: list[Problem] = []
     total = 0
@@ -434,6 +533,18 @@ def _ingest_one(
     written nothing of that file's rows, but the caller must roll back: staging and ids were used."""
     if not p.exists():
         raise InputError([Problem(str(p), None, "file", "no such file")])
+    if p.is_dir():
+        raise InputError(
+            [
+                Problem(
+                    str(p),
+                    None,
+                    "file",
+                    "is a folder, not a file: name its files (or a glob such as DIR/*.jsonl); on the command "
+                    "line a folder gives its Inspect AI and lm-eval logs",
+                )
+            ]
+        )
     kind = detect_format(p, fmt)
     if p.stat().st_size == 0:
         raise InputError([Problem(str(p), None, "file", "the file is empty")])
@@ -449,20 +560,49 @@ def _ingest_one(
     notes: dict = {}
     blank = 0
     header: list[str] | None = None
+    sql.bounded_memory(con)
+    sql.create_errors(con)
+    con.execute("DROP TABLE IF EXISTS staged")
+    # stage: the typed fast path where it applies, else line by line (see store/loading.py)
+    mode = "text"
     if kind in IMPORTED:
         unit, notes = _stage_records(con, p, kind, arm, lm_eval_filter)
+        sql.stage_from_text(con)
     elif kind == "jsonl":
-        blank = _stage_jsonl(con, p, progress)
-    elif kind == "csv":
-        header = _stage_table(lambda: sql.stage_csv(con, source, maps), p)
+        if progress:
+            progress("reading", 0, None)
+        if _stage_jsonl_fast(con, p, maps):
+            mode = "fast"
+        else:
+            blank = _stage_jsonl(con, p, progress)
+            sql.stage_from_text(con, maps)
     else:
-        header = _stage_table(lambda: sql.stage_parquet(con, source), p)
+        mode = "table"
+        if progress:
+            progress("reading", 0, None)
+        stage = sql.stage_csv if kind == "csv" else sql.stage_parquet
+        header = _stage_table(lambda: stage(con, source, maps), p)
     if sql.staged_count(con) == 0:
         raise InputError([Problem(source, None, "file", "the file has no rows")])
-    if kind not in IMPORTED:
-        _check_columns(con, source, kind, header, maps, arm)
+    # validate: one pass for a flag per row; the reasons only when a row is flagged
     if progress:
         progress("validating", 0, None)
+    bad = sql.flagged(con, arm)
+    if bad and mode == "fast":
+        # the line-level diagnosis: every reason with its real line and raw text
+        blank = _stage_jsonl(con, p, progress)
+        sql.stage_from_text(con, maps)
+        mode = "text"
+        bad = sql.flagged(con, arm)
+    if kind not in IMPORTED and mode != "fast":
+        _check_columns(con, source, kind, header, maps, arm)
+    if bad:
+        sql.diagnose(con, arm)
+        sql.typed_rows(con)  # the rows without a reason
+    if mode != "table":
+        con.execute("DROP TABLE stg")
+    if progress:
+        progress("resolving items", 0, None)
     ingest_id = sql.next_ingest_id(con)
     res = sql.load(
         con,
@@ -478,7 +618,12 @@ def _ingest_one(
             {name: fp.patterns for name, fp in parsers.FRAMEWORK_PARSERS.items()} if framework_parsers else {}
         ),
         error_cap=error_cap,
-        columns=maps,
+        raw=(
+            (lambda lines: _raw_lines(p, lines))
+            if mode == "fast"
+            else (lambda lines: sql.raw_rows(con, lines, "stg" if mode == "table" else "staged"))
+        ),
+        progress=progress,
     )
     problems = [_problem(source, line, fld, reason, unit, notes) for line, fld, reason, _ in res.errors]
     if not (res.error_count and not skip_bad):
@@ -520,10 +665,12 @@ def _problem(source: str, line: int, fld: str, reason: str, unit: str, notes: di
     return _RecordProblem(source, line, fld, f"{reason} ({label})", unit)
 
 
-def _stage_table(stage: Callable[[], list[str]], p: Path) -> list[str]:
+def _stage_table(stage: Callable[[], T], p: Path) -> T:
     try:
         return stage()
     except sql.StageError as exc:
+        if exc.line is not None:  # DuckDB names the broken line (a CSV's physical line, not its data row)
+            raise InputError([Problem(str(p), exc.line, "line", str(exc))]) from None
         raise InputError([Problem(str(p), None, "file", f"cannot be read: {exc}")]) from None
 
 

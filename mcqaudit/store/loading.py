@@ -1,25 +1,35 @@
-"""SQL for `mcqaudit ingest`: staging, validation with line numbers, canonical orders, parsers, the write.
+"""SQL for `mcqaudit ingest`: stage → validate → resolve items → write (docs/design.md §3).
 
 The whole load of one file runs inside one transaction (see `Study.write`): either every good row lands,
-or (without --skip-bad) nothing does. Validation happens in SQL over a staged table of (line, JSON text)
-so that a million rows are checked without a Python loop; the only per-row Python is the strict
-pre-filter, and only for the short generations that could possibly be bare answers.
+or (without --skip-bad) nothing does.
+
+- **Stage** puts every row into the temp table ``stg``: its line (or row) number, an error found before
+  parsing, the JSON type of the record, and one JSON value per field (NULL when absent). JSONL takes DuckDB's
+  typed fast path first (`read_json` with the columns given, every field a JSON value); when DuckDB cannot
+  read the file, or its records do not match its lines one to one (blank lines), the file is staged line by
+  line from Python instead (`stage_batch`, exact line numbers, a reason for each line that is not JSON). CSV
+  and Parquet are read by `read_csv` / `read_parquet` and staged the same way.
+- **Validate** runs :data:`CHECKS`, one declarative table of field checks, twice over at most: once as a
+  single flag per row over every row, and, only when a row is flagged, as the reasons of the flagged rows.
+  A JSONL file the fast path staged is restaged line by line before the reasons are read, so that every
+  problem names its real line and its raw text.
+- **Resolve** fixes each item's canonical order, derives orientations and row ids, and finds the problems
+  between rows (option sets, gold, duplicates, conflicts with the study).
+- **Write** runs the parsers and inserts the rows.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import duckdb
 import pyarrow as pa
 
-from mcqaudit.store.schema import refresh_current_judge, refresh_effective_reviews
+from mcqaudit.store.reviews import retract_for_replaced_rows
+from mcqaudit.store.schema import refresh_current_judge
 from mcqaudit.vocab import LETTERS, WHITESPACE
 
-# Field order of the staged JSON object: index i+1 in the extracted list f[].
 FIELDS = (
     "item_id",
     "arm",
@@ -35,8 +45,8 @@ FIELDS = (
     "model",
     "metadata",
 )
-F = {name: i + 1 for i, name in enumerate(FIELDS)}
 REQUIRED = ("item_id", "arm", "question", "options", "gold", "generation")
+_MAX = len(LETTERS)
 
 # json_type() names -> the JSON words a user knows
 _JSON_WORDS = (
@@ -46,18 +56,39 @@ _JSON_WORDS = (
 )
 
 
+def _word(expr: str) -> str:
+    return _JSON_WORDS.format(t=expr)
+
+
 def _in_range(expr: str) -> str:
     """SQL: `expr` is one option letter within the row's option count (no per-row regex: patterns built
     from row values would be compiled once per row)."""
     return f"(length({expr}) = 1 AND ascii({expr}) BETWEEN 65 AND 64 + n_opt)"
 
 
-def _word(expr: str) -> str:
-    return _JSON_WORDS.format(t=expr)
-
-
 class StageError(ValueError):
-    """A CSV or Parquet file that DuckDB cannot read at all."""
+    """A CSV or Parquet file that DuckDB cannot read at all; ``line`` is the file's line DuckDB names, when
+    it names one (a ragged row, an unterminated quote)."""
+
+    def __init__(self, reason: str, line: int | None = None) -> None:
+        super().__init__(reason)
+        self.line = line
+
+
+def _csv_error(exc: duckdb.Error) -> StageError:
+    """DuckDB's CSV error as (the line it names, the reason), without its advice on reader options."""
+    import re
+
+    text = str(exc)
+    found = re.search(r"CSV Error on Line: (\d+)", text)
+    if found is None:
+        return StageError(text.split("\n")[0])
+    parts = [p.strip() for p in text.split("\n")]
+    reason = next(
+        (p for p in parts[1:] if p and not p.startswith(("Original Line:", "Possible", "*"))),
+        "cannot be parsed",
+    )
+    return StageError(reason, int(found.group(1)))
 
 
 @dataclass
@@ -78,7 +109,38 @@ def _count(con: duckdb.DuckDBPyConnection, sql_text: str, params: list | None = 
     return int(row[0]) if row else 0
 
 
+def _lit(text: str) -> str:
+    """A SQL string literal (for names that come from a file's header or a `--map`)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _path(column: str) -> str:
+    """The JSON path of a top-level key (`--map` refuses column names with a double quote)."""
+    return '$."' + column + '"'
+
+
+def _columns(columns: Mapping[str, str] | None) -> dict[str, str]:
+    """field -> the key (or column) it is read from (`--map`, else its own name)."""
+    return {name: (columns or {}).get(name, name) for name in FIELDS}
+
+
+def bounded_memory(con: duckdb.DuckDBPyConnection, memory_limit: str = "800MB") -> None:
+    """DuckDB spills the big intermediate tables to disk beyond this limit."""
+    con.execute("SET memory_limit = ?", [memory_limit])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# stage
+
+_STG_COLUMNS = ", ".join(f"{name} JSON" for name in FIELDS)
+
+
 def create_staging(con: duckdb.DuckDBPyConnection) -> None:
+    """The raw-text staging table of the line-by-line path: (line, JSON text, error found before parsing)."""
     con.execute("CREATE OR REPLACE TEMP TABLE staged (line BIGINT, text VARCHAR, pre_error VARCHAR)")
 
 
@@ -103,70 +165,185 @@ def stage_batch(
         con.unregister("_batch")
 
 
-def stage_csv(
-    con: duckdb.DuckDBPyConnection, path: str, columns: Mapping[str, str] | None = None
-) -> list[str]:
-    """Stage a CSV file as JSON objects, one per data row (row numbers count data rows from 1); returns the
-    header's column names.
+def stage_from_text(con: duckdb.DuckDBPyConnection, columns: Mapping[str, str] | None = None) -> None:
+    """``staged`` (line, text) -> ``stg``: each field's JSON value read from its key (JSON null kept as
+    null, so that a reason can say so)."""
+    col = _columns(columns)
+    paths = ", ".join(_lit(_path(col[n])) for n in FIELDS)
+    fields = ", ".join(f"CASE WHEN jt = 'OBJECT' THEN e[{i}] END AS {n}" for i, n in enumerate(FIELDS, 1))
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE stg AS
+        SELECT line, pre_error, NULL::VARCHAR[] AS bad_utf8, jt, {fields}
+        FROM (
+            SELECT line, pre_error, json_type(j) AS jt, json_extract(j, [{paths}]) AS e
+            FROM (SELECT line, pre_error, CASE WHEN pre_error IS NULL AND json_valid(text) THEN text::JSON END AS j
+                  FROM staged)
+        )
+        """
+    )
 
-    CSV has no types: `options` (a JSON array or object), `option_logprobs` and `metadata` are JSON strings,
-    `gold` and `sample` digits are integers, and an empty cell is an absent field. ``columns`` (field ->
-    column, docs/design.md §3 `--map`) says which column holds each field; a staged object keeps the column names.
-    """
-    create_staging(con)
+
+def stage_jsonl_fast(
+    con: duckdb.DuckDBPyConnection, path: str, lines: Callable[[], int], columns: Mapping[str, str] | None
+) -> bool:
+    """DuckDB's typed fast path: `read_json` straight into ``stg``, one JSON value per field. A line DuckDB
+    cannot read stages as a row of nulls (``ignore_errors``: an error would abort the transaction), which the
+    checks flag. False (nothing staged) when the records and the file's lines (``lines()``, counted
+    meanwhile) are not one to one: blank lines would shift the numbers. Raises StageError when DuckDB cannot
+    read the file at all."""
+    col = _columns(columns)
+    keys = list(dict.fromkeys(col.values()))
+    spec = "{" + ", ".join(f"{_lit(k)}: 'JSON'" for k in keys) + "}"
+    fields = ", ".join(f"{_ident(col[n])} AS {n}" for n in FIELDS)
+    con.execute("SET preserve_insertion_order = true")  # the record order gives the line numbers
     try:
         con.execute(
-            "CREATE OR REPLACE TEMP TABLE _csv AS "
-            "SELECT row_number() OVER () AS _row, * FROM read_csv(?, all_varchar = true, header = true)",
+            f"""
+            CREATE OR REPLACE TEMP TABLE stg AS
+            SELECT (row_number() OVER ())::BIGINT AS line, NULL::VARCHAR AS pre_error, NULL::VARCHAR[] AS bad_utf8,
+                'OBJECT' AS jt, {fields}
+            FROM read_json(?, format = 'newline_delimited', records = true, columns = {spec},
+                           ignore_errors = true)
+            """,
             [path],
         )
     except duckdb.Error as exc:
         raise StageError(str(exc).split("\n")[0]) from None
-    header = [r[0] for r in con.execute("DESCRIBE _csv").fetchall() if r[0] != "_row"]
-    cols = set(header)
+    if lines() != staged_count(con):
+        con.execute("DROP TABLE stg")
+        return False
+    return True
+
+
+def stage_csv(
+    con: duckdb.DuckDBPyConnection, path: str, columns: Mapping[str, str] | None = None
+) -> list[str]:
+    """Stage a CSV file (row numbers count data rows from 1); returns the header's column names.
+
+    CSV has no types: `options` (a JSON array or object), `option_logprobs` and `metadata` are JSON strings,
+    `gold` and `sample` digits are integers, and an empty cell is an absent field. ``columns`` (field ->
+    column, docs/design.md §3 `--map`) says which column holds each field.
+    """
+    header = csv_header(path)
+    # the dialect is given, not sniffed: a broken line is named by DuckDB instead of changing the dialect
+    # (which read every good row as one column); a long cell is fine up to 256 MB
+    spec = "{" + ", ".join(f"{_lit(h)}: 'VARCHAR'" for h in header) + "}"
+    try:
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE _csv AS SELECT row_number() OVER () AS _row, * FROM read_csv(?, "
+            "auto_detect = false, header = true, delim = ',', quote = '\"', escape = '\"', strict_mode = true, "
+            f"max_line_size = {1 << 28}, columns = {spec})",
+            [path],
+        )
+    except duckdb.Error as exc:
+        raise _csv_error(exc) from None
+    have = set(header)
+    col = _columns(columns)
     parts = []
-    seen: set[str] = set()
     for name in FIELDS:
-        col = (columns or {}).get(name, name)
-        if col not in cols or col in seen:
+        if col[name] not in have:
+            parts.append(f"NULL::JSON AS {name}")
             continue
-        seen.add(col)
-        c = _ident(col)
+        c = _ident(col[name])
         if name == "generation":
             # an empty cell is an empty generation, which is legal (OTHER by rule)
-            parts.append(f"{_lit(col)}, to_json(coalesce({c}, ''))")
-            continue
-        if name in ("options", "option_logprobs", "metadata"):
-            # invalid JSON stays a string, so validation reports the field's type instead of dropping it
-            expr = f"CASE WHEN json_valid({c}) THEN json({c}) ELSE to_json({c}) END"
-        elif name in ("gold", "sample"):
-            expr = (
-                f"CASE WHEN regexp_full_match(trim({c}), '[0-9]+') THEN json(trim({c})) ELSE to_json({c}) END"
-            )
+            expr = f"to_json(coalesce({c}, ''))"
         else:
-            expr = f"to_json({c})"
-        parts.append(f"{_lit(col)}, CASE WHEN {c} IS NULL OR {c} = '' THEN NULL ELSE {expr} END")
-    obj = "json_object(" + ", ".join(parts) + ")" if parts else "'{}'"
-    # json_object keeps NULL members as null; strip them so an empty cell reads as absent
-    con.execute(f"INSERT INTO staged SELECT _row, json_merge_patch('{{}}', {obj})::VARCHAR, NULL FROM _csv")
+            if name in ("options", "option_logprobs", "metadata"):
+                # invalid JSON stays a string, so validation reports the field's type instead of dropping it
+                value = f"CASE WHEN json_valid({c}) THEN json({c}) ELSE to_json({c}) END"
+            elif name in ("gold", "sample"):
+                value = f"CASE WHEN regexp_full_match(trim({c}), '[0-9]+') THEN json(trim({c})) ELSE to_json({c}) END"
+            else:
+                value = f"to_json({c})"
+            expr = f"CASE WHEN {c} IS NULL OR {c} = '' THEN NULL ELSE {value} END"
+        parts.append(f"({expr})::JSON AS {name}")
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE stg AS SELECT _row AS line, NULL::VARCHAR AS pre_error, "
+        f"NULL::VARCHAR[] AS bad_utf8, 'OBJECT' AS jt, {', '.join(parts)} FROM _csv"
+    )
     con.execute("DROP TABLE _csv")
     return header
 
 
-def stage_parquet(con: duckdb.DuckDBPyConnection, path: str) -> list[str]:
-    """Stage a Parquet file as JSON objects, one per row; returns its column names."""
-    create_staging(con)
+def csv_header(path: str) -> list[str]:
+    """The column names of a CSV file's first record (a header cell may be quoted), after checking that the
+    whole file is UTF-8 (DuckDB's CSV reader lets some bad bytes through). Raises StageError naming the line
+    of the first bad byte, or for a file without a header."""
+    import csv
+    import io
+
+    first = b""
+    lines_before = 0  # lines before the current chunk, which starts at a line start
+    rest = b""
+    with open(path, "rb") as fh:
+        while True:
+            chunk = fh.read(CSV_CHUNK)
+            data = rest + chunk
+            if chunk:
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    rest = data
+                    continue
+                data, rest = data[: cut + 1], data[cut + 1 :]
+            if not data:
+                break
+            if lines_before == 0:
+                first = data.split(b"\n", 1)[0]
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                at = exc.start
+                line = lines_before + data.count(b"\n", 0, at) + 1
+                column = at - (data.rfind(b"\n", 0, at) + 1) + 1
+                raise StageError(f"not valid UTF-8 (byte {data[at]:#04x} at column {column})", line) from None
+            lines_before += data.count(b"\n")
+            if not chunk:
+                break
+    text = first.decode("utf-8").removeprefix("\ufeff").removesuffix("\r")
+    row = next(csv.reader(io.StringIO(text)), [])
+    if not row:
+        raise StageError("no header row", 1)
+    return row
+
+
+CSV_CHUNK = 32 << 20
+
+
+def stage_parquet(
+    con: duckdb.DuckDBPyConnection, path: str, columns: Mapping[str, str] | None = None
+) -> list[str]:
+    """Stage a Parquet file, one JSON value per field; returns its column names."""
     try:
+        cur = con.execute("SELECT * FROM read_parquet(?) LIMIT 0", [path])
+        types = {d[0]: str(d[1]).upper() for d in cur.description or []}
+        header = list(types)
+        col = _columns(columns)
+        parts = []
+        binary = []
+        for n in FIELDS:
+            c = _ident(col[n])
+            if col[n] not in types:
+                parts.append(f"NULL::JSON AS {n}")
+            elif types[col[n]] == "BLOB":
+                # BINARY: its text when it is UTF-8 (never the escaped bytes); otherwise refused by name
+                parts.append(f"to_json(coalesce(try(decode({c})), ''))::JSON AS {n}")
+                binary.append(f"CASE WHEN {c} IS NOT NULL AND try(decode({c})) IS NULL THEN {_lit(n)} END")
+            else:
+                parts.append(f"to_json({c})::JSON AS {n}")
+        bad_utf8 = (
+            f"nullif(list_filter([{', '.join(binary)}], lambda v: v IS NOT NULL), [])"
+            if binary
+            else "NULL::VARCHAR[]"
+        )
         con.execute(
-            "CREATE OR REPLACE TEMP TABLE _pq AS SELECT * EXCLUDE (file_row_number), file_row_number + 1 AS _row "
-            "FROM read_parquet(?, file_row_number = true)",
+            f"CREATE OR REPLACE TEMP TABLE stg AS SELECT file_row_number + 1 AS line, NULL::VARCHAR AS pre_error, "
+            f"{bad_utf8} AS bad_utf8, 'OBJECT' AS jt, {', '.join(parts)} FROM read_parquet(?, file_row_number = true)",
             [path],
         )
     except duckdb.Error as exc:
         raise StageError(str(exc).split("\n")[0]) from None
-    header = [r[0] for r in con.execute("DESCRIBE _pq").fetchall() if r[0] != "_row"]
-    con.execute("INSERT INTO staged SELECT _row, to_json(_pq)::VARCHAR, NULL FROM _pq")
-    con.execute("DROP TABLE _pq")
     return header
 
 
@@ -191,196 +368,305 @@ def any_record_has(con: duckdb.DuckDBPyConnection, column: str) -> bool:
     )
 
 
-def _lit(text: str) -> str:
-    """A SQL string literal (for names that come from a file's header or a `--map`)."""
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _path(column: str) -> str:
-    """The JSON path of a top-level key (`--map` refuses column names with a double quote)."""
-    return '$."' + column + '"'
-
-
 def staged_count(con: duckdb.DuckDBPyConnection) -> int:
-    return _count(con, "SELECT count(*) FROM staged")
+    return _count(con, "SELECT count(*) FROM stg")
 
 
-_FIELD = re.compile(r"\bf\[(\d+)\]")
-_TYPE_OF_FIELD = re.compile(r"json_type\(f\[(\d+)\]\)")
+def all_columns_seen(con: duckdb.DuckDBPyConnection, columns: Mapping[str, str]) -> bool:
+    """Whether every mapped field has a value in some staged row."""
+    counts = ", ".join(f"count({name})" for name in columns)
+    row = con.execute(f"SELECT {counts} FROM stg").fetchone()
+    return row is not None and all(row)
 
 
-def _per_line_checks(default_arm: str | None) -> tuple[str, str]:
-    """(a SELECT of (line, field, reason) over `xb` for every problem visible within one line,
-    a boolean expression over `x` that is true for the lines with any such problem).
-
-    The flag is computed in one pass over all rows; the detailed reasons only for the flagged few.
-    """
-    f = F
-    checks: list[str] = []
-    conds: list[str] = []
-
-    def add(fld: str, cond: str, reason: str) -> None:
-        checks.append(
-            f"SELECT line, '{fld}' AS field, {reason} AS reason FROM xb WHERE coalesce({cond}, false)"
-        )
-        conds.append(f"coalesce({cond}, false)")
-
-    add("line", "pre_error IS NOT NULL", "pre_error")
-    add("line", "pre_error IS NULL AND j IS NULL", "'not valid JSON'")
-    add("line", "j IS NOT NULL AND jt <> 'OBJECT'", f"'not a JSON object (got ' || {_word('jt')} || ')'")
-    ok = "j IS NOT NULL AND jt = 'OBJECT'"
-    for name in REQUIRED:
-        t = f"json_type(f[{f[name]}])"
-        if name == "arm":
-            absent = f"f[{f['arm']}] IS NULL" if default_arm is None else "false"
-            add(name, f"{ok} AND {absent}", "'missing required field (or pass --arm)'")
+def raw_rows(con: duckdb.DuckDBPyConnection, lines: Sequence[int], table: str = "staged") -> dict[int, str]:
+    """The raw text of some staged rows: from ``staged`` the line itself, from ``stg`` (CSV, Parquet) the
+    row's fields as one JSON object."""
+    if not lines:
+        return {}
+    con.register("_want", pa.table({"line": pa.array(list(lines), pa.int64())}))
+    try:
+        if table == "staged":
+            got = con.execute(
+                "SELECT line, text FROM staged WHERE line IN (SELECT line FROM _want)"
+            ).fetchall()
         else:
-            add(name, f"{ok} AND f[{f[name]}] IS NULL", "'missing required field'")
-        if name in ("item_id", "arm", "question", "generation"):
-            add(
-                name,
-                f"{ok} AND f[{f[name]}] IS NOT NULL AND {t} <> 'VARCHAR'",
-                f"'must be a string, got ' || {_word(t)}",
+            obj = ", ".join(f"{_lit(n)}, {n}" for n in FIELDS)
+            got = con.execute(
+                f"SELECT line, json_merge_patch('{{}}', json_object({obj}))::VARCHAR FROM stg "
+                "WHERE line IN (SELECT line FROM _want)"
+            ).fetchall()
+    finally:
+        con.unregister("_want")
+    return {int(line): text for line, text in got}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# validate: one declarative table of checks
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """A field's JSON types (json_type names) and whether the row needs it. NULL among the types: a JSON
+    null reads as absent."""
+
+    name: str
+    types: tuple[str, ...]
+    required: bool
+    type_message: str  # what the field must be, in the reason for a wrong type
+
+
+SPECS: tuple[FieldSpec, ...] = (
+    FieldSpec("item_id", ("VARCHAR",), True, "must be a string"),
+    FieldSpec("arm", ("VARCHAR",), True, "must be a string"),
+    FieldSpec("question", ("VARCHAR",), True, "must be a string"),
+    FieldSpec("options", ("ARRAY", "OBJECT"), True, "must be a list of option texts"),
+    FieldSpec("gold", ("VARCHAR", "BIGINT", "UBIGINT"), True, "must be a letter or a 0-based index"),
+    FieldSpec("generation", ("VARCHAR",), True, "must be a string"),
+    FieldSpec("orientation", ("VARCHAR", "NULL"), False, "must be a string"),
+    FieldSpec("prompt", ("VARCHAR", "NULL"), False, "must be a string"),
+    FieldSpec("sample", ("BIGINT", "UBIGINT", "NULL"), False, "must be a non-negative integer"),
+    FieldSpec("parsed_letter", ("VARCHAR", "NULL"), False, "must be a string or null"),
+    FieldSpec("option_logprobs", ("OBJECT", "NULL"), False, "must be an object"),
+    FieldSpec("model", ("VARCHAR", "NULL"), False, "must be a string"),
+    FieldSpec("metadata", ("OBJECT", "NULL"), False, "must be an object"),
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One problem a row can have: the field it is reported under, a predicate over the validation
+    columns (see :func:`_validation_cte`), and the reason (a SQL string expression over the same columns)."""
+
+    field: str
+    predicate: str
+    reason: str
+
+
+_OK = "jt = 'OBJECT'"
+_ARR = f"{_OK} AND t_options = 'ARRAY'"
+_ARR_N = f"{_ARR} AND n_opt IS NOT NULL"
+_N_OK = f"{_ARR_N} AND n_opt BETWEEN 2 AND {_MAX}"
+
+
+def checks(default_arm: str | None) -> list[Check]:
+    """Every problem visible within one row, in the order they are listed for a line."""
+    out = [
+        Check("line", "pre_error IS NOT NULL", "pre_error"),
+        Check("line", "pre_error IS NULL AND jt IS NULL", "'not valid JSON'"),
+        Check("line", "jt <> 'OBJECT'", f"'not a JSON object (got ' || {_word('jt')} || ')'"),
+    ]
+    for spec in SPECS:
+        n, t = spec.name, f"t_{spec.name}"
+        out.append(Check(n, f"list_contains(bad_utf8, {_lit(n)})", "'not valid UTF-8 text (a binary value)'"))
+        types = spec.types
+        if n == "arm" and default_arm is not None:
+            types = (*types, "NULL")  # --arm: an arm of null is the default arm
+        if spec.required and not (n == "arm" and default_arm is not None):
+            reason = "missing required field" + (" (or pass --arm)" if n == "arm" else "")
+            out.append(Check(n, f"{_OK} AND {n} IS NULL", _lit(reason)))
+        allowed = ", ".join(_lit(x) for x in types)
+        out.append(
+            Check(
+                n,
+                f"{_OK} AND {n} IS NOT NULL AND {t} NOT IN ({allowed})",
+                f"{_lit(spec.type_message + ', got ')} || {_word(t)}",
             )
-    add(
-        "item_id",
-        f"{ok} AND json_type(f[{f['item_id']}]) = 'VARCHAR' AND trim(f[{f['item_id']}]->>'$') = ''",
-        "'must not be empty'",
-    )
+        )
+    out += [
+        Check("item_id", f"{_OK} AND t_item_id = 'VARCHAR' AND trim(s_item_id) = ''", "'must not be empty'"),
+        Check("arm", f"{_OK} AND t_arm = 'VARCHAR' AND trim(s_arm) = ''", "'must not be empty'"),
+        # an options object {"A": text, "B": text, ...} (keys the displayed letters in order) is its values
+        Check(
+            "options",
+            f"{_OK} AND t_options = 'OBJECT'",
+            "'an options object needs the displayed letters A, B, ... in order as its keys, got ' || "
+            "coalesce(nullif(array_to_string(json_keys(o_raw), ', '), ''), 'none')",
+        ),
+        Check(
+            "options",
+            f"{_ARR} AND json_array_length(options) > 0 AND opts IS NULL",
+            "'every option must be a string'",
+        ),
+        Check("options", f"{_ARR_N} AND n_opt < 2", "'needs at least 2 options, got ' || n_opt"),
+        Check("options", f"{_ARR_N} AND n_opt > {_MAX}", f"'at most {_MAX} options, got ' || n_opt"),
+        Check(
+            "options",
+            f"{_ARR_N} AND len(list_distinct(opts)) < n_opt",
+            "'duplicate option texts: ' || array_to_string(list_filter(list_distinct(opts), "
+            "lambda v: len(list_filter(opts, lambda w: w = v)) > 1), ', ')",
+        ),
+        Check(
+            "options",
+            f"{_ARR_N} AND list_bool_or(list_transform(opts, lambda v: trim(v) = ''))",
+            "'an option text is empty'",
+        ),
+        Check(
+            "gold",
+            f"{_N_OK} AND t_gold IN ('BIGINT', 'UBIGINT') AND NOT (TRY_CAST(gold AS BIGINT) BETWEEN 0 AND n_opt - 1)",
+            "'index ' || gold::VARCHAR || ' is out of range for ' || n_opt || ' options (0..' || (n_opt - 1) || ')'",
+        ),
+        Check(
+            "gold",
+            f"{_N_OK} AND t_gold = 'VARCHAR' AND NOT {_in_range('upper(trim(s_gold))')}",
+            "'''' || s_gold || ''' is not a letter in A..' || chr(64 + n_opt)",
+        ),
+        Check(
+            "sample",
+            f"{_OK} AND t_sample = 'BIGINT' AND TRY_CAST(sample AS BIGINT) < 0",
+            "'must be a non-negative integer, got ' || sample::VARCHAR",
+        ),
+        Check(
+            "sample",
+            f"{_OK} AND t_sample IN ('BIGINT', 'UBIGINT') AND TRY_CAST(sample AS INTEGER) IS NULL",
+            "'is too large'",
+        ),
+        Check(
+            "parsed_letter",
+            f"{_N_OK} AND t_parsed_letter = 'VARCHAR' AND NOT {_in_range('upper(trim(s_parsed_letter))')}",
+            "'''' || s_parsed_letter || ''' is not a letter in A..' || chr(64 + n_opt)",
+        ),
+        Check(
+            "option_logprobs",
+            f"{_N_OK} AND t_option_logprobs = 'OBJECT' AND NOT "
+            f"list_bool_and(list_transform(json_keys(option_logprobs), lambda k: {_in_range('k')}))",
+            "'keys must be option letters in A..' || chr(64 + n_opt)",
+        ),
+        Check(
+            "option_logprobs",
+            f"{_N_OK} AND t_option_logprobs = 'OBJECT' AND "
+            "list_bool_and(list_transform(json_keys(option_logprobs), lambda k: length(k) = 1 AND ascii(k) BETWEEN 65 AND 90)) "
+            "AND NOT list_bool_and(list_transform(json_keys(option_logprobs), "
+            "lambda k: json_type(json_extract(option_logprobs, '$.' || k)) IN ('BIGINT', 'UBIGINT', 'DOUBLE')))",
+            "'values must be numbers (log-probabilities)'",
+        ),
+        Check(
+            "orientation",
+            f"{_N_OK} AND t_orientation = 'VARCHAR' AND (length(s_orientation) <> n_opt OR "
+            f"array_to_string(list_sort(string_split(s_orientation, '')), '') <> left('{LETTERS}', n_opt))",
+            "'''' || s_orientation || ''' is not an orientation label for ' || n_opt || "
+            f"' options (a permutation of ' || left('{LETTERS}', n_opt) || ')'",
+        ),
+    ]
     if default_arm is not None:
-        add(
-            "arm",
-            f"{ok} AND json_type(f[{f['arm']}]) = 'VARCHAR' AND f[{f['arm']}]->>'$' <> getvariable('default_arm')",
-            "'arm ' || (f["
-            + str(f["arm"])
-            + "]->>'$') || ' contradicts --arm ' || getvariable('default_arm')",
+        out.append(
+            Check(
+                "arm",
+                f"{_OK} AND t_arm = 'VARCHAR' AND s_arm <> getvariable('default_arm')",
+                "'arm ' || s_arm || ' contradicts --arm ' || getvariable('default_arm')",
+            )
         )
-    add(
-        "arm",
-        f"{ok} AND json_type(f[{f['arm']}]) = 'VARCHAR' AND trim(f[{f['arm']}]->>'$') = ''",
-        "'must not be empty'",
+    return out
+
+
+def _jtype(c: str) -> str:
+    """json_type of a staged value, read off its first character where that tells (the staged values are
+    DuckDB's own compact JSON, so a string starts with a quote): no parse of a long generation."""
+    return (
+        f"CASE WHEN {c} IS NULL THEN NULL ELSE CASE left({c}::VARCHAR, 1) WHEN '\"' THEN 'VARCHAR' "
+        f"WHEN '[' THEN 'ARRAY' WHEN '{{' THEN 'OBJECT' WHEN 'n' THEN 'NULL' WHEN 't' THEN 'BOOLEAN' "
+        f"WHEN 'f' THEN 'BOOLEAN' ELSE json_type({c}) END END"
     )
-    # options
-    o = f"f[{f['options']}]"
-    add(
-        "options",
-        f"{ok} AND {o} IS NOT NULL AND json_type({o}) NOT IN ('ARRAY', 'OBJECT')",
-        f"'must be a list of option texts, got ' || {_word(f'json_type({o})')}",
+
+
+def _validation_cte() -> str:
+    """``x``: ``stg`` with each field's type (t_*), string value (s_*), the options as a list (``opts``, NULL
+    unless every option is a string) and their count (``n_opt``); an options object whose keys are A, B, ...
+    in order is read as the list of its values (``o_raw`` keeps it as given)."""
+    raw = ", ".join(f"{_jtype(n)} AS t_{n}" for n in FIELDS if n != "options")
+    strings = ", ".join(
+        f"CASE WHEN t_{n} = 'VARCHAR' THEN {n}->>'$' END AS s_{n}"
+        for n in FIELDS
+        if n not in ("options", "option_logprobs", "metadata")
     )
-    # an options object whose keys are A, B, ... in order was read as the list of its values (`n`, in load)
-    add(
-        "options",
-        f"{ok} AND json_type({o}) = 'OBJECT'",
-        "'an options object needs the displayed letters A, B, ... in order as its keys, got ' || "
-        "coalesce(nullif(array_to_string(json_keys(o_raw), ', '), ''), 'none')",
+    return f"""
+    WITH x0 AS (
+        SELECT * REPLACE (
+            CASE WHEN {_jtype("options")} = 'OBJECT' AND (json_keys(options) = [] OR
+                      list_bool_and(list_transform(json_keys(options), lambda k, i: k = chr((64 + i)::INTEGER))))
+                 THEN to_json(json_extract(options, '$.*')) ELSE options END AS options
+        ), options AS o_raw, {raw}
+        FROM stg
+    ), x1 AS (
+        SELECT *, {_jtype("options")} AS t_options, {strings} FROM x0
+    ), x AS (
+        SELECT *,
+            CASE WHEN jt = 'OBJECT' AND t_options = 'ARRAY'
+                  AND (json_array_length(options) = 0 OR list_distinct(json_type(options, '$[*]')) = ['VARCHAR'])
+                 THEN from_json(options, '["VARCHAR"]') END AS opts,
+            len(opts)::INTEGER AS n_opt
+        FROM x1
     )
-    arr = f"{ok} AND json_type({o}) = 'ARRAY'"
-    add(
-        "options",
-        f"{arr} AND json_array_length({o}) > 0 AND list_distinct(json_type({o}, '$[*]')) <> ['VARCHAR']",
-        "'every option must be a string'",
+    """
+
+
+def _any_problem(cs: Sequence[Check]) -> str:
+    return " OR ".join(f"coalesce({c.predicate}, false)" for c in cs)
+
+
+def flagged(con: duckdb.DuckDBPyConnection, default_arm: str | None) -> int:
+    """One pass over every staged row: ``parsed``, the typed values of every row with a flag ``bad`` for any
+    problem visible within the row (:data:`checks`); returns how many rows are flagged."""
+    con.execute("SET VARIABLE default_arm = ?", [default_arm])
+    typed_rows(con, bad=_any_problem(checks(default_arm)))
+    return _count(con, "SELECT count(*) FROM parsed WHERE bad")
+
+
+def diagnose(con: duckdb.DuckDBPyConnection, default_arm: str | None) -> None:
+    """The reasons (``errs``: line, field, reason) of every row with a problem visible within the row."""
+    con.execute("SET VARIABLE default_arm = ?", [default_arm])
+    cs = checks(default_arm)
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _flagged AS
+        {_validation_cte()} SELECT * FROM x WHERE {_any_problem(cs)}
+        """
     )
-    arr_s = f"{arr} AND n_opt IS NOT NULL"
-    add("options", f"{arr_s} AND n_opt < 2", "'needs at least 2 options, got ' || n_opt")
-    add("options", f"{arr_s} AND n_opt > {len(LETTERS)}", f"'at most {len(LETTERS)} options, got ' || n_opt")
-    add(
-        "options",
-        f"{arr_s} AND len(list_distinct(opts)) < n_opt",
-        "'duplicate option texts: ' || array_to_string(list_filter(list_distinct(opts), lambda v: len(list_filter(opts, lambda w: w = v)) > 1), ', ')",
+    union = "\nUNION ALL\n".join(
+        f"SELECT line, {_lit(c.field)} AS field, {c.reason} AS reason FROM _flagged WHERE coalesce({c.predicate}, false)"
+        for c in cs
     )
-    add(
-        "options",
-        f"{arr_s} AND list_bool_or(list_transform(opts, lambda v: trim(v) = ''))",
-        "'an option text is empty'",
+    con.execute(f"INSERT INTO errs SELECT line, field, reason FROM ({union})")
+    con.execute("DROP TABLE _flagged")
+
+
+def typed_rows(con: duckdb.DuckDBPyConnection, bad: str | None = None) -> None:
+    """``parsed``: the typed values of the staged rows (the same columns the checks read, so the fast path
+    and the line-level path store the same values): with ``bad`` (a predicate), of every row with that
+    flag; without, of the rows without a reason in ``errs``. No expression here can raise on a bad value."""
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE parsed AS
+        {_validation_cte()}
+        SELECT line, {bad or "false"} AS bad,
+            s_item_id AS item_id,
+            coalesce(s_arm, getvariable('default_arm')) AS arm,
+            s_question AS question,
+            opts AS options,
+            n_opt,
+            CASE WHEN t_gold = 'VARCHAR' THEN upper(trim(s_gold))
+                 WHEN TRY_CAST(gold AS INTEGER) BETWEEN 0 AND {_MAX - 1} THEN chr(65 + TRY_CAST(gold AS INTEGER))
+            END AS gold_letter,
+            s_generation AS generation,
+            s_orientation AS given_orientation,
+            s_prompt AS prompt,
+            coalesce(TRY_CAST(sample AS INTEGER), 0) AS sample,
+            upper(trim(s_parsed_letter)) AS user_letter,
+            CASE WHEN t_option_logprobs = 'OBJECT' THEN option_logprobs END AS option_logprobs,
+            s_model AS model,
+            CASE WHEN t_metadata = 'OBJECT' THEN metadata END AS metadata
+        FROM x
+        {"" if bad else "WHERE line NOT IN (SELECT line FROM errs)"}
+        """
     )
-    # gold
-    g = f"f[{f['gold']}]"
-    gold_text = f"upper(trim({g}->>'$'))"
-    gt = f"json_type({g})"
-    add(
-        "gold",
-        f"{ok} AND {g} IS NOT NULL AND {gt} NOT IN ('VARCHAR', 'BIGINT', 'UBIGINT')",
-        f"'must be a letter or a 0-based index, got ' || {_word(gt)}",
-    )
-    add(
-        "gold",
-        f"{arr_s} AND n_opt BETWEEN 2 AND {len(LETTERS)} AND {gt} IN ('BIGINT', 'UBIGINT') "
-        f"AND NOT (TRY_CAST({g} AS BIGINT) BETWEEN 0 AND n_opt - 1)",
-        f"'index ' || {g}::VARCHAR || ' is out of range for ' || n_opt || ' options (0..' || (n_opt - 1) || ')'",
-    )
-    add(
-        "gold",
-        f"{arr_s} AND n_opt BETWEEN 2 AND {len(LETTERS)} AND {gt} = 'VARCHAR' AND NOT {_in_range(gold_text)}",
-        f"'''' || ({g}->>'$') || ''' is not a letter in A..' || chr(64 + n_opt)",
-    )
-    # optional fields
-    for name, want, word in (
-        ("orientation", "VARCHAR", "a string"),
-        ("prompt", "VARCHAR", "a string"),
-        ("model", "VARCHAR", "a string"),
-        ("parsed_letter", "VARCHAR", "a string or null"),
-        ("metadata", "OBJECT", "an object"),
-        ("option_logprobs", "OBJECT", "an object"),
-    ):
-        t = f"json_type(f[{f[name]}])"
-        add(
-            name,
-            f"{ok} AND f[{f[name]}] IS NOT NULL AND {t} NOT IN ('{want}', 'NULL')",
-            f"'must be {word}, got ' || {_word(t)}",
-        )
-    s = f"f[{f['sample']}]"
-    add(
-        "sample",
-        f"{ok} AND {s} IS NOT NULL AND json_type({s}) NOT IN ('BIGINT', 'UBIGINT', 'NULL')",
-        f"'must be a non-negative integer, got ' || {_word(f'json_type({s})')}",
-    )
-    add(
-        "sample",
-        f"{ok} AND json_type({s}) = 'BIGINT' AND TRY_CAST({s} AS BIGINT) < 0",
-        "'must be a non-negative integer, got ' || " + s + "::VARCHAR",
-    )
-    add(
-        "sample",
-        f"{ok} AND json_type({s}) IN ('BIGINT', 'UBIGINT') AND TRY_CAST({s} AS INTEGER) IS NULL",
-        "'is too large'",
-    )
-    pl = f"f[{f['parsed_letter']}]"
-    pl_text = f"upper(trim({pl}->>'$'))"
-    add(
-        "parsed_letter",
-        f"{arr_s} AND n_opt BETWEEN 2 AND {len(LETTERS)} AND json_type({pl}) = 'VARCHAR' "
-        f"AND NOT {_in_range(pl_text)}",
-        f"'''' || ({pl}->>'$') || ''' is not a letter in A..' || chr(64 + n_opt)",
-    )
-    lp = f"f[{f['option_logprobs']}]"
-    add(
-        "option_logprobs",
-        f"{arr_s} AND n_opt BETWEEN 2 AND {len(LETTERS)} AND json_type({lp}) = 'OBJECT' AND NOT "
-        f"list_bool_and(list_transform(json_keys({lp}), lambda k: {_in_range('k')}))",
-        "'keys must be option letters in A..' || chr(64 + n_opt)",
-    )
-    add(
-        "option_logprobs",
-        f"{arr_s} AND n_opt BETWEEN 2 AND {len(LETTERS)} AND json_type({lp}) = 'OBJECT' AND "
-        f"list_bool_and(list_transform(json_keys({lp}), lambda k: length(k) = 1 AND ascii(k) BETWEEN 65 AND 90)) AND NOT "
-        f"list_bool_and(list_transform(json_keys({lp}), lambda k: json_type(json_extract({lp}, '$.' || k)) IN ('BIGINT', 'UBIGINT', 'DOUBLE')))",
-        "'values must be numbers (log-probabilities)'",
-    )
-    add(
-        "orientation",
-        f"{arr_s} AND n_opt BETWEEN 2 AND {len(LETTERS)} AND json_type(f[{f['orientation']}]) = 'VARCHAR' "
-        f"AND (length(f[{f['orientation']}]->>'$') <> n_opt OR array_to_string(list_sort(string_split(f[{f['orientation']}]->>'$', '')), '') "
-        f"<> left('{LETTERS}', n_opt))",
-        f"'''' || (f[{f['orientation']}]->>'$') || ''' is not an orientation label for ' || n_opt || ' options (a permutation of ' || left('{LETTERS}', n_opt) || ')'",
-    )
-    # json_type of each field is computed once per row in `x` (column t)
-    union, any_bad = "\nUNION ALL\n".join(checks), " OR ".join(conds)
-    union, any_bad = (_FIELD.sub(r"f\1", _TYPE_OF_FIELD.sub(r"t\1", q)) for q in (union, any_bad))
-    return union, any_bad
+
+
+# ---------------------------------------------------------------------------------------------------------
+# resolve items and write
+
+
+def create_errors(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("CREATE OR REPLACE TEMP TABLE errs (line BIGINT, field VARCHAR, reason VARCHAR)")
 
 
 def load(
@@ -396,143 +682,81 @@ def load(
     naive_pattern: Callable[[int], str],
     framework_patterns: dict[str, tuple[str, ...]],
     error_cap: int = 200,
-    memory_limit: str = "1GB",
-    columns: Mapping[str, str] | None = None,
+    raw: Callable[[Sequence[int]], dict[int, str]] | None = None,
+    progress: Callable[[str, int, int | None], None] | None = None,
 ) -> LoadResult:
-    """Validate the staged rows and write the good ones; returns what happened.
-
-    ``columns`` (field -> key of the staged object, from `--map`) says where each field is read from; a
-    field not named there is read from the key of its own name. When errors exist and ``skip_bad`` is
-    false, nothing is written (the caller rolls back).
-    """
-    col = {name: (columns or {}).get(name, name) for name in FIELDS}
+    """Resolve and write the validated rows (``parsed``, with the problems found so far in ``errs``);
+    returns what happened. When errors exist and ``skip_bad`` is false, nothing is written (the caller rolls
+    back). ``raw`` gives the raw text of some rows (default: :func:`raw_rows`)."""
     res = LoadResult()
-    f = F
-    # bounded memory: DuckDB spills the big intermediate tables to disk beyond this; order comes from `line`
-    con.execute("SET memory_limit = ?", [memory_limit])
     con.execute("SET preserve_insertion_order = false")
-    con.execute("SET VARIABLE default_arm = ?", [default_arm])
-    union, any_bad = _per_line_checks(default_arm)
-
-    def parse_cte(columnar: bool) -> str:
-        """The parsed fields of every staged line. `columnar` reads the fields into one column each (a
-        STRUCT: fast, JSON null reads as absent) for the one-pass flag; otherwise into a list with JSON null
-        kept, for the detailed reasons on the flagged lines."""
-        if columnar:
-            spec = json.dumps({col[n]: "JSON" for n in FIELDS})
-            fields = f"from_json(j, {_lit(spec)}) AS s"
-            cols = ", ".join(f"s.{_ident(col[n])} AS f{i}" for i, n in enumerate(FIELDS, start=1))
-        else:
-            paths = ", ".join(_lit(_path(col[n])) for n in FIELDS)
-            fields = f"json_extract(j, [{paths}]) AS s"
-            cols = ", ".join(f"s[{i}] AS f{i}" for i in range(1, len(FIELDS) + 1))
-        o = f"f{f['options']}"
-        # an options object {"A": text, "B": text, ...} (keys the displayed letters in order) is its values
-        letter_keys = (
-            f"list_bool_and(list_transform(json_keys({o}), lambda k, i: k = chr((64 + i)::INTEGER)))"
+    res.duplicates_in_file = _resolve(con, replace)
+    res.error_count = _count(con, "SELECT count(*) FROM errs")
+    if res.error_count:
+        shown = con.execute(
+            "SELECT line, field, reason FROM errs ORDER BY line, field LIMIT ?", [error_cap]
+        ).fetchall()
+        get_raw = raw or (lambda lines: raw_rows(con, lines))
+        texts = get_raw(sorted({int(r[0]) for r in shown})) if skip_bad else {}
+        res.errors = [(int(r[0]), r[1], r[2], texts.get(int(r[0]))) for r in shown]
+        if not skip_bad:
+            return res
+        bad = [int(r[0]) for r in con.execute("SELECT DISTINCT line FROM errs ORDER BY 1").fetchall()]
+        texts = get_raw(bad)
+        con.register(
+            "_raw",
+            pa.table({"line": pa.array(list(texts), pa.int64()), "text": pa.array(list(texts.values()))}),
         )
-        return f"""
-        WITH v AS (
-            SELECT line, pre_error, CASE WHEN pre_error IS NULL AND json_valid(text) THEN text::JSON END AS j
-            FROM staged
-        ), e0 AS (
-            SELECT line, pre_error, j, json_type(j) AS jt, {cols}
-            FROM (SELECT *, {fields} FROM v)
-        ), e AS (
-            SELECT * REPLACE (
-                CASE WHEN json_type({o}) = 'OBJECT' AND (json_keys({o}) = [] OR {letter_keys})
-                     THEN to_json(json_extract({o}, '$.*')) ELSE {o} END AS {o}
-            ), {o} AS o_raw
-            FROM e0
-        ), x AS (
-            SELECT *,
-                {", ".join(f"json_type(f{i}) AS t{i}" for i in range(1, len(FIELDS) + 1))},
-                CASE WHEN jt = 'OBJECT' AND json_type({o}) = 'ARRAY'
-                      AND (json_array_length({o}) = 0 OR list_distinct(json_type({o}, '$[*]')) = ['VARCHAR'])
-                     THEN from_json({o}, '["VARCHAR"]') END AS opts,
-                len(opts)::INTEGER AS n_opt
-            FROM e
-        )
-        """
-
-    # One pass over every row: typed columns, and a flag for rows with any problem visible within the line.
-    # The typed expressions run only for unflagged rows (CASE), so a bad value cannot raise here.
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE parsed AS
-        {parse_cte(columnar=True)}
-        SELECT line, bad,
-            CASE WHEN NOT bad THEN f{f["item_id"]}->>'$' END AS item_id,
-            CASE WHEN NOT bad THEN coalesce(f{f["arm"]}->>'$', getvariable('default_arm')) END AS arm,
-            CASE WHEN NOT bad THEN f{f["question"]}->>'$' END AS question,
-            CASE WHEN NOT bad THEN opts END AS options,
-            n_opt,
-            CASE WHEN bad THEN NULL
-                 WHEN t{f["gold"]} = 'VARCHAR' THEN upper(trim(f{f["gold"]}->>'$'))
-                 ELSE chr(65 + TRY_CAST(f{f["gold"]} AS INTEGER)) END AS gold_letter,
-            CASE WHEN NOT bad THEN f{f["generation"]}->>'$' END AS generation,
-            CASE WHEN NOT bad THEN f{f["orientation"]}->>'$' END AS given_orientation,
-            CASE WHEN NOT bad THEN f{f["prompt"]}->>'$' END AS prompt,
-            CASE WHEN NOT bad THEN coalesce(TRY_CAST(f{f["sample"]} AS INTEGER), 0) END AS sample,
-            CASE WHEN NOT bad THEN upper(trim(f{f["parsed_letter"]}->>'$')) END AS user_letter,
-            CASE WHEN NOT bad AND t{f["option_logprobs"]} = 'OBJECT' THEN f{f["option_logprobs"]} END AS option_logprobs,
-            CASE WHEN NOT bad THEN f{f["model"]}->>'$' END AS model,
-            CASE WHEN NOT bad AND t{f["metadata"]} = 'OBJECT' THEN f{f["metadata"]} END AS metadata
-        FROM (SELECT *, ({any_bad}) AS bad FROM x)
-        """
-    )
-    con.execute("CREATE OR REPLACE TEMP TABLE errs (line BIGINT, field VARCHAR, reason VARCHAR)")
-    if _count(con, "SELECT count(*) FROM parsed WHERE bad"):
-        # the detailed reasons, only for the flagged lines
-        con.execute(
-            f"""
-            CREATE OR REPLACE TEMP TABLE xb AS
-            {parse_cte(columnar=False)}
-            SELECT * FROM x WHERE line IN (SELECT line FROM parsed WHERE bad)
-            """
-        )
-        con.execute(f"INSERT INTO errs SELECT line, field, reason FROM ({union})")
-        # the flag and the reasons are two renderings of the same checks: a flagged line without a reason
-        # would vanish silently, so it stops the load instead
-        unexplained = _count(
-            con, "SELECT count(*) FROM parsed WHERE bad AND line NOT IN (SELECT line FROM errs)"
-        )
-        if unexplained:
-            raise RuntimeError(
-                f"internal error: {unexplained} rows flagged bad without a reason; nothing written"
+        try:
+            con.execute(
+                "INSERT INTO rejected_rows SELECT ?, ?, e.line, e.field, e.reason, r.text "
+                "FROM errs e LEFT JOIN _raw r USING (line)",
+                [ingest_id, source],
             )
-        con.execute("DELETE FROM parsed WHERE bad")
+        finally:
+            con.unregister("_raw")
+        res.rejected = len(bad)
+        con.execute("DELETE FROM final WHERE line IN (SELECT line FROM errs)")
+    if progress:
+        progress("writing", 0, None)
+    _write(con, res, ingest_id, strict, strict_max_extra, naive_pattern, framework_patterns, progress)
+    return res
+
+
+def _resolve(con: duckdb.DuckDBPyConnection, replace: bool) -> int:
+    """``final``: the rows of ``parsed`` with their item's canonical order, orientation, row id and gold
+    option; the problems between rows go to ``errs``. Returns the count of identical duplicates."""
     # canonical orders: the study's items, else the first good row of this file
     con.execute(
         """
         CREATE OR REPLACE TEMP TABLE canon AS
-        SELECT item_id, options AS canon, gold_index, origin, NULL::BIGINT AS first_line, false AS is_new FROM items
-        UNION ALL
-        SELECT item_id, arg_min(options, line), NULL, 'first-row', min(line), true
-        FROM parsed WHERE item_id NOT IN (SELECT item_id FROM items) GROUP BY item_id
+        SELECT *, list_sort(canon) AS canon_sorted FROM (
+            SELECT item_id, options AS canon, gold_index, origin, NULL::BIGINT AS first_line, false AS is_new
+            FROM items
+            UNION ALL
+            SELECT f.item_id, p.options, NULL, 'first-row', f.first_line, true
+            FROM (SELECT item_id, min(line) AS first_line FROM parsed
+                  WHERE item_id NOT IN (SELECT item_id FROM items) GROUP BY item_id) f
+            JOIN parsed p ON p.line = f.first_line
+        )
         """
     )
-    ns = [int(r[0]) for r in con.execute("SELECT DISTINCT n_opt FROM parsed ORDER BY 1").fetchall()]
-    naive_letter, naive_params = naive_letter_sql(ns, naive_pattern)
     con.execute(
-        f"""
+        """
         CREATE OR REPLACE TEMP TABLE final AS
         SELECT *,
-            'r' || left(md5(arm || chr(31) || item_id || chr(31) || coalesce(derived, '') || chr(31) || sample::VARCHAR), 20) AS row_id,
-            {naive_letter} AS naive_letter,
-            NULL::VARCHAR AS strict_letter
+            'r' || left(md5(arm || chr(31) || item_id || chr(31) || coalesce(derived, '') || chr(31) || sample::VARCHAR), 20) AS row_id
         FROM (
-            SELECT p.*, c.canon, c.origin, c.first_line,
-                list_sort(p.options) = list_sort(c.canon) AS same_set,
-                CASE WHEN list_sort(p.options) = list_sort(c.canon)
+            SELECT p.* EXCLUDE (bad), c.canon, c.origin, c.first_line,
+                list_sort(p.options) = c.canon_sorted AS same_set,
+                CASE WHEN list_sort(p.options) = c.canon_sorted
                      THEN array_to_string(list_transform(p.options, lambda o: chr(64 + list_position(c.canon, o))), '')
                 END AS derived,
                 p.options[ascii(p.gold_letter) - 64] AS gold_option,
                 CASE WHEN c.gold_index IS NOT NULL THEN c.canon[c.gold_index + 1] END AS known_gold
             FROM parsed p JOIN canon c USING (item_id)
         )
-        """,
-        naive_params,
+        """
     )
     con.execute("DROP TABLE parsed")
     # gold consistency: every row of an item names the same gold option (the item's, else its first row's)
@@ -564,23 +788,35 @@ def load(
         WHERE g.same_set AND g.gold_option <> r.gold_ref_option
         """
     )
-    con.execute("DELETE FROM final WHERE line IN (SELECT line FROM errs)")
+    con.execute("DROP TABLE gold_ref")
+    if _count(con, "SELECT count(*) FROM errs"):
+        con.execute("DELETE FROM final WHERE line IN (SELECT line FROM errs)")
     # duplicates within the file: identical ones are dropped, conflicting ones are errors
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE dup_first AS
+        SELECT d.row_id, d.line, f.generation, d.n
+        FROM (SELECT row_id, min(line) AS line, count(*) AS n FROM final GROUP BY row_id HAVING count(*) > 1) d
+        JOIN final f ON f.line = d.line
+        """
+    )
     con.execute(
         """
         INSERT INTO errs
         SELECT k.line, 'generation',
             'duplicate of line ' || f.line || ' (same arm, item, orientation, sample) with a different generation'
-        FROM final k JOIN (SELECT row_id, min(line) AS line, arg_min(generation, line) AS generation
-                           FROM final WHERE row_id IN (SELECT row_id FROM final GROUP BY row_id HAVING count(*) > 1)
-                           GROUP BY row_id) f USING (row_id)
+        FROM final k JOIN dup_first f USING (row_id)
         WHERE k.line <> f.line AND k.generation <> f.generation
         """
     )
-    res.duplicates_in_file = _count(
-        con, "SELECT count(*) - count(DISTINCT row_id) FROM final WHERE line NOT IN (SELECT line FROM errs)"
-    )
-    if not replace:
+    duplicates = 0
+    if _count(con, "SELECT count(*) FROM dup_first"):
+        duplicates = _count(
+            con,
+            "SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM final "
+            "WHERE row_id IN (SELECT row_id FROM dup_first) AND line NOT IN (SELECT line FROM errs) GROUP BY row_id)",
+        )
+    if not replace and _count(con, "SELECT count(*) FROM gen_rows"):
         con.execute(
             """
             INSERT INTO errs
@@ -591,68 +827,59 @@ def load(
             WHERE k.generation <> r.generation
             """
         )
+    return duplicates
 
-    res.error_count = _count(con, "SELECT count(*) FROM errs")
-    res.errors = [
-        (int(r[0]), r[1], r[2], r[3])
-        for r in con.execute(
-            "SELECT e.line, e.field, e.reason, s.text FROM errs e LEFT JOIN staged s USING (line) "
-            "ORDER BY e.line, e.field LIMIT ?",
-            [error_cap],
-        ).fetchall()
-    ]
-    if res.error_count and not skip_bad:
-        return res
-    if res.error_count:
-        con.execute(
-            """
-            INSERT INTO rejected_rows
-            SELECT ?, ?, e.line, e.field, e.reason, s.text FROM errs e LEFT JOIN staged s USING (line)
-            """,
-            [ingest_id, source],
-        )
-        res.rejected = _count(con, "SELECT count(DISTINCT line) FROM errs")
 
-    con.execute("DELETE FROM final WHERE line IN (SELECT line FROM errs)")
+def _write(
+    con: duckdb.DuckDBPyConnection,
+    res: LoadResult,
+    ingest_id: int,
+    strict: Callable[[str, Sequence[str]], str | None],
+    strict_max_extra: int,
+    naive_pattern: Callable[[int], str],
+    framework_patterns: dict[str, tuple[str, ...]],
+    progress: Callable[[str, int, int | None], None] | None = None,
+) -> None:
     # identical duplicates within the file: keep the first line of each
-    con.execute(
-        """
-        DELETE FROM final WHERE line IN (
-            SELECT k.line FROM final k
-            JOIN (SELECT row_id, min(line) AS first FROM final GROUP BY row_id HAVING count(*) > 1) d USING (row_id)
-            WHERE k.line <> d.first
+    if _count(con, "SELECT count(*) FROM dup_first"):
+        con.execute(
+            "DELETE FROM final WHERE line IN (SELECT k.line FROM final k JOIN dup_first d USING (row_id) "
+            "WHERE k.line <> d.line)"
         )
-        """
-    )
-    res.unchanged = _count(
-        con, "SELECT count(*) FROM final f JOIN gen_rows r USING (row_id) WHERE f.generation = r.generation"
-    )
-    con.execute(
-        "DELETE FROM final WHERE row_id IN (SELECT f.row_id FROM final f JOIN gen_rows r USING (row_id) "
-        "WHERE f.generation = r.generation)"
-    )
-    replaced = [
-        r[0]
-        for r in con.execute(
-            "SELECT row_id FROM final WHERE row_id IN (SELECT row_id FROM gen_rows)"
-        ).fetchall()
-    ]
-    res.replaced = len(replaced)
-    if replaced:
-        _retire_replaced(con, ingest_id)
-        con.execute("DELETE FROM gen_rows WHERE row_id IN (SELECT row_id FROM final)")
+    con.execute("DROP TABLE dup_first")
+    if _count(con, "SELECT count(*) FROM gen_rows LIMIT 1"):
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE _known AS SELECT f.row_id, f.generation = r.generation AS same "
+            "FROM final f JOIN gen_rows r USING (row_id)"
+        )
+        res.unchanged = _count(con, "SELECT count(*) FROM _known WHERE same")
+        if res.unchanged:
+            con.execute("DELETE FROM final WHERE row_id IN (SELECT row_id FROM _known WHERE same)")
+        con.execute("DELETE FROM _known WHERE same")
+        res.replaced = _count(con, "SELECT count(*) FROM _known")
+        if res.replaced:
+            # a replaced generation invalidates its judge verdicts and parser letters; its reviews are
+            # retracted by a new review record (reviews stay append-only)
+            con.execute("DELETE FROM judge_verdicts WHERE row_id IN (SELECT row_id FROM _known)")
+            refresh_current_judge(con, "row_id IN (SELECT row_id FROM _known)")
+            con.execute("DELETE FROM parser_letters WHERE row_id IN (SELECT row_id FROM _known)")
+            retract_for_replaced_rows(con, "_known", ingest_id)
+            con.execute("DELETE FROM gen_rows WHERE row_id IN (SELECT row_id FROM _known)")
+        con.execute("DROP TABLE _known")
 
     # new items keep the canonical order of their first row (or the items file's, inserted earlier)
     res.new_items = _count(
         con,
         """
         INSERT INTO items
-        SELECT c.item_id, arg_min(f.question, f.line), c.canon,
-               list_position(c.canon, arg_min(f.gold_option, f.line)) - 1, NULL, 'first-row'
-        FROM canon c JOIN final f USING (item_id) WHERE c.is_new
-        GROUP BY c.item_id, c.canon
+        SELECT c.item_id, f.question, c.canon, list_position(c.canon, f.gold_option) - 1, NULL, 'first-row'
+        FROM canon c
+        JOIN (SELECT item_id, min(line) AS line FROM final GROUP BY item_id) m USING (item_id)
+        JOIN final f ON f.line = m.line
+        WHERE c.is_new
         """,
     )
+    con.execute("DROP TABLE canon")
     res.new_arms = [
         r[0]
         for r in con.execute(
@@ -666,80 +893,67 @@ def load(
         ).fetchall()
     ]
 
-    _run_parsers(con, strict, strict_max_extra, framework_patterns)
-
-    con.execute(
-        """
-        INSERT INTO gen_rows
-        SELECT row_id, arm, item_id, derived, sample, question, options, gold_letter, generation,
-            is_blank(generation),
-            prompt, model, metadata, option_logprobs, user_letter, naive_letter, strict_letter, ?, line
-        FROM final
-        """,
-        [ingest_id],
-    )
-    res.loaded = _count(con, "SELECT count(*) FROM final")
-    con.execute(
-        """
-        INSERT INTO parser_letters
-        SELECT row_id, parser, letter FROM fw_letters
-        """
-    )
-    return res
-
-
-def _retire_replaced(con: duckdb.DuckDBPyConnection, ingest_id: int) -> None:
-    """A replaced generation invalidates its judge verdicts and parser letters; its reviews are retracted
-    by a new review record (reviews stay append-only)."""
-    con.execute("DELETE FROM judge_verdicts WHERE row_id IN (SELECT row_id FROM final)")
-    refresh_current_judge(con, "row_id IN (SELECT row_id FROM final)")
-    con.execute("DELETE FROM parser_letters WHERE row_id IN (SELECT row_id FROM final)")
-    con.execute(
-        """
-        INSERT INTO reviews (review_id, row_id, action, note, reviewer, created_at, retracts, origin)
-        SELECT nextval('review_seq'), r.row_id, 'retract',
-               'generation replaced by ingest ' || ?::VARCHAR, 'mcqaudit', now(), r.review_id, 'ingest --replace'
-        FROM effective_reviews r WHERE r.row_id IN (SELECT row_id FROM final)
-        """,
-        [ingest_id],
-    )
-    refresh_effective_reviews(con, "row_id IN (SELECT row_id FROM final)")
+    strict_hits = _strict_letters(con, strict, strict_max_extra)
+    ns = [int(r[0]) for r in con.execute("SELECT DISTINCT n_opt FROM final ORDER BY 1").fetchall()]
+    naive_letter, naive_params = naive_letter_sql(ns, naive_pattern)
+    con.register("_strict", strict_hits)
+    try:
+        # the rows as stored, in a parallel CREATE (the insert into gen_rows, with its key, is one thread)
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE _rows AS
+            SELECT f.row_id, arm, item_id, derived, sample, question, options, gold_letter, generation,
+                is_blank(generation), prompt, model, metadata, option_logprobs, user_letter,
+                {naive_letter}, s.letter, ?::INTEGER, line
+            FROM final f LEFT JOIN _strict s ON s.row_id = f.row_id
+            """,
+            [*naive_params, ingest_id],
+        )
+    finally:
+        con.unregister("_strict")
+    res.loaded = _count(con, "INSERT INTO gen_rows SELECT * FROM _rows")
+    con.execute("DROP TABLE _rows")
+    if framework_patterns:
+        if progress:
+            progress("framework parsers", 0, None)
+        fw_sql, fw_params = framework_letters_sql(framework_patterns, "final")
+        # the regexes in a parallel CREATE, then one insert (an insert into a table with a primary key
+        # runs its whole query on one thread)
+        con.execute("CREATE OR REPLACE TEMP TABLE fw_letters AS " + fw_sql, fw_params)
+        con.execute("INSERT INTO parser_letters SELECT * FROM fw_letters")
+        con.execute("DROP TABLE fw_letters")
+    con.execute("DROP TABLE final")
 
 
-def _run_parsers(
-    con: duckdb.DuckDBPyConnection,
-    strict: Callable[[str, Sequence[str]], str | None],
-    strict_max_extra: int,
-    framework_patterns: dict[str, tuple[str, ...]],
-) -> None:
-    # naive letters were computed with `final`; strict is Python, but only for generations short enough
-    # to be a bare answer
+def _strict_letters(
+    con: duckdb.DuckDBPyConnection, strict: Callable[[str, Sequence[str]], str | None], strict_max_extra: int
+) -> pa.Table:
+    """(row_id, letter) of the rows strict resolves. strict is Python, so it runs only on the generations
+    short enough to be a bare answer."""
     cand = con.execute(
         """
-        SELECT row_id, generation, options FROM final
-        WHERE length(trim(generation, ?)) <= list_max(list_transform(options, lambda o: length(o))) + ?
+        SELECT row_id, generation, options FROM (
+            SELECT row_id, generation, options, list_max(list_transform(options, lambda o: length(o))) + ? AS most
+            FROM final
+        )
+        WHERE CASE WHEN length(generation) <= most THEN true
+                   -- a longer text is short enough only after trimming, so it starts or ends with whitespace
+                   WHEN NOT (contains(?, left(generation, 1)) OR contains(?, right(generation, 1))) THEN false
+                   ELSE length(trim(generation, ?)) <= most END
         """,
         # what Python's str.strip() removes, as strict measures (DuckDB's one-argument trim() removes spaces)
-        [WHITESPACE, strict_max_extra],
+        [strict_max_extra, WHITESPACE, WHITESPACE, WHITESPACE],
     ).fetchall()
-    hits_id: list[str] = []
-    hits_letter: list[str] = []
+    ids: list[str] = []
+    letters: list[str] = []
+    seen: dict[tuple[str, tuple[str, ...]], str | None] = {}  # the same answer to the same options
     for row_id, gen, opts in cand:
-        letter = strict(gen, opts)
+        key = (gen, tuple(opts))
+        letter = seen[key] if key in seen else seen.setdefault(key, strict(gen, opts))
         if letter is not None:
-            hits_id.append(row_id)
-            hits_letter.append(letter)
-    if hits_id:
-        con.register("_strict", pa.table({"row_id": hits_id, "letter": hits_letter}))
-        try:
-            con.execute(
-                "UPDATE final SET strict_letter = s.letter FROM _strict s WHERE final.row_id = s.row_id"
-            )
-        finally:
-            con.unregister("_strict")
-
-    fw_sql, fw_params = framework_letters_sql(framework_patterns, "final")
-    con.execute("CREATE OR REPLACE TEMP TABLE fw_letters AS " + fw_sql, fw_params)
+            ids.append(row_id)
+            letters.append(letter)
+    return pa.table({"row_id": pa.array(ids, pa.string()), "letter": pa.array(letters, pa.string())})
 
 
 # The SQL side of the parsers that ingest runs in DuckDB (RE2), over a table with columns (row_id, generation,
@@ -758,19 +972,108 @@ def naive_letter_sql(ns: Sequence[int], naive_pattern: Callable[[int], str]) -> 
     return f"upper(nullif({case}, ''))", params
 
 
+def _literal_guard(pattern: str) -> tuple[bool, str]:
+    """(whether every match of ``pattern`` contains a non-ASCII character, the longest run of literal
+    characters every match contains): a cheap test before the regex, sound by construction (a text without
+    them cannot match). Read off Python's parse of the pattern; anything it does not recognise gives no
+    guard."""
+    import re._parser as sre  # type: ignore[import-not-found]
+
+    from mcqaudit.parsers import python_pattern
+
+    def walk(items: object) -> tuple[bool, list[str]]:
+        needs_non_ascii = False
+        runs: list[str] = []
+        run = ""
+        for op, av in items:  # type: ignore[attr-defined]
+            name = str(op)
+            if name == "LITERAL":
+                run += chr(av)
+                needs_non_ascii |= av > 127
+                continue
+            if run:
+                runs.append(run)
+                run = ""
+            if name == "IN":
+                lits = [a for o, a in av if str(o) == "LITERAL"]
+                if lits and len(lits) == len(av) and all(c > 127 for c in lits):
+                    needs_non_ascii = True
+            elif name == "SUBPATTERN":
+                sub_non_ascii, sub_runs = walk(av[-1])
+                needs_non_ascii |= sub_non_ascii
+                runs += sub_runs
+            elif name in ("MAX_REPEAT", "MIN_REPEAT") and av[0] >= 1:
+                sub_non_ascii, sub_runs = walk(av[2])
+                needs_non_ascii |= sub_non_ascii
+                runs += sub_runs
+        if run:
+            runs.append(run)
+        return needs_non_ascii, runs
+
+    try:
+        non_ascii, runs = walk(sre.parse(python_pattern(pattern)))
+    except Exception:  # an unfamiliar parse: no guard, the regex alone decides
+        return False, ""
+    return non_ascii, max(runs, key=len, default="")
+
+
+def _last_match_rests() -> frozenset[str]:
+    r"""The patterns ``(?s).*REST`` (the last match of REST) whose REST cannot match starting inside one of
+    its own matches, so that the last of its non-overlapping matches (``regexp_extract_all``) is the last
+    match: RE2 extracts a ``(?s).*`` group with its slow engine over the whole text. Vetted one by one:
+    ``\(([A-Z])\)`` (inside a match are a letter and ``)``, never ``(``), ``:WS*([A-D])`` (inside are
+    whitespace and a letter, never ``:``), ``\b([A-J])\b`` (one letter, the next cannot be a boundary)."""
+    from mcqaudit.parsers import WS
+
+    return frozenset({r"\(([A-Z])\)", rf":{WS}*([A-D])", r"\b([A-J])\b"})
+
+
+def _first_match_sql(patterns: Sequence[str], ascii_only: bool, params: list) -> str:
+    """A CASE over the patterns in order: the first one whose group 1 is non-empty gives it. CASE evaluates
+    each branch only for the rows still undecided (COALESCE over regexp_extract evaluates them all), and
+    regexp_matches needs no capture groups; each branch is guarded by a literal its matches need."""
+    whens = []
+    for p in patterns:
+        non_ascii, literal = _literal_guard(p)
+        if ascii_only and non_ascii:
+            continue  # cannot match a text of ASCII characters only
+        guard = "contains(generation, ?) AND " if literal else ""
+        if literal:
+            params.append(literal)
+        rest = p.removeprefix("(?s).*")
+        if rest != p and rest in _last_match_rests():
+            whens.append(
+                f"WHEN {guard}regexp_matches(generation, ?) AND regexp_extract_all(generation, ?, 1)[-1] <> '' "
+                "THEN regexp_extract_all(generation, ?, 1)[-1]"
+            )
+            params += [rest, rest, rest]
+            continue
+        whens.append(
+            f"WHEN {guard}regexp_matches(generation, ?) AND regexp_extract(generation, ?, 1) <> '' "
+            "THEN regexp_extract(generation, ?, 1)"
+        )
+        params += [p, p, p]
+    return "CASE " + " ".join(whens) + " END" if whens else "NULL::VARCHAR"
+
+
 def framework_letters_sql(framework_patterns: dict[str, tuple[str, ...]], table: str) -> tuple[str, list]:
     """(a SELECT of (row_id, parser, letter) over ``table``, its parameters): each framework parser's letter
     per row. The first pattern that matches (non-empty group 1) wins; an out-of-range letter reads as no
-    letter (it does not fall through to the next pattern). ``table`` is a name of this module's, never input."""
+    letter (it does not fall through to the next pattern). ``table`` is a name of this module's, never input.
+
+    Patterns that need a non-ASCII character are skipped for ASCII-only generations (``strlen`` =
+    ``length``), and each pattern is tried only where a literal it needs occurs."""
     selects = []
     params: list = []
     for name, patterns in framework_patterns.items():
         if not patterns:
             continue
+        params.append(name)
+        ascii_branch = _first_match_sql(patterns, True, params)
+        full_branch = _first_match_sql(patterns, False, params)
         first = (
-            "coalesce(" + ", ".join("nullif(regexp_extract(generation, ?, 1), '')" for _ in patterns) + ")"
+            f"CASE WHEN strlen(generation) = length(generation) THEN {ascii_branch} ELSE {full_branch} END"
         )
-        params += [name, *patterns]
         selects.append(
             f"SELECT row_id, ? AS parser, CASE WHEN length(l) = 1 AND ascii(l) BETWEEN 65 AND 64 + n_opt THEN l END AS letter "
             f"FROM (SELECT row_id, n_opt, upper({first}) AS l FROM {table})"

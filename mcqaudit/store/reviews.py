@@ -264,6 +264,23 @@ def retract_review(
         return rid
 
 
+def retract_for_replaced_rows(con: duckdb.DuckDBPyConnection, rows_table: str, ingest_id: int) -> int:
+    """Inside an ingest's transaction: withdraw the effective review of every row whose generation
+    ``ingest --replace`` overwrites (a new ``retract`` record each, reviews stay append-only). ``rows_table``
+    is a table name of the caller's (never input) with a ``row_id`` column; returns how many were retracted."""
+    got = con.execute(
+        f"""
+        INSERT INTO reviews (review_id, row_id, action, note, reviewer, created_at, retracts, origin)
+        SELECT nextval('review_seq'), r.row_id, 'retract',
+               'generation replaced by ingest ' || ?::VARCHAR, 'mcqaudit', now(), r.review_id, 'ingest --replace'
+        FROM effective_reviews r WHERE r.row_id IN (SELECT row_id FROM {rows_table})
+        """,
+        [ingest_id],
+    ).fetchone()
+    refresh_effective_reviews(con, f"row_id IN (SELECT row_id FROM {rows_table})")
+    return int(got[0]) if got else 0
+
+
 def review_history(study: Study, row_id: str) -> pd.DataFrame:
     """Every review of a row, oldest first, with ``status``: effective, superseded, retracted or retraction."""
     return study.query_df(
