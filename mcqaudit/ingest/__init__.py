@@ -417,9 +417,18 @@ def ingest_files(
             framework_parsers=framework_parsers,
             lm_eval_filter=lm_eval_filter,
         )
-    except (duckdb.IOException, duckdb.FatalException, duckdb.OutOfMemoryException, OSError) as exc:
+    except (
+        duckdb.IOException,
+        duckdb.FatalException,
+        duckdb.OutOfMemoryException,
+        duckdb.TransactionException,
+        OSError,
+    ) as exc:
         # a full disk, a read-only folder, memory: the transaction did not commit, so nothing was written
-        reason = str(exc).split("\n")[0]
+        # (a full disk met at COMMIT, writing the WAL, is a TransactionException "Failed to commit: ...")
+        if isinstance(exc, duckdb.TransactionException) and "Failed to commit" not in str(exc):
+            raise
+        reason = str(exc).split("\n")[0].removeprefix("TransactionContext Error: ")
         if isinstance(exc, OSError) and exc.strerror:
             reason = f"{exc.strerror} ({exc.filename or study.path})"
         raise InputError(

@@ -917,11 +917,12 @@ def _write(
         if progress:
             progress("framework parsers", 0, None)
         fw_sql, fw_params = framework_letters_sql(framework_patterns, "final")
-        # the regexes in a parallel CREATE, then one insert (an insert into a table with a primary key
-        # runs its whole query on one thread)
-        con.execute("CREATE OR REPLACE TEMP TABLE fw_letters AS " + fw_sql, fw_params)
-        con.execute("INSERT INTO parser_letters SELECT * FROM fw_letters")
-        con.execute("DROP TABLE fw_letters")
+        # parser_letters has no key (schema migration 7): the regexes and the sort run in parallel, and the
+        # (row_id, parser) order lets a one-row lookup skip by zone maps
+        con.execute(
+            f"INSERT INTO parser_letters SELECT row_id, parser, letter FROM ({fw_sql}) ORDER BY row_id, parser",
+            fw_params,
+        )
     con.execute("DROP TABLE final")
 
 
