@@ -488,8 +488,8 @@ def row_detail(study: Study, row_id: str) -> dict[str, Any] | None:
         if row["judge_fingerprint"] is not None:
             j = con.execute(
                 """SELECT c.model, c.shape, c.temperature, c.standin, v.error, v.judged_at, v.attempts, v.base_url
-                   FROM judge_verdicts v LEFT JOIN judge_configs c USING (fingerprint)
-                   WHERE v.row_id = ? AND v.fingerprint = ?""",
+                   FROM current_judge v LEFT JOIN judge_configs c USING (fingerprint)
+                   WHERE v.row_id = ? AND v.fingerprint = ?""",  # the reply graded_rows shows (warm: just read)
                 [row_id, row["judge_fingerprint"]],
             ).fetchone()
             if j is not None:
