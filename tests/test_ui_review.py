@@ -350,3 +350,58 @@ def test_a_read_only_study_is_browsed_and_nothing_can_be_saved(ui_db: Path, monk
     at.button(key="next").click().run()
     assert shown_row_id(at) != rid
     assert Study(ui_db).query("SELECT count(*) FROM reviews")[0][0] == 0
+
+
+def _side_by_side_reference(rows, current: str, hidden: bool):  # type: ignore[no-untyped-def]
+    """The side-by-side table as pandas string arithmetic and two pivots (the straightforward computation)."""
+    from mcqaudit.ui.pages.review import UNGRADED
+
+    r = rows.copy()
+    multi = r["sample"].nunique() > 1
+    r["column"] = (
+        r["orientation"]
+        + (" s" + r["sample"].astype(str) if multi else "")
+        + " (gold "
+        + r["gold_letter"]
+        + ")"
+    )
+    if hidden:
+        r["cell"] = r["reviewed"].map({True: "✓ reviewed", False: "·"})
+    else:
+        r["cell"] = (
+            r["picked_letter"].fillna("—")
+            + " · "
+            + r["final_verdict"].fillna(UNGRADED)
+            + r["reviewed"].map({True: " ✓", False: ""})
+        )
+    r.loc[r["row_id"] == current, "cell"] = "▶ " + r.loc[r["row_id"] == current, "cell"]
+    cols = list(dict.fromkeys(r["column"]))
+    arms = list(dict.fromkeys(r["arm"]))
+    cells = r.pivot(index="arm", columns="column", values="cell").reindex(index=arms, columns=cols)
+    ids = r.pivot(index="arm", columns="column", values="row_id").reindex(index=arms, columns=cols)
+    return cells.fillna("").rename_axis(None, axis=1), ids
+
+
+@pytest.mark.parametrize("samples", [1, 2])
+@pytest.mark.parametrize("hidden", [False, True])
+def test_side_by_side_matches_the_pivot(ui_db: Path, samples: int, hidden: bool) -> None:
+    """The item's table (plain Python) equals pandas' pivot of the item's rows: ungraded rows, rows without a
+    letter, reviewed rows, an arm lacking an orientation, several samples."""
+    import pandas as pd
+
+    from mcqaudit.store import rows as rw
+    from mcqaudit.ui.pages.review import side_by_side
+
+    s = Study(ui_db)
+    for (item,) in s.query("SELECT DISTINCT item_id FROM gen_rows ORDER BY item_id LIMIT 4"):
+        df = rw.item_rows(s, item)
+        extra = df.assign(sample=1, row_id=df["row_id"] + "-s1") if samples > 1 else df.iloc[:0]
+        df = pd.concat([df, extra], ignore_index=True)
+        df.loc[1, ["final_verdict", "picked_letter"]] = None  # ungraded
+        df.loc[2, "reviewed"] = True
+        df = df.drop(index=3).reset_index(drop=True)  # one arm lacks one orientation
+        for current in (df["row_id"].iloc[0], df["row_id"].iloc[-1], "not-in-the-item"):
+            want_cells, want_ids = _side_by_side_reference(df, current, hidden)
+            cells, ids = side_by_side(df, current, hidden)
+            pd.testing.assert_frame_equal(cells, want_cells)
+            pd.testing.assert_frame_equal(ids, want_ids.astype(object).where(want_ids.notna(), None))

@@ -349,16 +349,91 @@ class ReviewPanel:
 
 
 def review_panel(study: Study, f: RowFilter, row_id: str) -> ReviewPanel:
-    from mcqaudit.store.reviews import spot_check_progress
-
     with study.connect():  # every query below reuses this one connection
         row = row_detail(study, row_id)
         position = list_position(study, f, row_id)
         item = item_rows(study, str(row["item_id"])) if row else pd.DataFrame()
         if f.queue_id is None:
             return ReviewPanel(row, position, item, pd.DataFrame(), None)
-        progress = spot_check_progress(study, queue_id=f.queue_id)
+        progress = queue_progress(study, f.queue_id)
         return ReviewPanel(row, position, item, progress, next_unreviewed(study, f.queue_id, row_id))
+
+
+# A queue's rows and their arms never change once drawn (spot_check_rows is only inserted into, and a row_id
+# is derived from its arm), so the arms of a queue's rows are read from gen_rows (a scan) once per queue and
+# process; what a review changes (which of them are reviewed) is read from spot_check_rows ⋈ effective_reviews.
+# Keyed by the file and the queue's (id, created_at), so another study file at the same path is read anew.
+_QUEUE_ARMS_ROWS: dict[tuple[str, int, Any], dict[str, str]] = {}
+_QUEUE_ARMS_MAX = 64
+
+
+def _queue_arms(study: Study, queue_id: int) -> tuple[list[str], dict[str, int], dict[str, str]] | None:
+    """(the arms the queue was drawn over, in its order; its rows per arm; arm of each of its rows), or None
+    when the queue is deleted or unknown."""
+    with study.connect() as con:
+        rec = con.execute(
+            "SELECT arms, created_at FROM spot_checks WHERE queue_id = ? AND deleted_at IS NULL",
+            [int(queue_id)],
+        ).fetchone()
+        if rec is None:
+            return None
+        key = (str(study.path.resolve()), int(queue_id), rec[1])
+        hit = _QUEUE_ARMS_ROWS.get(key)
+        if hit is None:
+            rows = con.execute(
+                """SELECT r.row_id, g.arm FROM spot_check_rows r JOIN gen_rows g USING (row_id)
+                   WHERE r.queue_id = ?""",
+                [int(queue_id)],
+            ).fetchall()
+            hit = dict(rows)
+            if len(_QUEUE_ARMS_ROWS) >= _QUEUE_ARMS_MAX:
+                _QUEUE_ARMS_ROWS.pop(next(iter(_QUEUE_ARMS_ROWS)))
+            _QUEUE_ARMS_ROWS[key] = hit
+    arms = list(rec[0] or [])
+    per_arm: dict[str, int] = dict.fromkeys(arms, 0)
+    for arm in hit.values():
+        if arm in per_arm:
+            per_arm[arm] += 1
+    return arms, per_arm, hit
+
+
+def queue_progress(study: Study, queue_id: int) -> pd.DataFrame:
+    """:func:`~mcqaudit.store.reviews.spot_check_progress` of one queue (same columns, rows and order), without
+    a scan of ``gen_rows`` per call: the arms of the queue's rows are read once (see ``_QUEUE_ARMS_ROWS``), the
+    reviewed rows from ``spot_check_rows`` ⋈ ``effective_reviews``."""
+    with study.connect() as con:
+        got = _queue_arms(study, queue_id)
+        if got is None:
+            return pd.DataFrame(
+                {
+                    "queue_id": pd.Series(dtype="int32"),
+                    "arm": pd.Series(dtype=object),
+                    "rows": pd.Series(dtype="int64"),
+                    "reviewed": pd.Series(dtype="int64"),
+                }
+            )
+        arms, per_arm, arm_of = got
+        reviewed_ids = [
+            r[0]
+            for r in con.execute(
+                """SELECT r.row_id FROM spot_check_rows r JOIN effective_reviews e USING (row_id)
+                   WHERE r.queue_id = ?""",
+                [int(queue_id)],
+            ).fetchall()
+        ]
+    done: dict[str, int] = dict.fromkeys(arms, 0)
+    for rid in reviewed_ids:
+        arm = arm_of.get(rid)
+        if arm in done:
+            done[arm] += 1
+    return pd.DataFrame(
+        {
+            "queue_id": pd.Series([int(queue_id)] * len(arms), dtype="int32"),
+            "arm": pd.Series(arms, dtype="str"),
+            "rows": pd.Series([per_arm[a] for a in arms], dtype="int64"),
+            "reviewed": pd.Series([done[a] for a in arms], dtype="int64"),
+        }
+    )
 
 
 def item_rows(study: Study, item_id: str) -> pd.DataFrame:
@@ -413,8 +488,8 @@ def row_detail(study: Study, row_id: str) -> dict[str, Any] | None:
         if row["judge_fingerprint"] is not None:
             j = con.execute(
                 """SELECT c.model, c.shape, c.temperature, c.standin, v.error, v.judged_at, v.attempts, v.base_url
-                   FROM judge_verdicts v LEFT JOIN judge_configs c USING (fingerprint)
-                   WHERE v.row_id = ? AND v.fingerprint = ?""",
+                   FROM current_judge v LEFT JOIN judge_configs c USING (fingerprint)
+                   WHERE v.row_id = ? AND v.fingerprint = ?""",  # the reply graded_rows shows (warm: just read)
                 [row_id, row["judge_fingerprint"]],
             ).fetchone()
             if j is not None:

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from mcqaudit.store import Study
+from mcqaudit.store import Study, StudyError
 from mcqaudit.store import reviews as rv
 from mcqaudit.store import rows as rw
 from mcqaudit.store.rows import RowFilter
@@ -146,6 +146,19 @@ def review_panel(path: str, version: Version, filter_json: str, row_id: str) -> 
     return rw.review_panel(get_study(path), RowFilter.from_dict(json.loads(filter_json)), row_id)
 
 
+# session state: (version, filter_json, row_id, ReviewPanel) that a save read for the row shown next
+PREFETCH = "review_panel_prefetch"
+
+
+def panel(path: str, version: Version, filter_json: str, row_id: str) -> rw.ReviewPanel:
+    """:func:`review_panel`, or the panel that this session's last save read for this row in the save's own
+    connection (see :func:`add_review`), when the file is still at the version it left."""
+    pre = st.session_state.pop(PREFETCH, None)
+    if pre is not None and pre[:3] == (version, filter_json, row_id):
+        return pre[3]  # type: ignore[no-any-return]
+    return review_panel(path, version, filter_json, row_id)
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
 def row_at(path: str, version: Version, filter_json: str, position: int) -> str | None:
     return rw.row_at(get_study(path), RowFilter.from_dict(json.loads(filter_json)), position)
@@ -235,9 +248,24 @@ def _stale(kind: str) -> None:
         loader.clear()  # type: ignore[attr-defined]
 
 
-def add_review(path: str, row_id: str, **kw: Any) -> int:
+def add_review(path: str, row_id: str, *, then: tuple[str, str] | None = None, **kw: Any) -> int:
+    """Save a review. With ``then`` = (filter_json, row_id of the row to show next), that row's panel is read
+    in the save's own connection, after its commit (one open of the file for the whole action), and kept
+    for :func:`panel` with the version the file has once the connection is closed."""
+    st.session_state.pop(PREFETCH, None)
+    study = get_study(path)
     try:
-        return rv.add_review(get_study(path), row_id, **kw)
+        with study.connect():
+            rid = rv.add_review(study, row_id, **kw)
+            nxt = None
+            if then is not None:
+                try:
+                    nxt = rw.review_panel(study, RowFilter.from_dict(json.loads(then[0])), then[1])
+                except StudyError:  # the next row is read again by the panel's loader
+                    nxt = None
+        if nxt is not None:
+            st.session_state[PREFETCH] = (study_version(path), then[0], then[1], nxt)  # type: ignore[index]
+        return rid
     finally:
         _stale("review")
 

@@ -458,6 +458,7 @@ def _save(
     queue: int | None,
     after_save: str | None,
     reviewer: str,
+    list_key: str | None = None,
     blind_final: str | None = None,
 ) -> None:
     """Button callback: save the review of ``row_id`` — the row whose button was pressed, whatever the
@@ -477,6 +478,8 @@ def _save(
             picked_letter=None if letter in (None, NO_LETTER) or action == CONFIRM else letter,
             note=s.get(f"note-{row_id}", ""),
             queue_id=queue,
+            # the next row's panel is read in the save's connection (the fragment's rerun then reads nothing)
+            then=(list_key, after_save) if list_key is not None and after_save is not None else None,
         )
     except (ReviewError, StudyError) as exc:
         state.flash("error", f"Not saved ({row_id}): {exc}")
@@ -498,13 +501,19 @@ def render_review_form(
     reviewer: str,
     queue: int | None,
     after_save: str | None,
+    list_key: str | None = None,
 ) -> None:
     rid = row["row_id"]
     final = row["final_verdict"]
     hidden = blind and not _decided(row, reviewer)
     if not reviewer and not data.read_only(path):
         st.warning("Enter your name as Reviewer in the sidebar to record reviews.")
-    common: dict[str, Any] = {"queue": queue, "after_save": after_save, "reviewer": reviewer}
+    common: dict[str, Any] = {
+        "queue": queue,
+        "after_save": after_save,
+        "reviewer": reviewer,
+        "list_key": list_key,
+    }
     if not hidden:
         c1, c2 = st.columns([1, 2], vertical_alignment="center")
         c1.button(
@@ -628,31 +637,47 @@ def _open_listed(key: str, row_ids: list[str]) -> None:
 
 def side_by_side(rows: pd.DataFrame, current: str, hidden: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The item's rows as a table arm × orientation (one column per orientation and sample): picked letter
-    and verdict, ✓ when reviewed, ▶ on the row on screen; and the same shape holding each cell's row_id."""
-    r = rows.copy()
-    multi = r["sample"].nunique() > 1
-    r["column"] = (
-        r["orientation"]
-        + (" s" + r["sample"].astype(str) if multi else "")
-        + " (gold "
-        + r["gold_letter"]
-        + ")"
+    and verdict, ✓ when reviewed, ▶ on the row on screen; and the same shape holding each cell's row_id.
+
+    Plain Python over the item's few rows (pandas string arithmetic and pivots cost more than the whole
+    panel's queries)."""
+
+    def text(v: Any, empty: str) -> str:
+        return empty if v is None or v is pd.NA or (isinstance(v, float) and v != v) else str(v)
+
+    wanted = ["row_id", "arm", "orientation", "sample", "gold_letter", "picked_letter", "final_verdict"]
+    recs = rows[[*wanted, "reviewed"]].to_dict("records")
+    multi = len({r["sample"] for r in recs}) > 1
+    cols: dict[str, None] = {}
+    arms: dict[str, None] = {}
+    cell: dict[tuple[str, str], str] = {}
+    ids: dict[tuple[str, str], str] = {}
+    for r in recs:
+        sample = f" s{r['sample']}" if multi else ""
+        col = f"{r['orientation']}{sample} (gold {r['gold_letter']})"
+        cols.setdefault(col)
+        arms.setdefault(r["arm"])
+        reviewed = bool(r["reviewed"])
+        if hidden:
+            c = "✓ reviewed" if reviewed else "·"
+        else:
+            mark = " ✓" if reviewed else ""
+            c = f"{text(r['picked_letter'], '—')} · {text(r['final_verdict'], UNGRADED)}{mark}"
+        if r["row_id"] == current:
+            c = "▶ " + c
+        cell[(r["arm"], col)] = c
+        ids[(r["arm"], col)] = r["row_id"]
+    arm_index = pd.Index(list(arms), name="arm")
+    cells = pd.DataFrame(
+        [[cell.get((a, c), "") for c in cols] for a in arms], index=arm_index, columns=list(cols)
     )
-    if hidden:
-        r["cell"] = r["reviewed"].map({True: "✓ reviewed", False: "·"})
-    else:
-        r["cell"] = (
-            r["picked_letter"].fillna("—")
-            + " · "
-            + r["final_verdict"].fillna(UNGRADED)
-            + r["reviewed"].map({True: " ✓", False: ""})
-        )
-    r.loc[r["row_id"] == current, "cell"] = "▶ " + r.loc[r["row_id"] == current, "cell"]
-    cols = list(dict.fromkeys(r["column"]))
-    arms = list(dict.fromkeys(r["arm"]))
-    cells = r.pivot(index="arm", columns="column", values="cell").reindex(index=arms, columns=cols)
-    ids = r.pivot(index="arm", columns="column", values="row_id").reindex(index=arms, columns=cols)
-    return cells.fillna("").rename_axis(None, axis=1), ids
+    id_frame = pd.DataFrame(
+        [[ids.get((a, c)) for c in cols] for a in arms],
+        index=arm_index,
+        columns=pd.Index(list(cols), name="column"),
+        dtype=object,
+    )
+    return cells, id_frame
 
 
 def render_context(row: Mapping[str, Any], rows: pd.DataFrame, *, hidden: bool) -> None:
@@ -722,7 +747,7 @@ def _resolve_row(path: str, key: str, f: RowFilter) -> Any:
     v = data.study_version(path)
     want = st.session_state.get(state.ROW)
     if want:
-        panel = data.review_panel(path, v, key, want)
+        panel = data.panel(path, v, key, want)
         if panel.row is not None and (panel.position is not None or f.queue_id is None):
             return panel
         state.flash(
@@ -736,7 +761,7 @@ def _resolve_row(path: str, key: str, f: RowFilter) -> Any:
     if first is None:
         return None
     st.session_state[state.ROW] = first
-    return data.review_panel(path, v, key, first)
+    return data.panel(path, v, key, first)
 
 
 def render_progress(progress: pd.DataFrame) -> None:
@@ -810,7 +835,9 @@ def review_panel(path: str, has_user: bool) -> None:
     with right:
         # after a save: in a queue its next unreviewed row, else the list's next row
         after_save = panel.next_unreviewed if queue is not None else next_id
-        render_review_form(path, row, blind=blind, reviewer=reviewer, queue=queue, after_save=after_save)
+        render_review_form(
+            path, row, blind=blind, reviewer=reviewer, queue=queue, after_save=after_save, list_key=key
+        )
         if hidden:
             st.info(
                 "Blind mode: the judge's verdict, the parsers' letters and earlier reviews are hidden until you decide."
