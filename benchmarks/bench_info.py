@@ -209,7 +209,7 @@ def main() -> None:
             "pass": scan["graded_rows"] <= SCAN_TARGET_S,
         },
         {
-            "figure": f"bare GROUP BY over graded_rows as read-time windows (before migration 5), {rows:,} rows",
+            "figure": f"bare GROUP BY over graded_rows as read-time windows (before migration 6), {rows:,} rows",
             "value": round(scan["read_time_windows"], 4),
             "unit": "s",
             "baseline": round(scan["graded_rows"], 4),

@@ -55,7 +55,11 @@ BENCHES = [
     ),
     Bench("grade", "bench_grade.py", lambda ns, work: []),
     Bench("report", "bench_report.py", _study_args),
-    Bench("info", "bench_info.py", _study_args),
+    Bench(
+        "info",
+        "bench_info.py",
+        lambda ns, work: ["--rows", str(ns.rows), "--arms", str(ARMS), "--db", str(work / "study.duckdb")],
+    ),
     Bench("dashboard", "bench_dashboard.py", _study_args),
     Bench("review", "bench_review.py", _study_args),
 ]
@@ -188,7 +192,7 @@ def main() -> int:
         "",
     ]
     footer = ["", *(f"- **failed to run**: {f}" for f in failures)]
-    doc = "\n".join(header) + text + "\n" + "\n".join(footer).rstrip() + "\n"
+    doc = "\n".join(header) + "\n" + text + "\n" + "\n".join(footer).rstrip() + "\n"
     print("\n" + doc)
     if ns.results:
         ns.results.write_text(doc)
