@@ -231,7 +231,7 @@ def main() -> None:
         # A re-run where every row's verdict is missing but every prompt is in the reply cache.
         with study.write() as con:
             con.execute("DELETE FROM judge_verdicts")
-            con.execute("DELETE FROM current_judge")  # kept with judge_verdicts (schema migration 5)
+            con.execute("DELETE FROM current_judge")  # kept with judge_verdicts (schema migration 6)
         before = server.requests()
         start = time.perf_counter()
         recache = grade(study, GradeOptions(config, base_url=server.base_url, concurrency=args.concurrency))

@@ -8,7 +8,7 @@ process:
 - where its time goes: imports, ``summarise``, the judge fingerprints, the diagnostics (``api.study_flags``);
 - a bare ``GROUP BY arm, orientation`` over ``graded_rows`` (counts of rows, graded rows and CORRECT),
   against the baseline of the same GROUP BY over the base table ``gen_rows``, and against ``graded_rows`` as
-  it was before schema migration 5 (windows over every judge reply and review at read time).
+  it was before schema migration 6 (windows over every judge reply and review at read time).
 
 Targets: ``info`` ≤ 0.5 s; the bare GROUP BY over graded_rows ≤ 0.25 s. Run:
 ``.venv/bin/python benchmarks/bench_info.py [--rows 1000000] [--arms 5] [--db PATH] [--json PATH]``

@@ -898,21 +898,22 @@ def _write(
     naive_letter, naive_params = naive_letter_sql(ns, naive_pattern)
     con.register("_strict", strict_hits)
     try:
-        # the rows as stored, in a parallel CREATE (the insert into gen_rows, with its key, is one thread)
-        con.execute(
+        # gen_rows has no key (schema migration 8): the insert runs in parallel, in row_id order so that
+        # one-row lookups skip by zone maps
+        res.loaded = _count(
+            con,
             f"""
-            CREATE OR REPLACE TEMP TABLE _rows AS
+            INSERT INTO gen_rows
             SELECT f.row_id, arm, item_id, derived, sample, question, options, gold_letter, generation,
                 is_blank(generation), prompt, model, metadata, option_logprobs, user_letter,
                 {naive_letter}, s.letter, ?::INTEGER, line
             FROM final f LEFT JOIN _strict s ON s.row_id = f.row_id
+            ORDER BY f.row_id
             """,
             [*naive_params, ingest_id],
         )
     finally:
         con.unregister("_strict")
-    res.loaded = _count(con, "INSERT INTO gen_rows SELECT * FROM _rows")
-    con.execute("DROP TABLE _rows")
     if framework_patterns:
         if progress:
             progress("framework parsers", 0, None)

@@ -458,4 +458,35 @@ MIGRATIONS: list[str] = [
     DROP TABLE parser_letters;
     ALTER TABLE parser_letters_v7 RENAME TO parser_letters;
     """,
+    # 8: gen_rows without its primary key either, appended in row_id order by each ingest. Ingest itself keeps
+    # row_id unique (a duplicate in the input is a rejected line; a row already in the study is unchanged,
+    # a conflict or replaced by --replace, which deletes it first: store/loading.py), and the key's index
+    # was most of ingest's time: its single-threaded insert and its checkpoint. Row lookups by row_id skip
+    # by zone maps over each ingest's sorted run.
+    """
+    CREATE TABLE gen_rows_v8 (
+        row_id VARCHAR NOT NULL,
+        arm VARCHAR NOT NULL,
+        item_id VARCHAR NOT NULL,
+        orientation VARCHAR NOT NULL,
+        sample INTEGER NOT NULL,
+        question VARCHAR NOT NULL,
+        options VARCHAR[] NOT NULL,      -- displayed order
+        gold_letter VARCHAR NOT NULL,    -- displayed letter
+        generation VARCHAR NOT NULL,
+        is_blank BOOLEAN NOT NULL,
+        prompt VARCHAR,
+        model VARCHAR,
+        metadata JSON,
+        option_logprobs JSON,
+        user_letter VARCHAR,
+        naive_letter VARCHAR,
+        strict_letter VARCHAR,
+        ingest_id INTEGER NOT NULL,
+        source_line BIGINT
+    );
+    INSERT INTO gen_rows_v8 SELECT * FROM gen_rows ORDER BY row_id;
+    DROP TABLE gen_rows;
+    ALTER TABLE gen_rows_v8 RENAME TO gen_rows;
+    """,
 ]
