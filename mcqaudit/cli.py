@@ -511,7 +511,8 @@ def _cell(v: object) -> str:
 @app.command()
 def info(db: DbOption) -> None:
     """Summarise a study: arms, items, orientations, rows per arm x orientation, parser coverage,
-    verdicts by source, judge fingerprints, diagnostics, rejected rows."""
+    verdicts by source, judge fingerprints, diagnostics, open and collected batches (`grade --batch`), rejected
+    rows."""
     from mcqaudit.store.summary import summarise
 
     if not db.exists():
@@ -760,7 +761,11 @@ def grade(
         ),
     ] = False,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print one rendered prompt and the fingerprint; send nothing.")
+        bool, typer.Option(
+            "--dry-run",
+            help="Print one rendered prompt and the fingerprint; send nothing. With --batch: also the prompts "
+            "and batches a run would submit and the open batches it would poll first.",
+        )
     ] = False,
     no_judge: Annotated[
         bool,
