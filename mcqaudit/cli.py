@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -510,7 +511,8 @@ def _cell(v: object) -> str:
 @app.command()
 def info(db: DbOption) -> None:
     """Summarise a study: arms, items, orientations, rows per arm x orientation, parser coverage,
-    verdicts by source, judge fingerprints, diagnostics, rejected rows."""
+    verdicts by source, judge fingerprints, diagnostics, open and collected batches (`grade --batch`), rejected
+    rows."""
     from mcqaudit.store.summary import summarise
 
     if not db.exists():
@@ -759,7 +761,11 @@ def grade(
         ),
     ] = False,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print one rendered prompt and the fingerprint; send nothing.")
+        bool, typer.Option(
+            "--dry-run",
+            help="Print one rendered prompt and the fingerprint; send nothing. With --batch: also the prompts "
+            "and batches a run would submit and the open batches it would poll first.",
+        )
     ] = False,
     no_judge: Annotated[
         bool,
@@ -856,6 +862,17 @@ def grade(
         raise _fail(f"error: {exc}", 2) from None
     if not dry_run:
         _check_key_env("--judge-api-key-env", judge_api_key_env, judge_base_url)
+    if dry_run and batch:
+        from mcqaudit.grade import batch as batching
+
+        try:
+            bplan = batching.batch_dry_run(
+                study, options, batching.BatchOptions(max_lines=batch_max_lines, poll_interval_s=poll_interval)
+            )
+        except grading.GradeUsageError as exc:
+            raise _fail(f"error: {exc}", 2) from None
+        _print_dry_run(bplan.plan, config, bplan)
+        return
     if dry_run:
         try:
             plan = grading.dry_run(study, options)
@@ -954,7 +971,8 @@ def _grade_batch(study, options, secret: str, *, no_wait: bool, max_lines: int, 
     raise typer.Exit(summary.exit_code)
 
 
-def _print_dry_run(plan, config) -> None:
+def _print_dry_run(plan, config, batched=None) -> None:
+    """The dry run; with ``batched`` (a :class:`mcqaudit.grade.batch.BatchDryRun`) what `--batch` would do."""
     console.print(f"judge fingerprint: {plan.fingerprint}", markup=False, highlight=False)
     console.print(
         f"  model {config.model}, {config.shape} shape, temperature {config.temperature:g}, max tokens "
@@ -962,12 +980,17 @@ def _print_dry_run(plan, config) -> None:
         f"{len(config.exemplars)} exemplars" + (", with rationale (JSON reply)" if config.rationale else ""),
         markup=False, highlight=False,
     )
-    console.print(
+    rows = (
         f"rows needing the judge: {plan.in_scope}; already graded under this fingerprint: {plan.already_ok}; "
         f"a run would target {plan.targeted} rows, {plan.cached} answered from earlier replies, "
-        f"sending {plan.would_send} requests (dry run: nothing sent)",
-        markup=False, highlight=False,
     )
+    if batched is None:
+        console.print(rows + f"sending {plan.would_send} requests (dry run: nothing sent)",
+                      markup=False, highlight=False)
+    else:
+        console.print(rows + f"{batched.waiting} waiting on batches still open", markup=False, highlight=False)
+        for line in _batch_plan_lines(batched):
+            console.print(line, markup=False, highlight=False)
     if plan.user is None:
         console.print("no row needs the judge: nothing to show", markup=False, highlight=False)
         return
@@ -996,6 +1019,69 @@ def _info_fingerprints(study) -> None:
 
 
 _INFO_SECTIONS.append(_info_fingerprints)
+
+
+def _batch_plan_lines(b) -> list[str]:
+    """`grade --dry-run --batch`: what a batch run would submit and which open batches it would poll first."""
+    limits = f"at most {b.max_lines:,} lines / {b.max_bytes / 1e6:g} MB each"
+    if b.prompts:
+        sizes = ", ".join(f"{n:,}" for n, _ in b.batches)
+        total = sum(size for _, size in b.batches)
+        out = [f"batch mode: a run would submit {b.prompts:,} prompts in {len(b.batches)} batches ({limits}): "
+               f"{sizes} lines, {total / 1e6:.3g} MB in all (dry run: nothing sent)"]
+    else:
+        out = ["batch mode: a run would submit nothing new (dry run: nothing sent)"]
+    if b.open:
+        now = datetime.now(UTC)
+        out.append(f"it would first poll {len(b.open)} open batches of this fingerprint "
+                   "(those not yet created: found by their uploaded file, or created from it):")
+        out += [_submission_line(sub, None, now) for sub in b.open]
+    else:
+        out.append("no open batches under this fingerprint")
+    return out
+
+
+def _age(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(seconds, 0):.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def _submission_line(sub, model: str | None, now) -> str:
+    """One open submission (:class:`mcqaudit.store.batches.Submission`): id, model, lines, status, when."""
+    ident = sub.batch_id or f"not yet created (uploaded file {sub.input_file_id})"
+    at = sub.submitted_at.astimezone(UTC)
+    return (
+        f"  {ident}  " + (f"model {model}, " if model else "")
+        + f"{sub.lines:,} lines, provider status {sub.status}, submitted {at:%Y-%m-%d %H:%M:%S} UTC "
+        f"({_age((now - at).total_seconds())} ago)"
+    )
+
+
+def _info_batches(study) -> None:
+    from mcqaudit.store.batches import overview
+
+    o = overview(study)
+    if not o.open and not o.collected:
+        return
+    if not o.open:
+        console.print(f"batches: none open; {o.collected} collected", markup=False, highlight=False)
+        return
+    now = datetime.now(UTC)
+    console.print(
+        f"batches: {len(o.open)} open ({sum(sub.lines for sub, _ in o.open):,} lines), {o.collected} collected; "
+        "a later `mcqaudit grade --batch` with the same judge settings collects the open ones:",
+        markup=False, highlight=False,
+    )
+    for sub, model in o.open:
+        console.print(_submission_line(sub, model, now), markup=False, highlight=False)
+
+
+_INFO_SECTIONS.append(_info_batches)
 
 
 def _info_journal(study) -> None:

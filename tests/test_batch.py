@@ -515,3 +515,116 @@ def test_cli_key_never_echoed_and_usage_errors(study: Study, tmp_path: Path) -> 
         assert bad.returncode == 2 and "error:" in bad.stderr and "Traceback" not in bad.stderr, extra
     helptext = subprocess.run([*plain[:4], "--help"], capture_output=True, text=True, env=env(), timeout=60)
     assert all(f in helptext.stdout for f in ("--batch", "--no-wait", "--batch-max-lines", "--poll-interval"))
+
+
+# --- what `info` and `grade --dry-run --batch` say about batches ---------------------------------------------
+
+
+def info_cli(study: Study) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "mcqaudit", "info", "--db", str(study.path)],
+        capture_output=True,
+        text=True,
+        env=env(COLUMNS="200"),
+        timeout=60,
+    )
+
+
+def test_info_lists_open_batches_and_counts_collected_ones(study: Study) -> None:
+    from mcqaudit.grade.plan import plan_requests
+    from mcqaudit.store.judging import select_rows
+
+    add_rows(study, rows(12))
+    assert "batches:" not in info_cli(study).stdout  # no batch yet: no section
+    config = JudgeConfig(model=STANDIN_MODEL)
+    reqs = plan_requests(config, select_rows(study, config.fingerprint)[0]).requests
+    with StandinServer(batch=BatchKnobs(seconds=60)) as judge:
+        sub = grade_batch(study, options(judge.base_url, limit=6), BatchOptions(wait=False, max_lines=4))
+        assert len(sub.still_open) == 2
+        # a submission whose batch was never created (a crash between upload and create)
+        batch_store.record_upload(
+            study,
+            input_file_id="file-never-created",
+            fingerprint=config.fingerprint,
+            base_url=judge.base_url,
+            lines=[BatchLine(r.prompt_hash, r.prompt_hash, r.n_options) for r in reqs[-3:]],
+            size=123,
+        )
+        shown = info_cli(study)
+        assert shown.returncode == 0, shown.stderr
+        out = shown.stdout
+        assert "batches: 3 open (9 lines), 0 collected" in out and "grade --batch" in out
+        lines = {ln.split()[0]: ln for ln in out.splitlines() if "provider status" in ln}
+        assert set(lines) == {*sub.still_open, "not"}, out
+        for bid, n in zip(sub.still_open, (4, 2), strict=True):
+            assert f"model {STANDIN_MODEL}, {n} lines, provider status in_progress, submitted " in lines[bid]
+            assert " s ago)" in lines[bid]
+        assert "not yet created (uploaded file file-never-created)" in lines["not"]
+        assert "3 lines, provider status uploaded" in lines["not"]
+
+        judge.batch_knobs.seconds = 0.0
+        done = grade_batch(study, options(judge.base_url), FAST)  # the made-up file is refused: error rows
+        assert done.statuses["refused"] == 1 and not done.still_open
+    closed = info_cli(study).stdout
+    assert (
+        f"batches: none open; {sum(done.statuses.values())} collected" in closed
+        and "provider status" not in closed
+    )
+
+
+def test_dry_run_batch_plans_submissions_and_polls_and_sends_nothing(study: Study) -> None:
+    from mcqaudit.grade.batch import batch_dry_run
+
+    add_rows(study, rows(30))  # 26 distinct prompts
+    with StandinServer() as judge:
+        assert grade(study, options(judge.base_url, limit=6)).graded == 6  # 6 prompts now cached
+    slow = StandinServer(batch=BatchKnobs(seconds=60))
+    with slow:
+        first = grade_batch(study, options(slow.base_url, limit=10), BatchOptions(wait=False, max_lines=3))
+        open_ids = first.still_open
+        assert len(open_ids) >= 2 and first.prompts_sent > 0
+        before = {
+            t: study.query(f"SELECT * FROM {t} ORDER BY ALL")
+            for t in ("judge_batches", "judge_batch_lines", "judge_verdicts", "judge_replies")
+        }
+
+        with StandinServer() as quiet:
+            proc = subprocess.run(
+                [
+                    sys.executable, "-m", "mcqaudit", "grade", "--db", str(study.path),
+                    "--judge-model", STANDIN_MODEL, "--judge-base-url", quiet.base_url,
+                    "--batch", "--dry-run", "--batch-max-lines", "7",
+                ],
+                capture_output=True,
+                text=True,
+                env=env(COLUMNS="200"),
+                timeout=60,
+            )  # fmt: skip
+            assert quiet.stats()["requests"] == 0
+            assert {k: v for k, v in quiet.batch_stats().items() if k != "by_status"} == dict.fromkeys(
+                ("files_created", "batches_created", "lines", "lines_failed", "lines_expired"), 0
+            )
+        assert proc.returncode == 0, proc.stderr
+        after = {t: study.query(f"SELECT * FROM {t} ORDER BY ALL") for t in before}
+        assert after == before  # nothing written
+
+        plan = batch_dry_run(study, options(slow.base_url), BatchOptions(max_lines=7))
+        open_prompts = len(batch_store.open_prompt_hashes(study, plan.plan.fingerprint))
+        assert plan.prompts == 26 - 6 - open_prompts > 0 and plan.plan.targeted == 30 - plan.plan.already_ok
+        assert [sub.batch_id for sub in plan.open] == open_ids
+        out = proc.stdout
+        assert f"{plan.waiting} waiting on batches still open" in out and plan.waiting > 0
+        assert (
+            f"batch mode: a run would submit {plan.prompts} prompts in {len(plan.batches)} batches "
+            "(at most 7 lines / 100 MB each): " + ", ".join(str(n) for n, _ in plan.batches) + " lines"
+        ) in out
+        assert f"it would first poll {len(open_ids)} open batches" in out
+        assert all(f"  {bid}  " in out for bid in open_ids) and "sending" not in out
+
+        # the plan is what a real run does: the same prompts, batches, lines and bytes
+        real = grade_batch(study, options(slow.base_url), BatchOptions(wait=False, max_lines=7))
+        new = study.query(
+            "SELECT lines, bytes FROM judge_batches WHERE batch_id IN (SELECT unnest(?)) ORDER BY submitted_at",
+            [real.submitted],
+        )
+    assert real.prompts_sent == plan.prompts and [tuple(r) for r in new] == plan.batches

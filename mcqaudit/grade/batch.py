@@ -18,6 +18,9 @@ records written are the online run's (:mod:`.plan`, :meth:`JudgeClient.read`, :m
    reason, which a re-run resubmits. An illegal reply is not re-asked within the run (a re-run asks again).
 4. ``--no-wait`` submits, collects what has already finished, and returns; a later run collects the rest.
 
+:func:`batch_dry_run` is ``grade --dry-run --batch``: the same selection, cache, open submissions, encoding and
+split, with nothing sent or written.
+
 A collected reply gives a verdict to every row still without an ok verdict whose prompt it answers, in any
 arm (as the cache would on the next run).
 """
@@ -35,10 +38,11 @@ from typing import Any, Final, Protocol, TypeVar
 
 from mcqaudit.endpoint import BAD_RESPONSE, HTTP_ERROR, RATE_LIMITED, SERVER_ERROR, EndpointFatalError
 from mcqaudit.grade.config import GradeOptions, GradeUsageError, check_arms, resolve_api_key
-from mcqaudit.grade.plan import plan_requests
+from mcqaudit.grade.plan import DryRun, dry_plan, plan_requests
 from mcqaudit.grade.records import cached_verdicts, outcome_records
 from mcqaudit.grade.summary import STANDIN_NOTE, GradeSummary, summary_json
-from mcqaudit.judge.client import JudgeClient, JudgeOutcome, JudgeRequest
+from mcqaudit.judge.client import JudgeClient, JudgeOutcome, JudgeRequest, request_body
+from mcqaudit.judge.prompts import JudgeConfig
 from mcqaudit.store import batches as store
 from mcqaudit.store import judging
 from mcqaudit.store.batches import BatchLine, Submission
@@ -293,6 +297,21 @@ class BatchJudge(JudgeClient):
         return out
 
 
+def _encode(config: JudgeConfig, requests: Sequence[JudgeRequest]) -> list[tuple[BatchLine, bytes]]:
+    """Each request as its JSONL input line ``{custom_id: prompt hash, method, url, body}``."""
+    out = []
+    for r in requests:
+        line = {
+            "custom_id": r.prompt_hash,
+            "method": "POST",
+            "url": ENDPOINT,
+            "body": request_body(config, r.user),
+        }
+        data = (json.dumps(line, ensure_ascii=False) + "\n").encode()
+        out.append((BatchLine(r.prompt_hash, r.prompt_hash, r.n_options), data))
+    return out
+
+
 def _split(
     lines: Sequence[tuple[BatchLine, bytes]], max_lines: int, max_bytes: int
 ) -> list[list[tuple[BatchLine, bytes]]]:
@@ -484,17 +503,7 @@ async def grade_batch_async(
                     await start(sub, look_first=True)
 
             # New submissions: upload, record, create, record the id; all before any polling.
-            encoded = []
-            for r in to_send:
-                body = {
-                    "custom_id": r.prompt_hash,
-                    "method": "POST",
-                    "url": ENDPOINT,
-                    "body": judge._request(r.user),
-                }
-                data = (json.dumps(body, ensure_ascii=False) + "\n").encode()
-                encoded.append((BatchLine(r.prompt_hash, r.prompt_hash, r.n_options), data))
-            for chunk in _split(encoded, batch.max_lines, batch.max_bytes):
+            for chunk in _split(_encode(config, to_send), batch.max_lines, batch.max_bytes):
                 payload = b"".join(d for _, d in chunk)
                 fid = await judge.upload(payload, batch.transfer_timeout_s)
                 store.record_upload(
@@ -576,3 +585,35 @@ def grade_batch(
     from mcqaudit.endpoint import run_until_sigterm
 
     return run_until_sigterm(lambda: grade_batch_async(study, options, batch, reporter=reporter))
+
+
+@dataclass(frozen=True)
+class BatchDryRun:
+    """What `grade --dry-run --batch` shows: the online dry run (one prompt, the fingerprint, the rows), and
+    what a batch run would do with them. Nothing is sent or written."""
+
+    plan: DryRun
+    waiting: int  # targeted rows whose prompt is in a submission still open (not sent again)
+    prompts: int  # prompts a run would submit: not cached, not in an open submission
+    batches: list[tuple[int, int]]  # (lines, bytes) of each batch it would create, in order
+    max_lines: int
+    max_bytes: int
+    open: list[Submission]  # what a run polls first (those without a batch id it finds or creates first)
+
+
+def batch_dry_run(study: Study, options: GradeOptions, batch: BatchOptions) -> BatchDryRun:
+    batch.validate()
+    shown, planned, cached = dry_plan(study, options)
+    fp = options.config.fingerprint
+    pending = store.open_prompt_hashes(study, fp)
+    to_send = [r for r in planned.requests if r.prompt_hash not in cached and r.prompt_hash not in pending]
+    chunks = _split(_encode(options.config, to_send), batch.max_lines, batch.max_bytes)
+    return BatchDryRun(
+        plan=shown,
+        waiting=sum(len(rows) for h, rows in planned.groups.items() if h in pending and h not in cached),
+        prompts=len(to_send),
+        batches=[(len(c), sum(len(d) for _, d in c)) for c in chunks],
+        max_lines=batch.max_lines,
+        max_bytes=batch.max_bytes,
+        open=store.open_submissions(study, fp),
+    )

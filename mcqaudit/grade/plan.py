@@ -62,6 +62,11 @@ class DryRun:
 
 
 def dry_run(study: Study, options: GradeOptions) -> DryRun:
+    return dry_plan(study, options)[0]
+
+
+def dry_plan(study: Study, options: GradeOptions) -> tuple[DryRun, Plan, set[str]]:
+    """The dry run, with the plan it shows and the prompts the cache answers (for batch mode's dry run)."""
     options.validate()
     check_arms(study, options.arms)
     config = options.config
@@ -69,7 +74,7 @@ def dry_run(study: Study, options: GradeOptions) -> DryRun:
     p = plan_requests(config, targets)
     cached = judging.cached_replies(study, config.fingerprint, p.groups)
     counts = judging.resolution_counts(study, options.arms)
-    return DryRun(
+    shown = DryRun(
         fingerprint=config.fingerprint,
         fingerprint_payload=config.fingerprint_payload(),
         row_id=targets[0].row_id if targets else None,
@@ -82,3 +87,4 @@ def dry_run(study: Study, options: GradeOptions) -> DryRun:
         cached=sum(len(p.groups[h]) for h in cached),
         would_send=sum(1 for r in p.requests if r.prompt_hash not in cached),
     )
+    return shown, p, set(cached)

@@ -112,6 +112,19 @@ def _is_standin(model: str | None, system_fingerprint: str | None) -> bool:
     return any(isinstance(s, str) and s.startswith(STANDIN_MODEL) for s in (model, system_fingerprint))
 
 
+def request_body(config: JudgeConfig, user: str) -> dict[str, Any]:
+    """The chat completion request for one prompt (online, or a Batch API line's ``body``)."""
+    kwargs: dict[str, Any] = {
+        "model": config.model,
+        "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}],
+        "temperature": config.temperature,
+        "max_tokens": config.max_tokens,
+    }
+    if config.seed is not None:
+        kwargs["seed"] = config.seed
+    return kwargs
+
+
 class JudgeClient(ChatEndpoint):
     """Sends judge requests through one :class:`~mcqaudit.endpoint.ChatEndpoint` with ``concurrency`` in flight."""
 
@@ -156,15 +169,7 @@ class JudgeClient(ChatEndpoint):
     # --- one request --------------------------------------------------------------------------------
 
     def _request(self, user: str) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
-            "model": self.config.model,
-            "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}],
-            "temperature": self.config.temperature,
-            "max_tokens": self.config.max_tokens,
-        }
-        if self.config.seed is not None:
-            kwargs["seed"] = self.config.seed
-        return kwargs
+        return request_body(self.config, user)
 
     def read(self, resp: Any, n_options: int) -> tuple[ReceivedReply, bool]:
         """One chat completion as received (online, or a Batch API output line): the reply text with the key

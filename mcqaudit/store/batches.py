@@ -141,3 +141,25 @@ def created_count(study: Study) -> int:
     """How many batches this study has created (for tests and `info`)."""
     rows = study.query("SELECT count(*) FROM judge_batches WHERE batch_id IS NOT NULL")
     return int(rows[0][0]) if rows else 0
+
+
+@dataclass(frozen=True)
+class BatchOverview:
+    """What `info` shows of batch mode: the open submissions (with their judge model) and how many closed."""
+
+    open: list[tuple[Submission, str | None]]  # (submission, the fingerprint's model), oldest first
+    collected: int
+
+
+def overview(study: Study) -> BatchOverview:
+    """One query over ``judge_batches`` (a row per submitted file: small next to the study's rows)."""
+    rows = study.query(
+        """SELECT b.input_file_id, b.batch_id, b.fingerprint, b.base_url, b.lines, b.status, b.submitted_at,
+                  c.model, b.collected_at IS NOT NULL AS closed
+           FROM judge_batches b LEFT JOIN judge_configs c USING (fingerprint)
+           ORDER BY b.submitted_at, b.input_file_id"""
+    )
+    return BatchOverview(
+        open=[(Submission(*r[:7]), r[7]) for r in rows if not r[8]],
+        collected=sum(1 for r in rows if r[8]),
+    )
