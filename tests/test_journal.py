@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -259,6 +260,11 @@ def test_a_lock_holder_is_named_by_program_and_command_never_its_arguments(
 
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", *argv])
     try:
+        # until the child has exec'd, /proc/PID/cmdline is still this process's own
+        cmdline = Path(f"/proc/{proc.pid}/cmdline")
+        deadline = time.monotonic() + 10
+        while b"time.sleep(30)" not in cmdline.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.01)
         name = describe_process(proc.pid)
     finally:
         proc.kill()
