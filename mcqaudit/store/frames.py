@@ -15,7 +15,6 @@ taken out. A row without a verdict in the chosen view is ungraded.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
 import duckdb
@@ -142,14 +141,6 @@ def _fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None)
     return Columns({k: np.asarray(v) for k, v in cols.items()})
 
 
-def _side_frames(
-    con: duckdb.DuckDBPyConnection, frameworks: list[str]
-) -> tuple[Columns | None, Columns, Columns]:
-    """The framework parsers' letters, the uniform spot check's rows and the log-prob picks."""
-    framework = _fetch(con, _FRAMEWORK_SQL, [frameworks]) if frameworks else None
-    return framework, _fetch(con, _UNIFORM_SQL), _fetch(con, _LOGPROB_SQL)
-
-
 def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
     """Study facts and the per-row frame, in one short-lived connection."""
     if verdicts not in VERDICT_VIEWS:
@@ -173,16 +164,10 @@ def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
                 "SELECT DISTINCT parser FROM parser_letters WHERE parser NOT IN ('strict', 'naive', 'user') ORDER BY 1"
             ).fetchall()
         ]
-        # The side queries run on a second cursor in a thread while this one runs the rows query: each
-        # query's result conversion (fetchnumpy) is single-threaded, so two at once use both cores.
-        side = con.cursor()
-        try:
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                later = pool.submit(_side_frames, side, frameworks)
-                rows = _fetch(con, _rows_sql(verdicts, len(fps) <= 1), [arms, orientations, fps])
-                framework, uniform, logprob = later.result()
-        finally:
-            side.close()
+        rows = _fetch(con, _rows_sql(verdicts, len(fps) <= 1), [arms, orientations, fps])
+        framework = _fetch(con, _FRAMEWORK_SQL, [frameworks]) if frameworks else None
+        uniform = _fetch(con, _UNIFORM_SQL)
+        logprob = _fetch(con, _LOGPROB_SQL)
         n_reviews = _scalar(con, "SELECT count(*) FROM effective_reviews")
 
     # rowid -> position in `rows`; DuckDB rowids are dense but need not be ordered in the result
