@@ -11,6 +11,8 @@ process:
   included), target < 2 GiB; Python-heap peak (``tracemalloc``, a second run); and, for reference, the same
   with the item bootstrap forced (``ci="bootstrap"``; from 10,000 items the report draws its replicates from
   the normal approximation of the item sums, docs/report-schema.md);
+- where the in-process time goes (a fresh process): imports, loading the frames (the SQL), the metrics, the
+  JSON rendering;
 - the baseline in the same run: a bare ``SELECT arm, orientation, count(*), … FROM graded_rows GROUP BY ALL``.
 
 Run: ``.venv/bin/python benchmarks/bench_report.py [--rows 1000000 | --items 50000] [--arms 5] [--boot 1000]
@@ -137,6 +139,20 @@ def child(mode: str, db: str, n_boot: int) -> None:
         dt = time.perf_counter() - t0
         print(json.dumps({"seconds": dt}))
         return
+    if mode == "phases":
+        t0 = time.perf_counter()
+        from mcqaudit import api
+        from mcqaudit.report import render
+
+        t1 = time.perf_counter()
+        frames = api.load_frames(db)
+        t2 = time.perf_counter()
+        rep = api.report_from_frames(frames, n_boot=n_boot, seed=0)
+        t3 = time.perf_counter()
+        render(rep, "json")
+        t4 = time.perf_counter()
+        print(json.dumps({"import": t1 - t0, "frames": t2 - t1, "metrics": t3 - t2, "render": t4 - t3}))
+        return
     from mcqaudit.report import build_report, render
 
     if mode == "trace":
@@ -233,7 +249,10 @@ def main() -> None:
         "--json", type=Path, default=None, help="write the result rows here (benchmarks/run_all.py)"
     )
     ap.add_argument(
-        "--child", choices=("report", "trace", "bare", "bootstrap"), default=None, help=argparse.SUPPRESS
+        "--child",
+        choices=("report", "trace", "bare", "bootstrap", "phases"),
+        default=None,
+        help=argparse.SUPPRESS,
     )
     args = ap.parse_args()
     if args.child:
@@ -258,6 +277,7 @@ def main() -> None:
     rep = _run_child("report", db, args.boot)
     boot = _run_child("bootstrap", db, args.boot)
     trace = _run_child("trace", db, args.boot)
+    phases = _run_child("phases", db, args.boot)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"rows: {rows:,}   resamples: {args.boot}   cores: {os.cpu_count()}   load average: {load}")
     print(f"mcqaudit report --format json (whole command): median {cmd:6.2f} s of "
@@ -269,6 +289,7 @@ def main() -> None:
     print(
         f"  python heap peak:    {trace['tracemalloc_peak_mib']:7.0f} MiB (tracemalloc run: {trace['seconds']:.2f} s)"
     )
+    print("  where the in-process time goes: " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
     print(f"flags: {', '.join(rep['flags']) or 'none'}")
     results = result_rows(rows, args.boot, cmd, bare, rep, boot)
     if args.json:
