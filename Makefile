@@ -31,12 +31,8 @@ unit: $(BIN)/.installed
 ## everything CI runs: install, lint, type-check, all tests
 test: $(BIN)/.installed browser-deps lint unit
 
-bench: $(BIN)/.installed
-	$(BIN)/python benchmarks/bench_ingest.py
-	$(BIN)/python benchmarks/bench_grade.py
-	$(BIN)/python benchmarks/bench_report.py
-	$(BIN)/python benchmarks/bench_dashboard.py
-	$(BIN)/python benchmarks/bench_review.py
+bench: $(BIN)/.installed browser-deps
+	$(BIN)/python benchmarks/run_all.py --results benchmarks/RESULTS.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache sample_runs/*.duckdb
