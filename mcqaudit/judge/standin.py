@@ -52,7 +52,7 @@ from typing import Any
 from aiohttp import web
 
 from mcqaudit.judge.heuristic import judge_reply
-from mcqaudit.judge.prompts import parse_rendered
+from mcqaudit.judge.prompts import ParsedPrompt, parse_rendered
 from mcqaudit.vocab import STANDIN_MODEL
 
 MODEL_NAME = STANDIN_MODEL
@@ -178,8 +178,93 @@ _IDS = itertools.count(1)
 def _error(
     status: int, message: str, type_: str, code: str | None, headers: Mapping[str, str] | None = None
 ) -> web.Response:
-    body = {"error": {"message": message, "type": type_, "param": None, "code": code}}
-    return web.json_response(body, status=status, headers=headers)
+    return web.json_response(_error_body(message, type_, code), status=status, headers=headers)
+
+
+@dataclass(frozen=True)
+class _Refusal:
+    """Why a chat-completions body is refused: HTTP status, the counter it is counted under (with the
+    model, once known), message and error code."""
+
+    status: int
+    counter: str
+    message: str
+    code: str | None = None
+    model: str | None = None
+
+
+_PROMPT_HINT = " (QUESTION / OPTIONS / [GOLD] / fenced RESPONSE)"
+
+
+def _read_request(
+    body: Any, *, streaming: str, prompt_hint: str = ""
+) -> tuple[str, ParsedPrompt, int] | _Refusal:
+    """A chat-completions body read as both the online route and a batch line read it: (model, the parsed
+    judge prompt, characters of all messages), or why it is refused. ``streaming`` ends the message that
+    refuses ``stream: true``; ``prompt_hint`` is added to the one that refuses a prompt not made by
+    mcqaudit."""
+    if not isinstance(body, dict):
+        return _Refusal(400, "bad_request_400", "The request body must be a JSON object.")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        return _Refusal(400, "bad_request_400", "You must provide a model parameter.")
+    if model != MODEL_NAME:
+        return _Refusal(
+            404,
+            "model_not_found_404",
+            f"The model `{model}` does not exist or you do not have access to it. "
+            f"This stand-in judge serves only `{MODEL_NAME}` (a heuristic, not an LLM).",
+            "model_not_found",
+            model,
+        )
+    if body.get("stream"):
+        return _Refusal(400, "bad_request_400", f"Streaming is not supported {streaming}.", model=model)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return _Refusal(400, "bad_request_400", "messages must be a non-empty list.", model=model)
+    user_texts = [
+        _text_of(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user"
+    ]
+    prompt = user_texts[-1] if user_texts else None
+    if prompt is None:
+        return _Refusal(400, "bad_request_400", "There is no user message to answer.", model=model)
+    try:
+        parsed = parse_rendered(prompt)
+    except ValueError as exc:
+        return _Refusal(
+            400,
+            "bad_request_400",
+            f"{exc}: the stand-in judge only answers prompts made by mcqaudit.judge.prompts.render{prompt_hint}.",
+            "not_a_judge_prompt",
+            model,
+        )
+    prompt_chars = sum(len(_text_of(m.get("content")) or "") for m in messages if isinstance(m, dict))
+    return model, parsed, prompt_chars
+
+
+def _completion(reply: str, prompt_chars: int) -> dict[str, Any]:
+    usage = {"prompt_tokens": _tokens(prompt_chars), "completion_tokens": _tokens(len(reply))}
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    return {
+        "id": f"chatcmpl-standin-{next(_IDS)}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": MODEL_NAME,
+        "system_fingerprint": SYSTEM_FINGERPRINT,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": reply, "refusal": None},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": usage,
+    }
+
+
+def _error_body(message: str, type_: str, code: str | None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
 
 
 def _tokens(chars: int) -> int:
@@ -226,47 +311,11 @@ async def _answer(request: web.Request, state: _State) -> web.StreamResponse:
     except (json.JSONDecodeError, UnicodeDecodeError):
         state.count("bad_request_400")
         return _error(400, "The request body is not valid JSON.", "invalid_request_error", None)
-    if not isinstance(body, dict):
-        state.count("bad_request_400")
-        return _error(400, "The request body must be a JSON object.", "invalid_request_error", None)
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        state.count("bad_request_400")
-        return _error(400, "You must provide a model parameter.", "invalid_request_error", None)
-    if model != MODEL_NAME:
-        state.count("model_not_found_404", model)
-        return _error(
-            404,
-            f"The model `{model}` does not exist or you do not have access to it. "
-            f"This stand-in judge serves only `{MODEL_NAME}` (a heuristic, not an LLM).",
-            "invalid_request_error",
-            "model_not_found",
-        )
-    if body.get("stream"):
-        state.count("bad_request_400", model)
-        return _error(400, "Streaming is not supported by the stand-in judge.", "invalid_request_error", None)
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        state.count("bad_request_400", model)
-        return _error(400, "messages must be a non-empty list.", "invalid_request_error", None)
-    user_texts = [
-        _text_of(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user"
-    ]
-    prompt = user_texts[-1] if user_texts else None
-    if prompt is None:
-        state.count("bad_request_400", model)
-        return _error(400, "There is no user message to answer.", "invalid_request_error", None)
-    try:
-        parsed = parse_rendered(prompt)
-    except ValueError as exc:
-        state.count("bad_request_400", model)
-        return _error(
-            400,
-            f"{exc}: the stand-in judge only answers prompts made by mcqaudit.judge.prompts.render "
-            "(QUESTION / OPTIONS / [GOLD] / fenced RESPONSE).",
-            "invalid_request_error",
-            "not_a_judge_prompt",
-        )
+    got = _read_request(body, streaming="by the stand-in judge", prompt_hint=_PROMPT_HINT)
+    if isinstance(got, _Refusal):
+        state.count(got.counter, got.model)
+        return _error(got.status, got.message, "invalid_request_error", got.code)
+    model, parsed, prompt_chars = got
 
     outcome, garbage = state.draw()
     if outcome == "hang":
@@ -296,28 +345,10 @@ async def _answer(request: web.Request, state: _State) -> web.StreamResponse:
         )
 
     reply = garbage if outcome == "garbage" else judge_reply(parsed)
-    prompt_chars = sum(len(_text_of(m.get("content")) or "") for m in messages if isinstance(m, dict))
-    usage = {"prompt_tokens": _tokens(prompt_chars), "completion_tokens": _tokens(len(reply))}
-    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    completion = _completion(reply, prompt_chars)
+    usage = completion["usage"]
     state.count(outcome, model, usage["prompt_tokens"], usage["completion_tokens"])
-    return web.json_response(
-        {
-            "id": f"chatcmpl-standin-{next(_IDS)}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": MODEL_NAME,
-            "system_fingerprint": SYSTEM_FINGERPRINT,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": reply, "refusal": None},
-                    "logprobs": None,
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": usage,
-        }
-    )
+    return web.json_response(completion)
 
 
 _MODEL_OBJECT = {
@@ -580,65 +611,12 @@ class _BatchStore:
 _BATCHES = web.AppKey("standin_batches", _BatchStore)
 
 
-def _completion(reply: str, prompt_chars: int) -> dict[str, Any]:
-    usage = {"prompt_tokens": _tokens(prompt_chars), "completion_tokens": _tokens(len(reply))}
-    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-    return {
-        "id": f"chatcmpl-standin-{next(_IDS)}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": MODEL_NAME,
-        "system_fingerprint": SYSTEM_FINGERPRINT,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": reply, "refusal": None},
-                "logprobs": None,
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": usage,
-    }
-
-
-def _error_body(message: str, type_: str, code: str | None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
-
-
 def _batch_line_answer(body: Any) -> tuple[int, dict[str, Any]]:
     """One batch line's chat-completions body answered as ``POST /v1/chat/completions`` would: (status, body)."""
-    if not isinstance(body, dict):
-        return 400, _error_body("The request body must be a JSON object.", "invalid_request_error", None)
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        return 400, _error_body("You must provide a model parameter.", "invalid_request_error", None)
-    if model != MODEL_NAME:
-        return 404, _error_body(
-            f"The model `{model}` does not exist or you do not have access to it. "
-            f"This stand-in judge serves only `{MODEL_NAME}` (a heuristic, not an LLM).",
-            "invalid_request_error",
-            "model_not_found",
-        )
-    if body.get("stream"):
-        return 400, _error_body("Streaming is not supported in a batch.", "invalid_request_error", None)
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return 400, _error_body("messages must be a non-empty list.", "invalid_request_error", None)
-    user_texts = [
-        _text_of(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user"
-    ]
-    prompt = user_texts[-1] if user_texts else None
-    if prompt is None:
-        return 400, _error_body("There is no user message to answer.", "invalid_request_error", None)
-    try:
-        parsed = parse_rendered(prompt)
-    except ValueError as exc:
-        return 400, _error_body(
-            f"{exc}: the stand-in judge only answers prompts made by mcqaudit.judge.prompts.render.",
-            "invalid_request_error",
-            "not_a_judge_prompt",
-        )
-    prompt_chars = sum(len(_text_of(m.get("content")) or "") for m in messages if isinstance(m, dict))
+    got = _read_request(body, streaming="in a batch")
+    if isinstance(got, _Refusal):
+        return got.status, _error_body(got.message, "invalid_request_error", got.code)
+    _model, parsed, prompt_chars = got
     return 200, _completion(judge_reply(parsed), prompt_chars)
 
 
