@@ -176,34 +176,6 @@ def orient(
 
 
 # --------------------------------------------------------------------------------------------- generate
-class GenerateProgress:
-    """`generate`'s progress bar (a :class:`mcqaudit.grade.Reporter`): rows done/total, rows/s, ETA, errors and
-    tokens, on stderr."""
-
-    def __init__(self, console: Console):
-        self._progress = Progress(
-            TextColumn("generating"), BarColumn(), MofNCompleteColumn(), TextColumn("rows"), _RateColumn(),
-            TextColumn("ETA"), TimeRemainingColumn(), TextColumn("errors {task.fields[errors]}"),
-            TextColumn("tokens {task.fields[tokens]}"), console=console,
-        )  # fmt: skip
-        self._task: TaskID | None = None
-
-    def start(self, total: int, done: int) -> None:
-        self._progress.start()
-        self._task = self._progress.add_task("generate", total=total, completed=done, errors=0, tokens=0)
-
-    def advance(self, rows: int, errors: int, tokens: int) -> None:
-        if self._task is not None:
-            f = self._progress.tasks[0].fields
-            self._progress.update(self._task, advance=rows, errors=f["errors"] + errors, tokens=f["tokens"] + tokens)
-
-    def note(self, text: str) -> None:
-        self._progress.console.print(text)
-
-    def stop(self) -> None:
-        self._progress.stop()
-
-
 @app.command()
 def generate(
     prompts: Annotated[
@@ -287,7 +259,7 @@ def generate(
     secret = secret_for(options)
     try:
         summary = run_generate(prompts, out, options,
-                               reporter=None if quiet or as_json else GenerateProgress(err))  # fmt: skip
+                               reporter=None if quiet or as_json else GradeProgress(err, label="generating"))  # fmt: skip
     except GenerateUsageError as exc:
         raise _fail(f"error: {scrub(str(exc), secret)}", 2) from None
     except InputError as exc:
@@ -647,13 +619,13 @@ class _RateColumn(ProgressColumn):
 
 
 class GradeProgress:
-    """`grade`'s progress bar (a :class:`mcqaudit.grade.Reporter`): rows done/total, rows/s, ETA, errors and
-    tokens, on stderr."""
+    """`grade`'s progress bar (a :class:`mcqaudit.grade.Reporter`; `generate` uses it too, labelled
+    "generating"): rows done/total, rows/s, ETA, errors and tokens, on stderr."""
 
-    def __init__(self, console: Console | None = None):
+    def __init__(self, console: Console | None = None, label: str = "judging"):
         self.console = console or Console(stderr=True)
         self._progress = Progress(
-            TextColumn("judging"),
+            TextColumn(label),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("rows"),
