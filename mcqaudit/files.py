@@ -1,4 +1,5 @@
-"""Writing an output file whole or not at all (report --out, reviews export, orient).
+"""Writing an output file whole or not at all (report --out, reviews export, orient), and reading an input
+file in chunks that end at line ends (ingest).
 
 :func:`write_atomic` writes to a temporary file in the target's own folder (so the final rename never
 crosses a file system), flushes and fsyncs it, then renames it over the target. On any error (a full disk,
@@ -12,9 +13,9 @@ import contextlib
 import errno
 import os
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, BinaryIO
 
 _REASONS = {
     errno.ENOSPC: "no space left on the device",
@@ -91,3 +92,19 @@ def _fsync_dir(folder: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def line_chunks(fh: BinaryIO, size: int) -> Iterator[bytes]:
+    """The bytes of ``fh`` in chunks of at least ``size`` bytes (or what is left) that each end with a
+    newline, except a last one whose line is unterminated; never an empty chunk."""
+    rest = b""
+    while chunk := fh.read(size):
+        data = rest + chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            rest = data
+            continue
+        yield data[: cut + 1]
+        rest = data[cut + 1 :]
+    if rest:
+        yield rest

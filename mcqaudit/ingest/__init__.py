@@ -20,6 +20,7 @@ from typing import NamedTuple, TypeVar
 import duckdb
 
 from mcqaudit import parsers
+from mcqaudit.files import line_chunks
 from mcqaudit.ingest.errors import InputError, Problem, UsageError
 from mcqaudit.ingest.items import read_items
 from mcqaudit.store import Study
@@ -241,7 +242,6 @@ def _stage_jsonl(con, path: Path, progress: Progress | None) -> int:
     blank = 0
     line_no = 0
     done = 0
-    rest = b""
     lines: list[int] = []
     texts: list[str | None] = []
     pre: list[str | None] = []
@@ -254,20 +254,8 @@ def _stage_jsonl(con, path: Path, progress: Progress | None) -> int:
             pre.clear()
 
     with path.open("rb") as fh:
-        while True:
-            chunk = fh.read(CHUNK_BYTES)
-            done += len(chunk)
-            data = rest + chunk
-            if chunk:
-                cut = data.rfind(b"\n")
-                if cut < 0:
-                    rest = data
-                    continue
-                data, rest = data[: cut + 1], data[cut + 1 :]
-            else:
-                rest = b""
-            if not data:
-                break
+        for data in line_chunks(fh, CHUNK_BYTES):
+            done += len(data)
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
@@ -313,8 +301,6 @@ def _stage_jsonl(con, path: Path, progress: Progress | None) -> int:
                         flush()
             if progress:
                 progress("reading", done, size)
-            if not chunk:
-                break
     flush()
     return blank
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
+from mcqaudit.files import line_chunks
 from mcqaudit.store.reviews import retract_for_replaced_rows
 from mcqaudit.store.schema import refresh_current_judge
 from mcqaudit.vocab import LETTERS, WHITESPACE
@@ -276,19 +277,8 @@ def csv_header(path: str) -> list[str]:
 
     first = b""
     lines_before = 0  # lines before the current chunk, which starts at a line start
-    rest = b""
     with open(path, "rb") as fh:
-        while True:
-            chunk = fh.read(CSV_CHUNK)
-            data = rest + chunk
-            if chunk:
-                cut = data.rfind(b"\n")
-                if cut < 0:
-                    rest = data
-                    continue
-                data, rest = data[: cut + 1], data[cut + 1 :]
-            if not data:
-                break
+        for data in line_chunks(fh, CSV_CHUNK):
             if lines_before == 0:
                 first = data.split(b"\n", 1)[0]
             try:
@@ -299,8 +289,6 @@ def csv_header(path: str) -> list[str]:
                 column = at - (data.rfind(b"\n", 0, at) + 1) + 1
                 raise StageError(f"not valid UTF-8 (byte {data[at]:#04x} at column {column})", line) from None
             lines_before += data.count(b"\n")
-            if not chunk:
-                break
     text = first.decode("utf-8").removeprefix("\ufeff").removesuffix("\r")
     row = next(csv.reader(io.StringIO(text)), [])
     if not row:
