@@ -213,9 +213,11 @@ def test_a_whole_spot_check_session(review_db: Path) -> None:
                     page.get_by_text("Blind mode", exact=True).click()
                     expect(page.get_by_text(re.compile("^Blind mode: the judge's verdict"))).to_be_hidden()
                 if i == 11:
+                    settle(page)
                     page.screenshot(path=str(ARTIFACTS / "review-mid-queue.png"))
             expect(page.get_by_text("Every row of this queue is reviewed.")).to_be_visible()
             expect(page.get_by_text(re.compile(r"^20 of 20 rows reviewed"))).to_be_visible()
+            settle(page)  # the finished queue as it stays, not a rerun in flight
             page.screenshot(path=str(ARTIFACTS / "review-queue-done.png"))
         finally:
             browser.close()
