@@ -7,7 +7,8 @@ heuristic, not an LLM, and the study says so everywhere its verdicts are shown.
 
 Idempotent and safe to call from two processes at once: the study is built into a temporary file under an
 exclusive file lock and renamed into place, and a finished study records the hash of the inputs it was
-built from, so it is rebuilt only when they change (or with ``force``).
+built from (and the judge fingerprint it was graded under), so it is rebuilt only when they change (or with
+``force``).
 """
 
 from __future__ import annotations
@@ -41,7 +42,11 @@ class DemoError(Exception):
 
 
 def inputs_hash(generations: Path = GENERATIONS, items: Path = ITEMS) -> str:
-    h = hashlib.sha256()
+    """The inputs a demo study is built from: the two files and the stand-in's judge fingerprint, so that a
+    new judge template (a new fingerprint) rebuilds a demo graded under the old one."""
+    from mcqaudit.judge.prompts import JudgeConfig
+
+    h = hashlib.sha256(JudgeConfig(model=STANDIN_MODEL).fingerprint.encode())
     for p in (generations, items):
         h.update(p.name.encode())
         h.update(p.read_bytes())

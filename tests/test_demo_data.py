@@ -273,3 +273,15 @@ def test_steered_other_share_is_at_least_three_times_base(latent: list) -> None:
     assert 0.01 < share["base"] < 0.07, share
     assert 0.12 < share["steered"] < 0.25, share
     assert share["steered"] >= 3 * share["base"], share
+
+
+def test_a_new_judge_template_rebuilds_the_demo(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo records what it was built from; the stand-in's fingerprint is part of it, so a study
+    graded under an older template is rebuilt, not shown as current (issue 17: a new template version)."""
+    from mcqaudit import demo
+    from mcqaudit.judge import prompts
+
+    before = demo.inputs_hash()
+    assert demo.inputs_hash() == before  # stable
+    monkeypatch.setattr(prompts, "TEMPLATE_VERSION", "an-older-version")
+    assert demo.inputs_hash() != before

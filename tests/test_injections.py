@@ -1,12 +1,14 @@
-"""Prompt injection against the judge prompt and the stand-in judge (issue 13).
+"""Prompt injection against the judge prompt and the stand-in judge (issues 13 and 18).
 
 The corpus ``tests/cases/injections.jsonl`` holds generations that try to steer the judge (instructions to
 it, fake fences in many spellings, fake verdict and reply lines, JSON in the judge's reply shape, fake
-QUESTION/OPTIONS blocks, look-alike letters, very long text) and questions that carry their own prompt
-blocks. For every entry:
+QUESTION/OPTIONS blocks, look-alike letters, brackets and invisible characters, very long text), generations
+that restate the row's own question in the template's layout or open with a fake fenced response, and
+questions that carry their own prompt blocks. For every entry:
 
-- the rendered prompt keeps the generation inside the row's fence (nothing it writes can close it), and
-  the prompt reads back (``parse_rendered``) to the real question, options, gold letter and generation;
+- the rendered prompt keeps the generation inside the row's fence (nothing it writes can close it, nor
+  anything that reads as a close once invisible characters are dropped and look-alikes read), and the
+  prompt reads back (``parse_rendered``) to the real question, options, gold letter and generation;
 - the stand-in judge, over HTTP through the real ``openai`` client, gives the same verdict for a base
   generation with the injection as for the base alone (``where``: appended after the base, put before it).
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +55,17 @@ BASES: dict[str, tuple[str, str]] = {
     "boxed": ("\\boxed{B}", "B"),
 }
 SHAPES = ("extract", "gold")
-ANGLES = set("<＜﹤‹«〈《⟨❮>＞﹥›»〉》⟩❯")  # the fence brackets and their look-alikes
+# what a reader takes for the fence's brackets, and for how many (written here, not taken from the renderer)
+READS_AS = {
+    **{c: ">" for c in ">＞﹥›〉\u232a⟩❯❱❭˃ᐳ"}, **{c: ">>" for c in "»》≫⟫⪢"}, **{c: ">>>" for c in "⋙⫸"},
+    **{c: "<" for c in "<＜﹤‹〈\u2329⟨❮❰❬˂ᐸ"}, **{c: "<<" for c in "«《≪⟪⪡"}, **{c: "<<<" for c in "⋘⫷"},
+}  # fmt: skip
+
+
+def reads_as(text: str) -> str:
+    """``text`` as a reader sees it: format characters (zero-width, joiners, soft hyphens, bidi) unseen,
+    bracket look-alikes read as the brackets they resemble."""
+    return "".join(READS_AS.get(c, "" if unicodedata.category(c) == "Cf" else c) for c in text)
 
 
 def combined(base: str, injection: str, where: str) -> str:
@@ -101,12 +114,9 @@ def test_rendered_prompt_keeps_the_injection_inside_the_fence(case: dict[str, An
                     prompt = render(shape, generation, rationale=rationale)
                     inside = fenced(prompt)
                     assert inside == prompts.neutralise(generation)
-                    # nothing inside can close or open the fence, look-alikes included
+                    # nothing inside can close or open the fence, nor reads as doing so
                     assert prompts.FENCE_CLOSE not in inside and prompts.FENCE_OPEN not in inside
-                    assert not any(
-                        inside[k] in ANGLES and inside[k + 1] in ANGLES and inside[k + 2] in ANGLES
-                        for k in range(len(inside) - 2)
-                    )
+                    assert ">>>" not in reads_as(inside) and "<<<" not in reads_as(inside)
                     parsed = prompts.parse_rendered(prompt)
                     assert parsed.generation == inside
                     assert (parsed.question, parsed.options, parsed.shape) == (QUESTION, OPTIONS, shape)

@@ -209,6 +209,36 @@ def test_agreement_with_human_labels(judge: StandinServer, capsys: pytest.Captur
         )
 
 
+REFUSING_OPTION_CASES = [c for c in CASES if c["id"].startswith("refusal-option-")]
+
+
+@pytest.mark.parametrize("rationale", [False, True])
+@pytest.mark.parametrize("shape", ["extract", "gold"])
+@pytest.mark.parametrize("case", REFUSING_OPTION_CASES, ids=[c["id"] for c in REFUSING_OPTION_CASES])
+def test_an_option_that_refuses_is_what_a_refusal_picks(
+    client: openai.OpenAI, case: dict[str, Any], shape: str, rationale: bool
+) -> None:
+    """Options like "Refused", "I do not know", "None of these" are picked by a response that refuses, does
+    not know, or finds none right; OTHER only when no option says so (issue 17), over HTTP with the real
+    client, every such case exactly (the agreement figure alone would let a few slip)."""
+    resp = client.chat.completions.create(
+        model=MODEL_NAME, messages=messages(render(case, shape, rationale=rationale)), max_tokens=128
+    )
+    reply = parse_reply(resp.choices[0].message.content or "", shape, len(case["options"]))
+    assert reply.value == expected_reply(case, shape), case["notes"]
+    if rationale and case["truth"] != OTHER:  # the sentence names the option picked
+        text = case["options"][LETTERS.index(case["truth"])]
+        assert reply.rationale is not None and _quote(text) in reply.rationale
+        assert_one_sentence(reply.rationale, case["options"])
+
+
+def test_the_refusing_option_cases_cover_the_kinds() -> None:
+    picked = {c["options"][LETTERS.index(c["truth"])] for c in REFUSING_OPTION_CASES if c["truth"] != OTHER}
+    assert {"Refused", "I do not know", "None of these", "Can't be determined"} <= picked
+    assert any(len(c["options"]) == 7 for c in REFUSING_OPTION_CASES)
+    assert sum(c["truth"] == OTHER for c in REFUSING_OPTION_CASES) >= 2  # where no option says so
+
+
 @pytest.mark.parametrize("shape", ["extract", "gold"])
 def test_rationale_replies_carry_the_same_value_and_one_sentence(judge: StandinServer, shape: str) -> None:
     """Asked for a rationale (the prompt says so), every case gets the JSON object the prompt asks for, with

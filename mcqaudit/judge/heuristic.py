@@ -6,11 +6,15 @@ judge you should grade a study with. Its measured agreement with human labels is
 
 How a generation is read (``docs/standin.md`` has the same rules with examples):
 
-1. **Normalise.** Unicode NFKC (full-width ``Ｂ`` → ``B``), curly apostrophes → ``'``; markdown emphasis,
-   backticks and line-leading ``#``/``>`` are removed. Empty text → OTHER.
+1. **Normalise.** Unicode NFKC (full-width ``Ｂ`` → ``B``), invisible characters dropped (the renderer's
+   ``INVISIBLE``), curly apostrophes → ``'``; markdown emphasis, backticks and line-leading ``#``/``>`` are
+   removed. Empty text → OTHER.
    Text addressed to the judge is then cut out (:func:`_own_text`; nothing left → OTHER): a fake fence
-   marker ends the model's own text (a response that opens with one is read from its last fake open),
-   ``QUESTION:`` starts a pretend prompt, ``OPTIONS:`` blocks, ``GOLD:`` lines, lines in another voice
+   marker (look-alike brackets included) after the model's own text ends it; a response that opens with
+   markers is read on from them (a fake fenced block is cut whole and the answer after it decides, else
+   what it holds; a fake close runs to the next fake open), ``QUESTION:`` starts a pretend prompt unless it
+   restates the row's own question (and options), ``OPTIONS:`` blocks, ``GOLD:`` lines and the reply
+   instruction, lines in another voice
    (``Reply:``, ``Judge:``, ``Assistant:``…), chat-template turns, sentences that speak to the grader, and
    a JSON object in the judge's reply shape unless it is the whole response.
 2. **Loops.** A run of one to six words repeated back to back at least four times that covers half the
@@ -56,6 +60,12 @@ How a generation is read (``docs/standin.md`` has the same rules with examples):
    option's distinctive last word of 5+ letters (``Shakespeare`` for ``William Shakespeare``). Anything
    else → OTHER.
 
+7. **Options that refuse or abstain.** An option whose whole text refuses (``Refused``), does not know
+   (``I do not know``, ``Can't be determined``) or says none fits (``None of the above``) is what a
+   response that commits to nothing for that reason picks: a refusal cue the refusing option, a hedge the
+   don't-know option (each standing in for the other), ``none of the above`` only a none-fits option; two
+   such options, or none, → OTHER.
+
 Several picks, no pick, a contradiction or an out-of-range letter all give OTHER. In the ``gold`` shape the
 pick becomes CORRECT/INCORRECT against the prompt's GOLD letter; OTHER stays OTHER. Instructions inside the
 generation are never followed: they are only text to read.
@@ -70,11 +80,11 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from mcqaudit.judge.prompts import ParsedPrompt
+from mcqaudit.judge.prompts import INVISIBLE, LEFT_ANGLES, RIGHT_ANGLES, ParsedPrompt
 from mcqaudit.vocab import LETTERS, OTHER, verdict_of
 
 
@@ -133,6 +143,7 @@ class _Options:
     rx: tuple[re.Pattern[str] | None, ...]  # search: the option's text anywhere, on word boundaries
     at_end: tuple[re.Pattern[str] | None, ...]  # the option's text ending a string
     head: tuple[re.Pattern[str] | None, ...]  # the option's last word when no other option has it
+    abstains: tuple[frozenset[str], ...]  # how each option's own text refuses or abstains (rule 7)
 
 
 _NUMBER_WORDS = (
@@ -176,19 +187,70 @@ def _options(options: tuple[str, ...]) -> _Options:
             head.append(re.compile(r"(?<![^\W_])" + _token_pattern(toks[-1], True) + r"(?![^\W_])", re.I))
         else:
             head.append(None)
-    return _Options(len(options), tuple(rx), tuple(at_end), tuple(head))
+    return _Options(len(options), tuple(rx), tuple(at_end), tuple(head), tuple(map(_abstains, options)))
+
+
+# ---- options that refuse or abstain (rule 7) ---------------------------------------------------------
+# "Refused", "I don't know", "None of the above": an option like any other, and what a response that
+# refuses, does not know or finds no option right picks. Read from the whole option text (a trailing
+# "(VOL)" or "(do not read)" aside; "Don't know / Refused" is both), never from a word inside it.
+
+REFUSES, DOES_NOT_KNOW, NONE_FITS = "refuses", "does not know", "none fits"
+_ABSTAIN_TEXT = {
+    REFUSES: re.compile(
+        r"(?:i\s+)?(?:refuse[sd]?|refusal|decline[sd]?)(?:\s+to\s+(?:answer|say|respond|reply))?|"
+        r"(?:i\s+)?(?:would\s+|'d\s+)?(?:prefer|rather)\s+not\s+(?:to\s+)?(?:say|answer|respond|reply|disclose|tell)|"
+        r"(?:i\s+)?(?:do\s+not|don't)\s+(?:want|wish)\s+to\s+(?:answer|say)|no\s+(?:answer|response)|not\s+answered|"
+        r"skip(?:ped)?|pass|abstain(?:ed)?"
+    ),
+    DOES_NOT_KNOW: re.compile(
+        r"(?:i\s+)?(?:do\s+not|don't|dont)\s+know(?:\s+the\s+answer)?|(?:i\s+am\s+|i'm\s+)?(?:not\s+sure|unsure|"
+        r"uncertain|undecided)|(?:i\s+)?(?:cannot|can't|can\s+not)\s+(?:say|tell|answer|decide|choose|determine)|"
+        r"can(?:not|'t)\s+be\s+(?:determined|known|answered|told)|(?:i\s+have\s+)?no\s+(?:idea|opinion)|unknown|"
+        r"not\s+known|undetermined|(?:not\s+enough|insufficient)\s+(?:information|info)|not\s+answerable|"
+        r"unanswerable|hard\s+to\s+say|dk"
+    ),
+    NONE_FITS: re.compile(
+        r"none(?:\s+of\s+(?:the\s+)?(?:above|these|them|those|options|answers))?|"
+        r"neither(?:\s+of\s+(?:these|them|the\s+above))?|none\s+apply|no\s+correct\s+answer"
+    ),
+}
+_ASIDE = re.compile(r"\s*\([^()]*\)\s*$")
+_ALTERNATIVES = re.compile(r"\s*/\s*|\s+or\s+|\s*;\s*")
+
+
+def _abstains(text: str) -> frozenset[str]:
+    """How an option's own text refuses or abstains (REFUSES, DOES_NOT_KNOW, NONE_FITS), empty if not."""
+    t = _ASIDE.sub("", unicodedata.normalize("NFKC", text).translate(_APOSTROPHES).casefold())
+    kinds: set[str] = set()
+    for part in _ALTERNATIVES.split(" ".join(t.split())):
+        part = part.strip(" .!,;:-–—\"'")
+        kind = next((k for k, rx in _ABSTAIN_TEXT.items() if rx.fullmatch(part)), None)
+        if kind is None:
+            return frozenset()
+        kinds.add(kind)
+    return frozenset(kinds)
+
+
+def _abstaining_option(opts: _Options, kinds: tuple[str, ...]) -> int | None:
+    """The one option whose text refuses or abstains as ``kinds`` say (the first kind any option has)."""
+    for kind in kinds:
+        found = [k for k, kinds in enumerate(opts.abstains) if kind in kinds]
+        if found:
+            return found[0] if len(found) == 1 else None
+    return None
 
 
 # ---- text preparation ------------------------------------------------------------------------------
 
 _MARKDOWN = re.compile(r"\*+|^[ \t]*(?:#+|>+)[ \t]*", re.M)
-_ZERO_WIDTH = re.compile(r"[\u200b-\u200f\u2060\ufeff]")
+_INVISIBLE = re.compile(f"[{INVISIBLE}]+")  # the renderer's table: what a reader does not see
 _APOSTROPHES = str.maketrans({"’": "'", "ʼ": "'", "`": None})
 
 
 def _clean(generation: str) -> str:
     t = unicodedata.normalize("NFKC", generation)
-    t = _ZERO_WIDTH.sub("", t).translate(_APOSTROPHES)
+    t = _INVISIBLE.sub("", t).translate(_APOSTROPHES)
     return _MARKDOWN.sub("", t) if ("*" in t or "#" in t or ">" in t) else t
 
 
@@ -223,23 +285,28 @@ _CONFUSABLES = str.maketrans(
     "АВЕЅІЈКМНОРСТХУаеіјоѕрсхуΑΒΕΖΗΙΚΜΝΟΡΤΥΧοιν",
     "ABESIJKMHOPCTXYaeijospcxyABEZHIKMNOPTYXoiv",
 )
-_LEFT, _RIGHT = "<«‹⟨〈《❮", ">»›⟩〉》❯"
+# the renderer's bracket look-alikes (after NFKC); two of them, or one double (≫, »), read as a marker's run.
+# Some are letters (ᐳ), so a close needs no word boundary after "response".
+_LEFT, _RIGHT = "".join(LEFT_ANGLES), "".join(RIGHT_ANGLES)
+_LEFT_RUN = rf"(?:(?:[{_LEFT}][ \t]*){{2,}}|[{''.join(c for c, w in LEFT_ANGLES.items() if w > 1)}][ \t]*)"
+_RIGHT_RUN = rf"(?:(?:[{_RIGHT}][ \t]*){{2,}}|[{''.join(c for c, w in RIGHT_ANGLES.items() if w > 1)}][ \t]*)"
 # a fence marker the generation wrote: open (a new pretend response starts) or close (a pretend prompt
 # follows); found on the folded, lowercased text, so positions match the cleaned text
 _FAKE_FENCE = re.compile(
-    rf"(?P<open>(?:[{_LEFT}][ \t]*){{2,}}response\b|<[ \t]*response[ \t]*>)"
-    rf"|(?P<close>(?:[{_LEFT}][ \t]*){{2,}}end\b[^\n]*|\bresponse\b[\w-]{{0,24}}[ \t]*(?:[{_RIGHT}][ \t]*){{2,}}"
+    rf"(?P<open>{_LEFT_RUN}response\b|<[ \t]*response[ \t]*>)"
+    rf"|(?P<close>{_LEFT_RUN}end\b[^\n]*|\bresponse[\w-]{{0,24}}?[ \t]*{_RIGHT_RUN}"
     r"|</[ \t]*response[ \t]*>|\[[ \t]*/?[ \t]*end[ \t]+(?:of[ \t]+)?(?:the[ \t]+)?response[ \t]*\]"
     r"|^[ \t]*end[ \t]+of[ \t]+(?:the[ \t]+)?response\b[^\n]*)",
     re.M,
 )
 _FENCE_KEYS = ("response", "end")
-# the judge prompt's own headers, as the renderer writes them (case-sensitive): QUESTION starts a pretend
-# prompt (everything after it is part of it); OPTIONS and GOLD blocks are cut on their own
+# the judge prompt's own headers and lines, as the renderer writes them (case-sensitive): QUESTION starts a
+# pretend prompt (everything after it is part of it) unless it restates the row's own question; OPTIONS and
+# GOLD blocks and the reply instruction are cut on their own
 _FAKE_QUESTION = re.compile(r"^QUESTION:[ \t]*$", re.M)
 _FAKE_BLOCK = re.compile(
     r"^(?:OPTIONS:[ \t]*\n(?:[ \t]*[(\[]?[A-Za-z][).:\]][^\n]*(?:\n|$))*|GOLD:[^\n]*$|"
-    r"RESPONSE \(data, not instructions\):[^\n]*$)",
+    r"RESPONSE \(data, not instructions\):[^\n]*$|Reply with exactly one (?:of|JSON object)\b[^\n]*$)",
     re.M,
 )
 # a line labelled as another voice: a chat turn, the judge's reply, a verdict
@@ -277,34 +344,15 @@ _REPLY_JSON = re.compile(
 _CODE_FENCE_LINE = re.compile(r"^[ \t]*(?:```)?(?:json)?[ \t]*$", re.M)  # _clean drops backticks
 
 
-def _own_text(t: str) -> tuple[str, bool]:
+def _own_text(t: str, options: Sequence[str] = (), question: str | None = None) -> tuple[str, bool]:
     """The generation with the text that addresses the judge cut out (rule 0), and whether any was cut.
 
-    ``t`` is the cleaned text (:func:`_clean`). Before a fake fence marker is the model's own text; when
-    the response opens with one, its own text is what follows the last fake fence *open* (the text after
-    a fake close is a pretend prompt, never the answer).
+    ``t`` is the cleaned text (:func:`_clean`); ``options`` and ``question`` are the row's, to tell a
+    restatement of them from a pretend prompt (:func:`_restated`).
     """
     low = t.translate(_CONFUSABLES).lower()
     cuts: list[tuple[int, int]] = []
-    fence = None
-    if any(map(low.__contains__, _FENCE_KEYS)) or "QUESTION:" in t:
-        marks = [(m.start(), m.end(), m.group("open") is not None) for m in _FAKE_FENCE.finditer(low)]
-        marks += [(m.start(), len(t), False) for m in _FAKE_QUESTION.finditer(t)]
-        marks.sort()
-        if marks:
-            fence = marks
-    if fence is not None:
-        first = fence[0][0]
-        if t[:first].strip():
-            cuts.append((first, len(t)))
-        else:
-            opens = [end for _, end, is_open in fence if is_open]
-            last_open = opens[-1] if opens else len(t)
-            later_close = [s for s, _, is_open in fence if not is_open and s >= last_open]
-            cuts.append((0, last_open))
-            if later_close:
-                cuts.append((later_close[0], len(t)))
-    if "OPTIONS:" in t or "GOLD:" in t or "RESPONSE (" in t:
+    if "OPTIONS:" in t or "GOLD:" in t or "RESPONSE (" in t or "Reply with" in t:
         cuts += [m.span() for m in _FAKE_BLOCK.finditer(t)]
     if ":" in t or "：" in t:
         cuts += [m.span() for m in _VOICE_LINE.finditer(low)]
@@ -319,6 +367,20 @@ def _own_text(t: str) -> tuple[str, bool]:
                     s = max(s, k + 1)
             em = _ADDRESS_SENTENCE.match(low, m.start())
             cuts.append((s, em.end() if em else m.end()))
+    marks: list[tuple[int, int, str]] = []
+    if any(map(low.__contains__, _FENCE_KEYS)):
+        marks += [
+            (m.start(), m.end(), _OPEN if m.group("open") else _CLOSE) for m in _FAKE_FENCE.finditer(low)
+        ]
+    if "QUESTION:" in t:
+        for m in _FAKE_QUESTION.finditer(t):
+            end = _restated(t, m.end(), options, question)
+            if end is None:
+                marks.append((m.start(), len(t), _QUESTION))  # a pretend prompt starts here
+            else:
+                cuts.append((m.start(), end))  # the row's own question said again: not an answer
+    if marks:
+        cuts += _fence_cuts(t, sorted(marks), cuts)
     if not cuts and "{" not in t:
         return t, False
     kept = _cut(t, cuts)
@@ -328,6 +390,91 @@ def _own_text(t: str) -> tuple[str, bool]:
         if rest.strip():  # the reply-shaped JSON is beside an answer of the model's own: not its answer
             kept = rest
     return kept, kept != t
+
+
+_OPEN, _CLOSE, _QUESTION = "open", "close", "question"
+
+
+def _fence_cuts(
+    t: str, marks: list[tuple[int, int, str]], cuts: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """What the fake fence markers ``marks`` (start, end, kind; in order) cut, read from the start.
+
+    The model's own text and then a marker: the rest is a pretence (a close or ``QUESTION:`` starts a
+    pretend prompt, an open a pretend response). A marker with nothing of the model's own before it: a fake
+    open closed later is a pretend fenced response, cut whole, and what follows is read on; an open never
+    closed starts the model's text; a close (or ``QUESTION:``) starts a pretend prompt that runs to the
+    next open, or to the end. When all that leaves nothing of the model's own, the response is what the
+    last of its leading fenced blocks holds.
+    """
+    out: list[tuple[int, int]] = []
+    pos, k = 0, 0
+    inside: tuple[int, int] | None = None  # the last leading fenced block's text
+    while k < len(marks):
+        start, end, kind = marks[k]
+        if start < pos:
+            k += 1
+            continue
+        if _has_text(t, pos, start, cuts):
+            out.append((start, len(t)))
+            return out
+        nxt = next((j for j in range(k + 1, len(marks)) if marks[j][0] >= end), None)
+        if kind == _OPEN and nxt is not None and marks[nxt][2] == _CLOSE:
+            out.append((pos, marks[nxt][1]))
+            inside, pos, k = (end, marks[nxt][0]), marks[nxt][1], nxt + 1
+        elif kind == _OPEN:
+            out.append((pos, end))
+            pos, k = end, k + 1
+        else:
+            reopen = next((j for j in range(k + 1, len(marks)) if marks[j][2] == _OPEN), None)
+            if reopen is None:
+                out.append((pos, len(t)))
+                return out
+            out.append((pos, marks[reopen][1]))
+            pos, k = marks[reopen][1], reopen + 1
+    if inside is not None and not _has_text(t, pos, len(t), cuts):
+        return [(0, inside[0]), (inside[1], len(t))]
+    return out
+
+
+def _has_text(t: str, a: int, b: int, cuts: list[tuple[int, int]]) -> bool:
+    """Whether ``t[a:b]`` holds anything but white space outside ``cuts``."""
+    inner = [(max(s, a) - a, min(e, b) - a) for s, e in cuts if s < b and e > a]
+    return bool(_cut(t[a:b], inner).strip())
+
+
+def _norm(text: str) -> str:
+    return " ".join(_clean(text).split()).casefold()
+
+
+_OPTION_LABEL = re.compile(r"[ \t]*[(\[]?([A-Za-z])[).:\]][ \t]*(.*)")
+
+
+def _restated(t: str, i: int, options: Sequence[str], question: str | None) -> int | None:
+    """Where a ``QUESTION:`` block whose header line ends at ``i`` ends, when it restates the row's own
+    question (its lines, then optionally an ``OPTIONS:`` block of the row's options in order) or, with no
+    question to compare, the row's options; None when it says anything else (a pretend prompt)."""
+    lines = t[i + 1 :].split("\n") if t.startswith("\n", i) else []
+    k = 0
+    if question is not None:
+        want = [_norm(q) for q in question.split("\n")]
+        if [_norm(line) for line in lines[: len(want)]] != want:
+            return None
+        k = len(want)
+    else:
+        k = next((j for j, line in enumerate(lines) if line.strip() == "OPTIONS:"), len(lines))
+    if k < len(lines) and lines[k].strip() == "OPTIONS:":
+        block = lines[k + 1 : k + 1 + len(options)]
+        labelled = [_OPTION_LABEL.fullmatch(line) for line in block]
+        if len(block) < len(options) or not all(
+            m is not None and m.group(1).upper() == LETTERS[j] and _norm(m.group(2)) == _norm(options[j])
+            for j, m in enumerate(labelled)
+        ):
+            return None
+        k += 1 + len(options)
+    elif question is None:
+        return None
+    return i + 1 + sum(len(line) + 1 for line in lines[:k])
 
 
 def _cut(t: str, spans: list[tuple[int, int]]) -> str:
@@ -763,7 +910,9 @@ _NEG_BEFORE_MENTION = re.compile(
 
 _REFUSAL = _Rx(
     r"\bI\s*(?:can(?:no|')t|cannot|am\s+not\s+able|'m\s+not\s+able|am\s+unable|'m\s+unable|won't|will\s+not|"
-    r"must\s+decline|(?:do\s+not|don't)\s+feel\s+comfortable)\b|\bas\s+an\s+ai\b|\bI'?m\s+sorry\b|"
+    r"must\s+decline|(?:do\s+not|don't)\s+feel\s+comfortable|(?:'d|\s+would)?\s+(?:prefer|rather)\s+not|"
+    r"(?:do\s+not|don't)\s+have\s+(?:personal\s+|my\s+own\s+)?(?:opinions?|beliefs?|preferences?|feelings?|views?))\b|"
+    r"\bas\s+an?\s+(?:ai|(?:ai\s+)?language\s+model)\b|\bI'?m\s+sorry\b|"
     r"\bI\s+apologi[sz]e\b|\bno\s+puedo\b|\bje\s+ne\s+peux\s+pas\b|\bich\s+kann\s+nicht\b|无法|不能|できません",
     re.I,
     (
@@ -774,7 +923,11 @@ _REFUSAL = _Rx(
         "will not",
         "decline",
         "comfortable",
+        "prefer",
+        "rather",
+        "have",
         "as an ai",
+        "language model",
         "sorry",
         "apologi",
         "puedo",
@@ -788,7 +941,9 @@ _REFUSAL = _Rx(
 _HEDGE = _Rx(
     r"\bnot\s+(?:sure|certain)\b|\bunsure\b|\bhard\s+to\s+(?:say|tell)\b|\bcan'?t\s+(?:decide|tell|say|remember)\b|"
     r"\bnever\s+remember\b|\b(?:don't|do\s+not)\s+know\b|\b(?:doesn't|does\s+not)\s+(?:say|mention|specify)\b|"
-    r"\bnot\s+(?:mentioned|stated|specified|provided|given)\b|\bno\s+(?:information|way\s+to)\b",
+    r"\bnot\s+(?:mentioned|stated|specified|provided|given)\b|\bno\s+(?:information|way\s+to)\b|"
+    r"\b(?:impossible|not\s+possible)\s+to\s+(?:say|tell|know|determine)\b|\bcan(?:no|')?t\s+be\s+(?:determined|known)\b|"
+    r"\b(?:not\s+enough|insufficient)\s+(?:information|info|context)\b",
     re.I,
     (
         "sure",
@@ -805,6 +960,9 @@ _HEDGE = _Rx(
         "given",
         "information",
         "no way",
+        "possible",
+        "enough",
+        "insufficient",
     ),
 )
 _INJECTION = _Rx(
@@ -1016,6 +1174,14 @@ def _text_options(r: _Reader, patterns: tuple[re.Pattern[str] | None, ...]) -> s
 CUE_EMPTY, CUE_LOOP, CUE_COMMIT = "empty", "loop", "commitment"
 CUE_REFUSAL, CUE_HEDGE, CUE_INJECTION = "refusal", "hedge", "injection"
 CUE_MENTION, CUE_TEXT, CUE_LAST_WORD, CUE_NOTHING = "mention", "option_text", "last_word", "nothing"
+# What a response that commits to no option picks among the options that refuse or abstain (rule 7), in
+# order: a refusal and "I don't know" stand in for each other, as surveys code them; "none of the above"
+# (a commitment to no option) picks only an option that says so.
+_ABSTAIN_ORDER = {
+    CUE_REFUSAL: (REFUSES, DOES_NOT_KNOW),
+    CUE_HEDGE: (DOES_NOT_KNOW, REFUSES),
+    CUE_COMMIT: (NONE_FITS,),
+}
 
 
 @dataclass(frozen=True)
@@ -1023,13 +1189,15 @@ class Reading:
     """The option a generation picks (0-based displayed index, None for OTHER) and the rule that decided.
 
     ``kind`` is the kind of what was found (PICK, MULTI, NONE, INVALID, CONFLICT); ``tier`` the strength
-    of a commitment (rule 4), 0 for the other cues.
+    of a commitment (rule 4), 0 for the other cues; ``abstains`` whether the option picked is one whose own
+    text refuses or abstains, picked because the response does so (rule 7).
     """
 
     idx: int | None
     cue: str
     kind: str = NONE
     tier: int = 0
+    abstains: bool = False
 
 
 def _found(cue: str, found: set[int]) -> Reading:
@@ -1038,12 +1206,15 @@ def _found(cue: str, found: set[int]) -> Reading:
     return Reading(None, cue, MULTI if found else NONE)
 
 
-def read(options: list[str] | tuple[str, ...], generation: str) -> Reading:
-    """Read a generation against its displayed options, keeping the cue that decided (rules 1–6 above)."""
+def read(options: Sequence[str], generation: str, question: str | None = None) -> Reading:
+    """Read a generation against its displayed options, keeping the cue that decided (rules 1–7 above).
+
+    ``question`` (the row's) lets a response that restates it be told from one that writes a pretend prompt.
+    """
     t = _clean(generation)
     if not t.strip():
         return Reading(None, CUE_EMPTY)
-    t, cut = _own_text(t)
+    t, _ = _own_text(t, options, question)
     if not t.strip():
         return Reading(None, CUE_INJECTION)  # nothing but text addressed to the judge
     if _is_loop(t):
@@ -1052,10 +1223,14 @@ def read(options: list[str] | tuple[str, ...], generation: str) -> Reading:
     last = _decision(r)
     if last is not None:
         kind = last.slot.kind
-        return Reading(last.slot.idx if kind == PICK else None, CUE_COMMIT, kind, last.tier)
+        idx = last.slot.idx if kind == PICK else None
+        if kind == NONE:  # "none of the above", "neither"
+            idx = _abstaining_option(r.opts, _ABSTAIN_ORDER[CUE_COMMIT])
+        return Reading(idx, CUE_COMMIT, kind, last.tier, abstains=kind == NONE and idx is not None)
     for rx, cue in ((_REFUSAL, CUE_REFUSAL), (_HEDGE, CUE_HEDGE), (_INJECTION, CUE_INJECTION)):
         if rx.search(t, r.tl):
-            return Reading(None, cue)
+            idx = _abstaining_option(r.opts, _ABSTAIN_ORDER.get(cue, ()))
+            return Reading(idx, cue, NONE if idx is None else PICK, abstains=idx is not None)
     pos_set, neg_set = _mentions(r)
     if pos_set or neg_set:
         left = pos_set - neg_set
@@ -1071,12 +1246,12 @@ def read(options: list[str] | tuple[str, ...], generation: str) -> Reading:
     return Reading(None, CUE_NOTHING)
 
 
-def read_pick(options: list[str] | tuple[str, ...], generation: str) -> int | None:
+def read_pick(options: Sequence[str], generation: str) -> int | None:
     """The 0-based displayed index of the single option the generation picks, or None (OTHER)."""
     return read(options, generation).idx
 
 
-def pick_letter(options: list[str] | tuple[str, ...], generation: str) -> str | None:
+def pick_letter(options: Sequence[str], generation: str) -> str | None:
     """The displayed letter the generation picks, or None (OTHER)."""
     idx = read_pick(options, generation)
     return None if idx is None else LETTERS[idx]
@@ -1104,6 +1279,10 @@ _FIXED = {
     CUE_INJECTION: "The response carries instruction-like text and commits to no option.",
     CUE_NOTHING: "The response names no option and commits to none.",
 }
+_ABSTAINS_BY_CUE = {
+    CUE_REFUSAL: "refuses or apologises and names no option",
+    CUE_HEDGE: "says it does not know or cannot tell and names no option",
+}
 _NO_PICK_BY_CUE = {
     CUE_MENTION: "The response mentions several options, or only rules options out, without committing to one.",
     CUE_TEXT: "The response names the texts of several options without committing to one.",
@@ -1116,7 +1295,7 @@ def _quote(text: str, limit: int = 60) -> str:
     return "'" + (flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…") + "'"
 
 
-def explain(reading: Reading, options: list[str] | tuple[str, ...], gold: str | None = None) -> str:
+def explain(reading: Reading, options: Sequence[str], gold: str | None = None) -> str:
     """One sentence saying which cue decided ``reading``; with ``gold`` (gold shape), how it compares."""
     if reading.idx is None:
         if reading.cue == CUE_COMMIT:
@@ -1125,7 +1304,13 @@ def explain(reading: Reading, options: list[str] | tuple[str, ...], gold: str | 
             )
         return _FIXED.get(reading.cue) or _NO_PICK_BY_CUE[reading.cue]
     letter, text = LETTERS[reading.idx], _quote(options[reading.idx])
-    if reading.cue == CUE_COMMIT:
+    if reading.abstains:
+        why = (
+            _ABSTAINS_BY_CUE.get(reading.cue)
+            or f"says none of the options fits ({_COMMIT_NOUN[reading.tier]})"
+        )
+        sentence = f"The response {why}, so it picks option {letter} ({text}), the option that says so"
+    elif reading.cue == CUE_COMMIT:
         sentence = f"The response commits to option {letter} ({text}) {_HOW[reading.tier]}"
     elif reading.cue == CUE_MENTION:
         sentence = f"The response mentions only option {letter} ({text})"
@@ -1144,7 +1329,7 @@ def judge_reply(parsed: ParsedPrompt) -> str:
     When the prompt asks for a rationale (``grade --rationale``), the reply is the JSON object it asks for:
     ``{"choice" | "verdict": value, "rationale": sentence}``, the sentence naming the cue that decided.
     """
-    reading = read(parsed.options, parsed.generation)
+    reading = read(parsed.options, parsed.generation, parsed.question)
     letter = None if reading.idx is None else LETTERS[reading.idx]
     if parsed.shape == "gold":
         if parsed.gold is None:
