@@ -76,19 +76,34 @@ def valid_env_name(name: str) -> bool:
 
 
 _KEY_PREFIXES = ("sk", "pk_", "rk_", "hf_", "ghp_", "gho_", "gsk_", "xox", "AKIA", "AIza", "key")
+# One word of a name as people write them: letters (one case, or Capitalised, or a few humps: OpenAI),
+# then at most a short number (KEY2, V1); or a short number alone (..._KEY_2).
+_NAME_WORD = re.compile(r"[A-Za-z]+[0-9]{0,4}|[0-9]{1,4}")
+_HEX_RUN = re.compile(r"[0-9A-Fa-f]{8,}")
+_CONSONANTS = re.compile(r"[b-df-hj-np-tv-xzB-DF-HJ-NP-TV-XZ]{6,}")
 
 
 def looks_like_env_name(name: str) -> bool:
     """Whether ``name`` may be shown in a message: a variable name as people write them (``OPENAI_API_KEY``,
-    ``MY_KEY``), not a pasted key that happens to be a valid name (``sk1234abcd…``: no dash in it)."""
+    ``MY_KEY``, ``AZURE_OPENAI_API_KEY_2``), not a pasted key that happens to be a valid name. A key reads
+    as random: digits among its letters (``a1b2c3d4e5f6a7b8``, ``sk1234…``), a long hex run (``deadbeefcafe…``),
+    many case changes (``AbCdEfGh…``), a run of consonants no word has, or a known key prefix; a name reads
+    as words. When in doubt, the value is not repeated (the message says which flag named it)."""
     if not valid_env_name(name) or len(name) > 64:
         return False
     if any(name.startswith(p) for p in _KEY_PREFIXES) and len(name) >= 16:
         return False
-    mixed = (
-        any(c.islower() for c in name) and any(c.isupper() for c in name) and any(c.isdigit() for c in name)
-    )
-    return not mixed and ("_" in name or len(name) < 20)
+    words = [w for w in name.split("_") if w]
+    if not words or ("_" not in name and len(name) >= 20):
+        return False
+    for word in words:
+        if not _NAME_WORD.fullmatch(word) or _HEX_RUN.search(word) or _CONSONANTS.search(word):
+            return False
+        letters = word.rstrip("0123456789")
+        humps = sum(a.islower() != b.islower() for a, b in zip(letters, letters[1:], strict=False))
+        if humps > 2:
+            return False
+    return True
 
 
 def key_in_env(env_name: str) -> str:

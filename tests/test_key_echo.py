@@ -1,8 +1,9 @@
-"""A key pasted where its variable's NAME belongs is never printed back (issue 13).
+"""A key pasted where its variable's NAME belongs is never printed back (issues 13 and 18).
 
 `--judge-api-key-env` (grade) and `--api-key-env` (generate) take the name of an environment variable. A
 key with a `-` in it is no variable name and was always refused without being repeated; a key without
-one (`sk1234…`, an AWS key id, `hf_…`) *is* a valid name, and the "not set" message used to name it.
+one (`sk1234…`, an AWS key id, `hf_…`, a 16-character hex key) *is* a valid name, and the "not set"
+message used to name it ("the environment variable a1b2c3d4e5f6a7b8, which is not set").
 """
 
 from __future__ import annotations
@@ -25,8 +26,22 @@ PASTED = [
     "hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345",
     "gsk_0123456789abcdefABCDEF0123456789",
     "a" * 80,
+    "a1b2c3d4e5f6a7b8",  # 16 hex characters: under 20, no prefix, one case (issue 18)
+    "A1B2C3D4E5F6A7B8",
+    "deadbeefcafef00d",
+    "0123456789abcdef"[::-1],
+    "AbCdEfGhIjKlMnOp",  # base64-ish letters
+    "x9Zq8Wv7Lm2Np4Rs",
+    "Zx81kQ_p0aB7mN2v",  # an underscore in a key does not make it a name
+    "tok_4f3a9b2c1d8e7f60",
+    "qwhfkjsdhfkjshdf",
 ]
-NAMES = ["OPENAI_API_KEY", "MY_KEY", "judge_key", "TOGETHER_API_KEY", "KEY", "AZURE_OPENAI_API_KEY_2"]
+NAMES = [
+    "OPENAI_API_KEY", "MY_KEY", "judge_key", "TOGETHER_API_KEY", "KEY", "AZURE_OPENAI_API_KEY_2",
+    "ANTHROPIC_API_KEY", "GROQ_API_KEY", "HF_TOKEN", "OpenAI_KEY", "V2_KEY", "AWS_SECRET_ACCESS_KEY",
+    "MCQ_TEST_UNSET_KEY", "MCQAUDIT_UNSET_KEY_VAR",
+]  # fmt: skip
+HEX_KEY = "a1b2c3d4e5f6a7b8"
 
 
 def mcqaudit(*args: str) -> subprocess.CompletedProcess:
@@ -49,7 +64,7 @@ def test_keys_are_not_names_to_show(key: str) -> None:
     assert not looks_like_env_name(key)
 
 
-@pytest.mark.parametrize("key", PASTED[:3])
+@pytest.mark.parametrize("key", [*PASTED[:3], HEX_KEY])
 def test_grade_does_not_echo_a_pasted_key(ui_db: Path, key: str) -> None:
     proc = mcqaudit(
         "grade",
@@ -69,7 +84,7 @@ def test_grade_does_not_echo_a_pasted_key(ui_db: Path, key: str) -> None:
     assert "not repeated here" in proc.stderr and "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("key", PASTED[:3])
+@pytest.mark.parametrize("key", [*PASTED[:3], HEX_KEY])
 def test_generate_does_not_echo_a_pasted_key(tmp_path: Path, key: str) -> None:
     prompts = tmp_path / "prompts.jsonl"
     orient = mcqaudit("orient", str(ROOT / "sample_runs" / "items.jsonl"), "--out", str(prompts))
