@@ -11,9 +11,10 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
-## the dashboard on the bundled demo study (built on first use)
+## the dashboard on the bundled demo study (built on first use), on 127.0.0.1:$(PORT)
+PORT ?= 8501
 dashboard: $(BIN)/.installed
-	$(BIN)/mcqaudit dashboard
+	$(BIN)/mcqaudit dashboard --port $(PORT)
 
 ## Debian's Chromium for the end-to-end browser test (never `playwright install`)
 browser-deps:

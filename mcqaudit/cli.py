@@ -60,6 +60,17 @@ DbOption = Annotated[
     Path,
     typer.Option("--db", help="The study file (DuckDB). Created by `ingest` if missing.", show_default=False),
 ]
+DASHBOARD_PORT = 8501
+DashboardPortOption = Annotated[
+    int,
+    typer.Option(
+        "--port",
+        help="The dashboard's port on 127.0.0.1 (also read from MCQAUDIT_DASHBOARD_PORT).",
+        envvar="MCQAUDIT_DASHBOARD_PORT",
+        min=1,
+        max=65535,
+    ),
+]
 
 
 def _version(value: bool) -> None:
@@ -1136,16 +1147,17 @@ def dashboard(
             show_default=False,
         ),
     ] = None,
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8501,
+    port: DashboardPortOption = DASHBOARD_PORT,
 ) -> None:
     """Open the audit dashboard (Streamlit) on 127.0.0.1: Overview (flags first), Orientations, OTHER by arm,
     Parsers vs judge, Bias, Review (confirm / override / retract, spot-check queues, blind mode), Export.
 
     Reviews are written to the study file as they are made; a `grade` run may write to the same file while
-    the dashboard is open. Stops on Ctrl-C.
+    the dashboard is open. A port already in use is refused before anything starts. Stops on Ctrl-C, SIGTERM
+    or SIGHUP, and takes its Streamlit server down with it (nothing is left serving the port); if the server
+    stops, so does this command, with the server's exit status.
     """
     import os
-    import subprocess
 
     if db is None:
         from mcqaudit.demo import DEMO_DB, DemoError, build_demo
@@ -1168,12 +1180,79 @@ def dashboard(
         "--client.toolbarMode", "minimal",  # no Deploy button, no developer hotkeys (c clears caches)
         "--", "--db", path,
     ]  # fmt: skip
+    busy = _port_in_use(port)
+    if busy:
+        raise _fail(
+            f"error: port {port} on 127.0.0.1 is in use ({busy}): another dashboard or server is serving it; "
+            f"stop that one, or choose another port with --port (or MCQAUDIT_DASHBOARD_PORT)"
+        )
     err.print(f"mcqaudit dashboard on http://127.0.0.1:{port}  (study: {path}; Ctrl-C to stop)", markup=False)
+    code = _serve_until_stopped(cmd, {**os.environ, "MCQAUDIT_DB": path})
+    if code not in (0, None):
+        err.print(f"error: the dashboard server stopped (exit status {code})", markup=False)
+    raise typer.Exit(code or 0)
+
+
+def _port_in_use(port: int) -> str | None:
+    """Why 127.0.0.1:``port`` cannot be served, or None when it can (bound as the server binds it)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Tornado does: TIME_WAIT is no owner
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
+def _die_with_parent() -> None:
+    """In the server's process, before it starts: Linux sends it SIGTERM when this command dies, even by
+    SIGKILL, so a killed dashboard never leaves its server serving the port."""
+    import contextlib
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+
+
+def _serve_until_stopped(cmd: list[str], env: dict[str, str], grace_s: float = 10.0) -> int | None:
+    """Run the server ``cmd`` as a child until it exits, or until SIGTERM, SIGINT or SIGHUP reaches this
+    process: then stop it (SIGTERM, SIGKILL after ``grace_s``) and wait for it. Returns its exit status
+    (128 + N for a server ended by signal N), or None when it was stopped on request."""
+    import signal
+    import subprocess
+    import time
+
+    linux = sys.platform.startswith("linux")
+    proc = subprocess.Popen(cmd, env=env, preexec_fn=_die_with_parent if linux else None)
+    asked: list[int] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        asked.append(signum)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+
+    stops = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    before = {sig: signal.signal(sig, stop) for sig in stops}
     try:
-        code = subprocess.call(cmd, env={**os.environ, "MCQAUDIT_DB": path})
-    except KeyboardInterrupt:
-        code = 0
-    raise typer.Exit(code)
+        deadline: float | None = None
+        while True:
+            try:
+                code = proc.wait(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                if asked and deadline is None:
+                    deadline = time.monotonic() + grace_s
+                if deadline is not None and time.monotonic() > deadline:
+                    proc.kill()
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    if asked:
+        return None
+    return code if code >= 0 else 128 - code
 
 
 # --------------------------------------------------------------------------------------------- reviews
@@ -1327,7 +1406,13 @@ def reviews_import(
     )
 
 
-DASHBOARD_QUEUE_URL = "http://127.0.0.1:8501/review?queue={queue_id}"
+DASHBOARD_QUEUE_URL = "http://127.0.0.1:{port}/review?queue={queue_id}"
+
+
+def _open_queue_line(what: str, db: Path, port: int, queue_id: object) -> str:
+    """How to open a queue: the dashboard command and the link, on the same port."""
+    flag = "" if port == DASHBOARD_PORT else f" --port {port}"
+    return f"{what}: mcqaudit dashboard {db}{flag}  then  {DASHBOARD_QUEUE_URL.format(port=port, queue_id=queue_id)}"
 
 
 def _queue_size(size: int, per_arm: bool) -> str:
@@ -1382,12 +1467,14 @@ def reviews_queue(
             "--json", help='Print only {"queue_id": ID, "rows": [row_id, ...]} (queue order) on stdout.'
         ),
     ] = False,
+    port: DashboardPortOption = DASHBOARD_PORT,
 ) -> None:
     """Draw a seeded spot-check queue for review, and say how to open it in the dashboard.
 
     The queue is stored in the study with its seed; the dashboard's Review page works through it at
-    http://127.0.0.1:8501/review?queue=ID (start it with `mcqaudit dashboard STUDY`). A uniform queue is the
-    sample that judge-vs-human agreement (report: judge_agreement) is computed on.
+    http://127.0.0.1:PORT/review?queue=ID (start it with `mcqaudit dashboard STUDY --port PORT`; the link uses
+    --port, else MCQAUDIT_DASHBOARD_PORT, else 8501, as the dashboard does). A uniform queue is the sample that
+    judge-vs-human agreement (report: judge_agreement) is computed on.
     """
     from mcqaudit.store import StudyError
     from mcqaudit.store.reviews import STRATEGIES, ReviewError, create_spot_check, queue_row_ids
@@ -1438,11 +1525,7 @@ def reviews_queue(
         ]
     )
     console.print(_table("rows per arm" + (" and stratum" if strata != ["all"] else ""), table))
-    console.print(
-        f"open it: mcqaudit dashboard {db}  then  {DASHBOARD_QUEUE_URL.format(queue_id=sc.queue_id)}",
-        markup=False,
-        highlight=False,
-    )
+    console.print(_open_queue_line("open it", db, port, sc.queue_id), markup=False, highlight=False)
 
 
 @reviews_app.command("queues")
@@ -1451,8 +1534,10 @@ def reviews_queues(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the queues as a JSON list on stdout.")
     ] = False,
+    port: DashboardPortOption = DASHBOARD_PORT,
 ) -> None:
-    """List the spot-check queues (deleted ones left out) with their progress: rows reviewed, per arm."""
+    """List the spot-check queues (deleted ones left out) with their progress: rows reviewed, per arm, and
+    each one's link on the dashboard's port (--port, else MCQAUDIT_DASHBOARD_PORT, else 8501)."""
     from mcqaudit.store.reviews import spot_check_progress, spot_checks
 
     if not db.exists():
@@ -1480,7 +1565,7 @@ def reviews_queues(
             "rows": int(q.rows),
             "reviewed": int(q.reviewed),
             "by_arm": by_queue.get(int(q.queue_id), {}),
-            "url": DASHBOARD_QUEUE_URL.format(queue_id=int(q.queue_id)),
+            "url": DASHBOARD_QUEUE_URL.format(port=port, queue_id=int(q.queue_id)),
         }
         for q in queues.itertuples(index=False)
     ]
@@ -1500,11 +1585,7 @@ def reviews_queues(
             markup=False,
             highlight=False,
         )
-    console.print(
-        f"open one: mcqaudit dashboard {db}  then  {DASHBOARD_QUEUE_URL.format(queue_id='ID')}",
-        markup=False,
-        highlight=False,
-    )
+    console.print(_open_queue_line("open one", db, port, "ID"), markup=False, highlight=False)
 
 
 @reviews_app.command("queue-rename")
