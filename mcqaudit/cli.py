@@ -10,10 +10,11 @@ import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -31,6 +32,7 @@ from rich.text import Text
 
 from mcqaudit import __version__
 from mcqaudit.files import WriteFailed, write_atomic
+from mcqaudit.terminal import visible
 
 app = typer.Typer(
     name="mcqaudit",
@@ -53,8 +55,19 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+class _Terminal(Console):
+    """The CLI's console: every text it prints goes through :func:`mcqaudit.terminal.visible`, so names from
+    a study (arms, models, reviewers, queues) in any message, summary or error reach the screen as the
+    characters they are, never as terminal controls (issue 18). Tables go through :func:`_table`."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        super().print(*(visible(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+
+console = _Terminal(soft_wrap=True)
+err = _Terminal(stderr=True, soft_wrap=True, highlight=False)
 
 DbOption = Annotated[
     Path,
@@ -472,14 +485,21 @@ def _print_ingested(res) -> None:
 
 # --------------------------------------------------------------------------------------------- info
 def _table(title: str, df, index: bool = False) -> Table:
-    t = Table(title=title, title_justify="left", show_lines=False)
+    """A table of a study's values (arm names among them): every cell, header and title is plain text,
+    escaped as the console escapes (``terminal.visible``), never read as markup."""
+    t = Table(title=_text(title), title_justify="left", show_lines=False)
     cols = ([df.index.name or ""] if index else []) + [str(c) for c in df.columns]
     for c in cols:
-        t.add_column(c)
+        t.add_column(_text(c))
     for idx, row in df.iterrows():
         vals = ([str(idx)] if index else []) + [_cell(v) for v in row.tolist()]
-        t.add_row(*vals)
+        t.add_row(*map(_text, vals))
     return t
+
+
+def _text(value: str) -> Text:
+    """A table cell, header or title: plain text (never markup), escaped as the console escapes."""
+    return Text(visible(value, keep=""))
 
 
 def _cell(v: object) -> str:
@@ -502,14 +522,15 @@ def info(db: DbOption) -> None:
         raise _fail(f"error: {db}: no such study file")
     study = _open_study(db)
     s = summarise(study)
-    console.print(f"[bold]study[/] {s.path}  (created {s.created})")
+    console.print(f"[bold]study[/] {escape(str(s.path))}  (created {s.created})")
     console.print(
         f"{s.rows} rows, {s.items} items, arms: {', '.join(s.arms) or '-'}"
-        f"  (control: {s.control_arm or 'not set'})"
+        f"  (control: {s.control_arm or 'not set'})",
+        markup=False,
     )
     if s.unaudited:
         console.print("[yellow]unaudited: graded with --no-judge (strict pre-filter only)[/]")
-    console.print(f"orientations: {', '.join(s.orientations) or '-'}")
+    console.print(f"orientations: {', '.join(s.orientations) or '-'}", markup=False)
     if s.rows:
         console.print(_table("rows per arm x orientation", s.rows_by_arm_orientation, index=True))
         console.print(_table("parser coverage (rows where the parser reads a letter)", s.parser_coverage))
@@ -614,7 +635,7 @@ def _info_flags(study) -> None:
     for c in ("flag", "arm", "evidence"):
         t.add_column(c)
     for f in flags:
-        t.add_row(f["name"], f.get("arm") or "", f["evidence"])
+        t.add_row(*map(_text, (f["name"], f.get("arm") or "", f["evidence"])))
     console.print(t)
     if later:
         console.print(f"not checked here: {later}", markup=False)

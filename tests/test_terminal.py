@@ -1,0 +1,111 @@
+"""Names reach the terminal as the characters they are (issue 18): an arm, model, reviewer or queue name with
+a bidi override, an escape sequence or a zero-width character is printed escaped (``\\u202e``, ``\\x1b``) by
+every CLI output that shows it — ingest, info, reviews, grade summaries, errors — through one helper
+(``mcqaudit.terminal.visible``), never raw."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mcqaudit.terminal import visible
+
+ROOT = Path(__file__).resolve().parent.parent
+RLO, ESC, ZWSP, NBSP, TAG_A = "\u202e", "\x1b", "\u200b", "\u00a0", "\U000e0041"
+ARMS = ["base", f"evil{RLO}esab", f"esc{ESC}[2Jcls", f"zw{ZWSP}"]
+RAW = (RLO, ESC, ZWSP)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("base", "base"),
+        (f"evil{RLO}esab", "evil\\u202eesab"),
+        (f"{ESC}[31mred", "\\x1b[31mred"),
+        (f"zw{ZWSP}", "zw\\u200b"),
+        (f"a{NBSP}b", "a\\xa0b"),
+        (f"tag{TAG_A}", "tag\\U000e0041"),
+        ("line\u2028sep", "line\\u2028sep"),
+        ("Zürich 東京 🙂 ×", "Zürich 東京 🙂 ×"),
+    ],
+)
+def test_visible_escapes_what_a_terminal_acts_on(text: str, shown: str) -> None:
+    assert visible(text) == shown
+
+
+def test_a_message_keeps_its_own_line_breaks_a_name_does_not() -> None:
+    assert visible("one\ntwo\tthree") == "one\ntwo\tthree"
+    assert visible("one\ntwo", keep="") == "one\\x0atwo"
+
+
+@given(st.text())
+def test_what_visible_prints_is_printable(text: str) -> None:
+    shown = visible(text, keep="")
+    assert shown.isprintable()
+    assert visible(shown, keep="") == shown  # nothing is escaped twice
+    if text.isprintable():
+        assert shown == text
+
+
+def mcqaudit(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mcqaudit", *args],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def assert_shown_escaped(proc: subprocess.CompletedProcess[str], *names: str) -> None:
+    out = proc.stdout + proc.stderr
+    assert not any(ch in out for ch in RAW), ascii(out)
+    for name in names:
+        assert visible(name, keep="") in out, (name, out)
+
+
+@pytest.fixture(scope="module")
+def hostile_names(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("names")
+    rows = [
+        {"item_id": f"q{i}", "arm": arm, "question": "Capital of France?", "options": ["Paris", "Rome"],
+         "gold": "A", "generation": "A" if i % 2 else "I think it is Rome", "model": f"m{RLO}dom"}
+        for arm in ARMS for i in range(4)
+    ]  # fmt: skip
+    gen = tmp / "gen.jsonl"
+    gen.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    db = tmp / "study.duckdb"
+    ingest = mcqaudit("ingest", str(gen), "--db", str(db))
+    assert ingest.returncode == 0, ingest.stderr
+    assert_shown_escaped(ingest, *ARMS[1:])
+    return db
+
+
+def test_info_shows_names_escaped(hostile_names: Path) -> None:
+    proc = mcqaudit("info", "--db", str(hostile_names))
+    assert proc.returncode == 0, proc.stderr
+    assert_shown_escaped(proc, *ARMS[1:])  # the arms line and every table
+
+
+def test_reviews_queue_names_are_escaped(hostile_names: Path) -> None:
+    name, who = f"spot{RLO}kcehc", f"ann{ESC}]0;pwned{ESC}\\"
+    drawn = mcqaudit("reviews", "queue", "--db", str(hostile_names), "--size", "4", "--name", name,
+                     "--reviewer", who)  # fmt: skip
+    assert drawn.returncode == 0, drawn.stderr
+    assert_shown_escaped(drawn, *ARMS[1:])
+    listed = mcqaudit("reviews", "queues", "--db", str(hostile_names))
+    assert listed.returncode == 0, listed.stderr
+    assert_shown_escaped(listed, name, who, *ARMS[1:])
+
+
+def test_grade_summaries_and_errors_show_names_escaped(hostile_names: Path) -> None:
+    unknown = mcqaudit("grade", "--db", str(hostile_names), "--no-judge", "--arm", f"nope{RLO}")
+    assert unknown.returncode == 2 and "unknown arm" in unknown.stderr
+    assert_shown_escaped(unknown, f"nope{RLO}", *ARMS[1:])
+    graded = mcqaudit("grade", "--db", str(hostile_names), "--no-judge", "--arm", ARMS[1])
+    assert graded.returncode == 0, graded.stderr
+    assert_shown_escaped(graded)
