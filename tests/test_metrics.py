@@ -28,7 +28,7 @@ from mcqaudit.metrics import (
 )
 from mcqaudit.store.frames import load_frames
 from mcqaudit.vocab import LETTERS
-from tests.builders import StudyBuilder
+from tests.builders import NO_POSITION_EFFECT, StudyBuilder, two_family_study
 
 
 def report_of(b: StudyBuilder, **kw: Any) -> dict[str, Any]:
@@ -583,33 +583,6 @@ def test_many_orientations_get_point_estimates_beyond_the_ci_cap(monkeypatch: py
 
 
 # --- item families: orientations and gold letters are compared within the items that share an orientation set
-def two_family_study(tmp_path: Path, two: dict[str, tuple[int, int]], four: dict[str, tuple[int, int]]) -> StudyBuilder:
-    """40 two-option items (gold canonical A or B, alternately) shown as AB and BA, and 40 four-option items
-    (gold A–D in turn) in the four cyclic rotations. ``two`` / ``four`` map an orientation to how many of
-    every 10 items (in item order) base and steered answer correctly there; the rest pick a wrong option.
-    Correctness never depends on the displayed gold letter: the study has no letter preference at all."""
-    b = StudyBuilder(tmp_path / "families.duckdb")
-
-    def answer(arm: str, item: str, lab: str, right: bool) -> None:
-        gold = b.gold_letter(item, lab)
-        b.row(arm, item, lab, gold if right else ("B" if gold == "A" else "A"))
-
-    for n, spec, labels in ((2, two, ("AB", "BA")), (4, four, tuple(orient.scheme_labels(4, "cyclic")))):
-        for k in range(40):
-            item = b.item(f"i{n}-{k:02d}", n=n, gold=k % n)
-            for lab in labels:
-                base, steered = spec[lab]
-                answer("base", item, lab, (k // n) % 10 < base)
-                answer("steered", item, lab, (k // n) % 10 < steered)
-    return b
-
-
-NO_POSITION_EFFECT = (
-    {"AB": (8, 5), "BA": (8, 5)},  # 2-option items: base 80 %, steered 50 % in both orientations (−30 pp)
-    {lab: (4, 7) for lab in orient.scheme_labels(4, "cyclic")},  # 4-option: 40 % → 70 % everywhere (+30 pp)
-)
-
-
 def test_item_families_group_items_by_their_orientation_set() -> None:
     from mcqaudit.metrics.cells import Rows, item_families
 
@@ -628,7 +601,7 @@ def test_item_families_group_items_by_their_orientation_set() -> None:
 
 
 def test_no_position_effect_across_two_families_fires_nothing_and_rstd_is_zero(tmp_path: Path) -> None:
-    r = report_of(two_family_study(tmp_path, *NO_POSITION_EFFECT), n_boot=300)
+    r = report_of(two_family_study(tmp_path / "families.duckdb", *NO_POSITION_EFFECT), n_boot=300)
     fams = r["design"]["families"]
     assert fams == {
         "2-option items": {"options": 2, "orientations": ["AB", "BA"], "items": 40, "reported": True},
@@ -663,7 +636,7 @@ def test_no_position_effect_across_two_families_fires_nothing_and_rstd_is_zero(t
 def test_instability_within_one_family_still_fires_and_names_it(tmp_path: Path) -> None:
     cyc = orient.scheme_labels(4, "cyclic")
     # 2-option items: steered +40 pp in AB, −40 pp in BA (an order effect on the same items); 4-option steady
-    b = two_family_study(tmp_path, {"AB": (5, 9), "BA": (5, 1)}, {lab: (4, 7) for lab in cyc})
+    b = two_family_study(tmp_path / "families.duckdb", {"AB": (5, 9), "BA": (5, 1)}, {lab: (4, 7) for lab in cyc})
     r = report_of(b, n_boot=300)
     (flag,) = [f for f in r["flags"] if f["name"] == "orientation_instability"]
     assert flag["arm"] == "steered" and flag["family"] == "2-option items"
@@ -677,7 +650,7 @@ def test_a_shrinking_orientation_fires_only_against_its_own_family(tmp_path: Pat
     cyc = orient.scheme_labels(4, "cyclic")
     # 4-option items: +30 pp in three rotations, 0 in DABC (the effect vanishes there); 2-option items −30 pp
     four = {lab: (4, 7) for lab in cyc} | {"DABC": (4, 4)}
-    r = report_of(two_family_study(tmp_path, {"AB": (8, 5), "BA": (8, 5)}, four), n_boot=300)
+    r = report_of(two_family_study(tmp_path / "families.duckdb", {"AB": (8, 5), "BA": (8, 5)}, four), n_boot=300)
     (flag,) = [f for f in r["flags"] if f["name"] == "orientation_instability"]
     assert flag["family"] == "4-option items" and "in DABC Δ +0.0 pp" in flag["evidence"]
     assert not re.search(r"\b(AB|BA)\b", flag["evidence"])  # no 2-option orientation is compared
