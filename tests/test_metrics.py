@@ -654,3 +654,26 @@ def test_a_shrinking_orientation_fires_only_against_its_own_family(tmp_path: Pat
     (flag,) = [f for f in r["flags"] if f["name"] == "orientation_instability"]
     assert flag["family"] == "4-option items" and "in DABC Δ +0.0 pp" in flag["evidence"]
     assert not re.search(r"\b(AB|BA)\b", flag["evidence"])  # no 2-option orientation is compared
+
+
+def test_orientation_instability_stays_quiet_under_the_null_with_two_families() -> None:
+    """Two families whose treated arms move in opposite directions (−15 pp on 2-option items, +15 pp on
+    4-option items, the same in every orientation): no position effect, so noise must not fire the flag."""
+    from mcqaudit.metrics import StudyFrames
+
+    fired = 0
+    n_seeds = 30
+    cyc = ("ABCD", "BCDA", "CDAB", "DABC")
+    for seed in range(n_seeds):
+        rng = np.random.default_rng(seed)
+        two = synthetic_frames(rng, n_items=100, labels=("AB", "BA"), effect={"AB": -0.15, "BA": -0.15})
+        four = synthetic_frames(rng, n_items=100, labels=cyc, effect=dict.fromkeys(cyc, 0.15))
+        rows4 = four.rows.copy()
+        rows4["ii"] += 100
+        rows4["oi"] += 2
+        info = two.info
+        info.orientations, info.n_items = ["AB", "BA", *cyc], 200
+        res = compute(StudyFrames(info=info, verdicts="final", rows=pd.concat([two.rows, rows4])), n_boot=200, seed=seed)
+        assert set(res["delta_accuracy"]["steered"]["by_family"]) == {"2-option items", "4-option items"}
+        fired += any(f["name"] == "orientation_instability" for f in res["flags"])
+    assert fired / n_seeds <= 0.1
