@@ -13,7 +13,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from mcqaudit.report import FamilyView, first_family, report_families
+from mcqaudit.report import FamilyView, family_entry, first_family, report_families
 from mcqaudit.vocab import VERDICTS
 
 Report = Mapping[str, Any]
@@ -67,10 +67,6 @@ def _family_of(report: Report, family: FamilyView | None) -> FamilyView:
     return family or first_family(report)
 
 
-def _family_entry(entry: Mapping[str, Any], label: str | None) -> Mapping[str, Any]:
-    return entry if label is None else (entry.get("by_family") or {}).get(label) or {}
-
-
 def _name_family(fig: go.Figure, family: FamilyView) -> go.Figure:
     """The figure's title, naming the item family it shows (orientations are compared only within one)."""
     label, _, items = family
@@ -86,7 +82,7 @@ def fig_orientation_accuracy(report: Report, family: FamilyView | None = None) -
     orients = fam[1]
     fig = go.Figure()
     for arm in report["arms"]:
-        by = _family_entry(report["metrics"][arm], fam[0]).get("accuracy_by_orientation") or {}
+        by = family_entry(report["metrics"][arm], fam[0]).get("accuracy_by_orientation") or {}
         ms = [by.get(o) for o in orients]
         fig.add_bar(
             name=_txt(arm),
@@ -130,7 +126,7 @@ def fig_delta_by_orientation(report: Report, family: FamilyView | None = None) -
     x = ["overall", *orients]
     fig = go.Figure()
     for arm, d in deltas.items():
-        fd = _family_entry(d, fam[0])
+        fd = family_entry(d, fam[0])
         ms = [fd.get("overall"), *[(fd.get("by_orientation") or {}).get(o) for o in orients]]
         fig.add_scatter(
             name=f"{_txt(arm)} − {_txt(report['control_arm'])}",

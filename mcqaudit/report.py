@@ -405,31 +405,19 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
     out.append(Section("Headline", tables=[head]))
 
     fams = report_families(report)
+    acc_tables = []
+    for fam, fo, items in fams:
+        rows = []
+        for a in arms:
+            fe = family_entry(m[a], fam)
+            by = fe.get("accuracy_by_orientation") or {}
+            rows.append([a, pct(fe.get("accuracy")), *[pct(by.get(o)) for o in fo]])
+        acc_tables.append(Table([_family_head(fam, items), "all orientations", *fo], rows))
     out.append(
         Section(
             "Accuracy by orientation",
             paragraphs=[_FAMILY_WORDS] if len(fams) > 1 else [],
-            tables=[
-                Table(
-                    [_family_head(fam, items), "all orientations", *fo],
-                    [
-                        [
-                            a,
-                            pct(_fam(m[a], fam, "accuracy", m[a]["accuracy"])),
-                            *[
-                                pct(
-                                    _fam(
-                                        m[a], fam, "accuracy_by_orientation", m[a]["accuracy_by_orientation"]
-                                    ).get(o)
-                                )
-                                for o in fo
-                            ],
-                        ]
-                        for a in arms
-                    ],
-                )  # fmt: skip
-                for fam, fo, items in fams
-            ],
+            tables=acc_tables,
         )
     )
 
@@ -457,9 +445,9 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
         for fam, fo, items in fams:
             frows = []
             for a, d in report["delta_accuracy"].items():
-                fd = _fam(d, fam, None, d) if d is not None and d["overall"] is not None else None
-                if fd is None:
+                if d is None or d["overall"] is None:
                     continue
+                fd = family_entry(d, fam)
                 frows.append([a, pct(fd.get("overall"), sign=True),
                               *[pct((fd.get("by_orientation") or {}).get(o), sign=True) for o in fo],
                               str(fd.get("items", ""))])  # fmt: skip
@@ -654,9 +642,7 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
     return out
 
 
-def _position_sections(
-    report: Mapping[str, Any], fams: Sequence[FamilyView]
-) -> list[Section]:
+def _position_sections(report: Mapping[str, Any], fams: Sequence[FamilyView]) -> list[Section]:
     """Position picks (against chance; or, where gold letters are unbalanced, the shares alone, confounded
     by where the gold sits) and, with several item families, RStd and recall by gold letter per family."""
     arms, m = report["arms"], report["metrics"]
@@ -725,13 +711,13 @@ def first_family(report: Mapping[str, Any]) -> FamilyView:
     return next(iter(report_families(report)), (None, [], None))
 
 
-def _fam(entry: Mapping[str, Any], fam: str | None, key: str | None, legacy: Any) -> Any:
-    """``entry["by_family"][fam][key]`` (the whole family entry when ``key`` is None); ``legacy`` for a
-    report from before item families."""
-    if fam is None:
-        return legacy
-    fe = (entry.get("by_family") or {}).get(fam) or {}
-    return fe if key is None else fe.get(key) or ({} if key.endswith("by_orientation") else None)
+def family_entry(entry: Mapping[str, Any], label: str | None) -> Mapping[str, Any]:
+    """One family's part (``by_family[label]``) of an arm's metrics or Δ, which has the same keys as the
+    entry itself (``accuracy``, ``accuracy_by_orientation``, ``rstd``, …; ``overall``, ``by_orientation``);
+    the entry itself for the family ``None`` of a report from before item families."""
+    if label is None:
+        return entry
+    return (entry.get("by_family") or {}).get(label) or {}
 
 
 def _family_head(fam: str | None, items: int | None) -> str:

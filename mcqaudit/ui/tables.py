@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from mcqaudit.report import FamilyView, first_family, num, report_families, with_chance
+from mcqaudit.report import FamilyView, family_entry, first_family, num, report_families, with_chance
 from mcqaudit.report import pct as _pct
 from mcqaudit.vocab import VERDICTS
 
@@ -84,8 +84,6 @@ def deltas(report: Report) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-
-
 def families(report: Report) -> list[FamilyView]:
     """The item families with per-family figures (the items sharing one orientation set)."""
     return report_families(report)
@@ -96,19 +94,12 @@ def family_caption(fam: FamilyView) -> str:
     return "every item" if label is None else f"{label} ({items} items, shown as {', '.join(fo)})"
 
 
-def _family_entry(entry: Mapping[str, Any], label: str | None) -> Mapping[str, Any]:
-    """One family's part of an arm's metrics or Δ; the entry itself for a report from before families."""
-    if label is None:
-        return entry
-    return (entry.get("by_family") or {}).get(label) or {}
-
-
 def accuracy_by_orientation(report: Report, family: FamilyView | None = None) -> pd.DataFrame:
     """Accuracy per orientation of one item family (default: the first), and over its orientations."""
     label, fo, _ = family or first_family(report)
     rows = []
     for a in report["arms"]:
-        fe = _family_entry(report["metrics"][a], label)
+        fe = family_entry(report["metrics"][a], label)
         by = fe.get("accuracy_by_orientation") or {}
         rows.append({"arm": arm_label(report, a), **{o: pct(by.get(o)) for o in fo},
                      "all orientations": pct(fe.get("accuracy"))})  # fmt: skip
@@ -122,7 +113,7 @@ def delta_by_orientation(report: Report, family: FamilyView | None = None) -> pd
     for a, d in (report.get("delta_accuracy") or {}).items():
         if d is None:
             continue
-        fd = _family_entry(d, label)
+        fd = family_entry(d, label)
         rows.append(
             {
                 "arm": f"{a} − {report['control_arm']}",
@@ -280,7 +271,7 @@ def recall_by_gold(report: Report, family: FamilyView | None = None) -> pd.DataF
     label, _, _ = family or first_family(report)
     rows = []
     for a in report["arms"]:
-        fe = _family_entry(report["metrics"][a], label)
+        fe = family_entry(report["metrics"][a], label)
         rec = fe.get("recall_by_gold_letter") or {}
         rows.append(
             {
