@@ -13,6 +13,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from mcqaudit.report import FamilyView, family_entry, first_family, report_families
 from mcqaudit.vocab import VERDICTS
 
 Report = Mapping[str, Any]
@@ -62,12 +63,26 @@ def _ci_hover(m: Mapping[str, Any] | None, scale: float = 100.0, unit: str = "%"
     return s + f" n={m.get('n')}"
 
 
-def fig_orientation_accuracy(report: Report) -> go.Figure:
-    """Accuracy per orientation with 95 % CIs, one bar group per arm."""
-    orients = report["study"].get("orientations", [])
+def _family_of(report: Report, family: FamilyView | None) -> FamilyView:
+    return family or first_family(report)
+
+
+def _name_family(fig: go.Figure, family: FamilyView) -> go.Figure:
+    """The figure's title, naming the item family it shows (orientations are compared only within one)."""
+    label, _, items = family
+    if label is not None:
+        fig.update_layout(title=f"{fig.layout.title.text} — {_txt(label)} ({items} items)")
+    return fig
+
+
+def fig_orientation_accuracy(report: Report, family: FamilyView | None = None) -> go.Figure:
+    """Accuracy per orientation with 95 % CIs, one bar group per arm, within one item family (default: the
+    first of :func:`mcqaudit.report.report_families`)."""
+    fam = _family_of(report, family)
+    orients = fam[1]
     fig = go.Figure()
     for arm in report["arms"]:
-        by = report["metrics"][arm]["accuracy_by_orientation"]
+        by = family_entry(report["metrics"][arm], fam[0]).get("accuracy_by_orientation") or {}
         ms = [by.get(o) for o in orients]
         fig.add_bar(
             name=_txt(arm),
@@ -79,7 +94,7 @@ def fig_orientation_accuracy(report: Report) -> go.Figure:
     fig.update_layout(**_LAYOUT, title="Accuracy by orientation (95 % CI, items resampled)", barmode="group")
     fig.update_yaxes(title="accuracy (%)", range=[0, 105])
     fig.update_xaxes(title="orientation")
-    return fig
+    return _name_family(fig, fam)
 
 
 def fig_other_rate(report: Report) -> go.Figure:
@@ -100,16 +115,19 @@ def fig_other_rate(report: Report) -> go.Figure:
     return fig
 
 
-def fig_delta_by_orientation(report: Report) -> go.Figure:
-    """Δaccuracy (treated − control) per orientation and overall, with CIs; the MDE as a band."""
-    orients = report["study"].get("orientations", [])
+def fig_delta_by_orientation(report: Report, family: FamilyView | None = None) -> go.Figure:
+    """Δaccuracy (treated − control) per orientation and over all of them, with CIs, within one item family
+    (default: the first)."""
+    fam = _family_of(report, family)
+    orients = fam[1]
     deltas = {a: d for a, d in report["delta_accuracy"].items() if d is not None}
     if not deltas:
         return _empty("Δaccuracy by orientation", "no arm compared with the control")
     x = ["overall", *orients]
     fig = go.Figure()
     for arm, d in deltas.items():
-        ms = [d["overall"], *[d["by_orientation"].get(o) for o in orients]]
+        fd = family_entry(d, fam[0])
+        ms = [fd.get("overall"), *[(fd.get("by_orientation") or {}).get(o) for o in orients]]
         fig.add_scatter(
             name=f"{_txt(arm)} − {_txt(report['control_arm'])}",
             x=[_txt(v) for v in x],
@@ -129,7 +147,7 @@ def fig_delta_by_orientation(report: Report) -> go.Figure:
         scattermode="group",
     )
     fig.update_yaxes(title="Δ accuracy (pp)")
-    return fig
+    return _name_family(fig, fam)
 
 
 def fig_delta_by_parser(report: Report) -> go.Figure:
@@ -207,14 +225,18 @@ def fig_parser_disagreement(report: Report) -> go.Figure:
 
 
 def fig_position_picks(report: Report) -> go.Figure:
-    """Share of picks at each displayed position per arm, against chance (or the gold-letter share)."""
+    """Share of picks at each displayed position per arm, against chance (or the gold-letter share); where
+    gold letters are unbalanced, the shares alone, titled as confounded by the gold imbalance."""
     fig = go.Figure()
     baseline = None
+    confounded = not any(report["metrics"][a].get("position_pick_rate") for a in report["arms"])
+    shown = False
     for arm in report["arms"]:
         m = report["metrics"][arm]
-        ppr = m.get("position_pick_rate")
+        ppr = m.get("pick_share" if confounded else "position_pick_rate")
         if not ppr:
             continue
+        shown = True
         letters = list(ppr)
         ms = [ppr[x] for x in letters]
         fig.add_bar(
@@ -224,22 +246,27 @@ def fig_position_picks(report: Report) -> go.Figure:
             error_y=_err(ms, 100),
             hovertext=[_ci_hover(v) for v in ms],
         )
-        if baseline is None:
+        if baseline is None and not confounded:
             baseline = (
                 letters,
                 [None if v is None or v.get("chance") is None else v["chance"] * 100 for v in ms],
             )
             kind = m.get("position_baseline", "uniform")
-    if baseline is None:
+    if not shown:
         return _empty("Position picks", "no row has a picked letter")
-    fig.add_scatter(
-        name="chance (1/n)" if kind == "uniform" else "gold-letter share",
-        x=baseline[0],
-        y=baseline[1],
-        mode="markers",
-        marker={"symbol": "line-ew-open", "size": 30, "line": {"width": 3}, "color": "black"},
-    )
+    if baseline is not None:
+        fig.add_scatter(
+            name="chance (1/n)" if kind == "uniform" else "gold-letter share",
+            x=baseline[0],
+            y=baseline[1],
+            mode="markers",
+            marker={"symbol": "line-ew-open", "size": 30, "line": {"width": 3}, "color": "black"},
+        )
     fig.update_layout(**_LAYOUT, title="Picks by displayed position vs chance", barmode="group")
+    if confounded:
+        fig.update_layout(
+            title="Picks by displayed position — confounded by the gold imbalance (design_imbalance), no chance level"
+        )
     fig.update_yaxes(title="% of picks", rangemode="tozero")
     fig.update_xaxes(title="displayed position")
     return fig
@@ -326,10 +353,15 @@ def fig_pairwise_delta(report: Report) -> go.Figure:
 
 def report_figures(report: Report) -> list[tuple[str, go.Figure]]:
     """The figures of the HTML report, titled, in order."""
+    fams = report_families(report)
+
+    def named(title: str, fam: FamilyView) -> str:
+        return title if len(fams) == 1 or fam[0] is None else f"{title}: {fam[0]}"
+
     figs = [
-        ("Accuracy by orientation", fig_orientation_accuracy(report)),
+        *[(named("Accuracy by orientation", f), fig_orientation_accuracy(report, f)) for f in fams],
         ("OTHER rate by arm", fig_other_rate(report)),
-        ("Δaccuracy by orientation", fig_delta_by_orientation(report)),
+        *[(named("Δaccuracy by orientation", f), fig_delta_by_orientation(report, f)) for f in fams],
         ("Δaccuracy by parser", fig_delta_by_parser(report)),
         ("Parser disagreement", fig_parser_disagreement(report)),
     ]

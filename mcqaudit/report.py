@@ -17,6 +17,7 @@ from typing import Any
 from mcqaudit.formatting import num, pct, pp, with_chance
 from mcqaudit.metrics import MIN_AUDIT_ROWS, MIN_ITEMS
 from mcqaudit.metrics.results import Finding
+from mcqaudit.vocab import LETTERS
 
 SCHEMA_VERSION = 1
 FORMATS = ("json", "md", "html")
@@ -219,28 +220,52 @@ def _arm_findings(
                 f"Δaccuracy is {pp(aa)}.")  # fmt: skip
         out.append(_finding("other_rate", text, arm, o, o["n"], rows, answered_accuracy=aa))
 
+    out += _orientation_findings(report, arm, d, flags)
+    return out
+
+
+def _orientation_findings(
+    report: Mapping[str, Any], arm: str, d: Mapping[str, Any], flags: Sequence[Mapping[str, Any]]
+) -> list[Finding]:
+    """Does the Δ hold per orientation — said per item family (the items sharing one orientation set),
+    since only within a family are two orientations shown to the same items."""
     design = report.get("design") or {}
+    items, rows = d.get("items", 0), d.get("rows", 0)
     if design.get("one_orientation"):
-        out.append(_finding("orientation", "The orientation check cannot be read: every item is shown in one "
-                            "orientation only.", arm, None, items, rows, holds=None))  # fmt: skip
-    else:
-        inst = next(
-            (f for f in flags if f["name"] == "orientation_instability" and f.get("arm") == arm), None
-        )
-        byo = {k: v for k, v in (d.get("by_orientation") or {}).items() if v is not None}
+        return [_finding("orientation", "The orientation check cannot be read: every item is shown in one "
+                         "orientation only.", arm, None, items, rows, holds=None)]  # fmt: skip
+    fams: Mapping[str | None, Mapping[str, Any]] = d.get("by_family") or {}
+    if "by_family" not in d:  # a report from before item families: its orientations as one family
+        fams = {None: {**d, "items": items, "rows": rows}}
+    known = design.get("families") or {}
+    if not fams:
+        return [_finding("orientation", f"No item family (the items sharing one orientation set) has {MIN_ITEMS} "
+                         "shared items: the Δ cannot be checked per orientation.", arm, None, items, rows,
+                         holds=None)]  # fmt: skip
+    out: list[Finding] = []
+    for fam, fd in fams.items():
+        if fam in known and len(known[fam]["orientations"]) < 2:
+            continue  # one orientation: nothing to compare within this family
+        n, nr = fd.get("items", 0), fd.get("rows", 0)
+        where = f" within {fam} ({n} items)" if fam is not None else ""
+        extra = {"family": fam} if fam is not None else {}
+        inst = next((f for f in flags if f["name"] == "orientation_instability" and f.get("arm") == arm
+                     and f.get("family") == fam), None)  # fmt: skip
+        byo = {k: v for k, v in (fd.get("by_orientation") or {}).items() if v is not None}
         if inst is not None:
-            text = f"The effect does not hold per orientation ({items} items): {inst['evidence']}."
-            out.append(_finding("orientation", text, arm, None, items, rows, holds=False))
+            text = (f"The effect does not hold per orientation {inst['evidence']}." if fam is not None else
+                    f"The effect does not hold per orientation ({n} items): {inst['evidence']}.")  # fmt: skip
+            out.append(_finding("orientation", text, arm, None, n, nr, holds=False, **extra))
         elif len(byo) >= 2:
             vals = [v["value"] * 100 for v in byo.values()]
-            text = (f"The Δ holds per orientation: none of the {len(byo)} orientations (each on at least "
+            text = (f"The Δ holds per orientation{where}: none of the {len(byo)} orientations (each on at least "
                     f"{min(v['n'] for v in byo.values())} items) contradicts it; their Δs range from "
                     f"{min(vals):+.1f} to {max(vals):+.1f} pp.")  # fmt: skip
-            out.append(_finding("orientation", text, arm, None, items, rows, holds=True))
+            out.append(_finding("orientation", text, arm, None, n, nr, holds=True, **extra))
         else:
-            out.append(_finding("orientation", f"Not enough shared items per orientation (at least {MIN_ITEMS} "
-                                "in two orientations) to check the Δ per orientation.", arm, None, items, rows,
-                                holds=None))  # fmt: skip
+            out.append(_finding("orientation", f"Not enough shared items per orientation{where} (at least "
+                                f"{MIN_ITEMS} in two orientations) to check the Δ per orientation.", arm, None,
+                                n, nr, holds=None, **extra))  # fmt: skip
     return out
 
 
@@ -379,54 +404,68 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
     )
     out.append(Section("Headline", tables=[head]))
 
+    fams = report_families(report)
+    acc_tables = []
+    for fam, fo, items in fams:
+        rows = []
+        for a in arms:
+            fe = family_entry(m[a], fam)
+            by = fe.get("accuracy_by_orientation") or {}
+            rows.append([a, pct(fe.get("accuracy")), *[pct(by.get(o)) for o in fo]])
+        acc_tables.append(Table([_family_head(fam, items), "all orientations", *fo], rows))
     out.append(
         Section(
             "Accuracy by orientation",
-            tables=[
-                Table(
-                    ["arm", *orients],
-                    [[a, *[pct(m[a]["accuracy_by_orientation"].get(o)) for o in orients]] for a in arms],
-                )
-            ],
+            paragraphs=[_FAMILY_WORDS] if len(fams) > 1 else [],
+            tables=acc_tables,
         )
     )
 
     drows = []
     for a, d in report["delta_accuracy"].items():
         if d is None:
-            drows.append([a, "not compared (see notes)", "", *["" for _ in orients], "", "", ""])
+            drows.append([a, "not compared (see notes)", "", "", "", ""])
             continue
         ov = d["overall"]
         if ov is None:
-            drows.append(
-                [a, f"not enough items (n={d.get('items', 0)})", "", *["" for _ in orients], "", "", ""]
-            )
+            drows.append([a, f"not enough items (n={d.get('items', 0)})", "", "", "", ""])
             continue
         drows.append(
             [
                 a,
                 pct(ov, sign=True),
                 pct({"value": ov["mde"]}, ci=False) if ov and ov.get("mde") is not None else "n/a",
-                *[pct(d["by_orientation"].get(o), sign=True) for o in orients],
                 pct(d["other_rate"], sign=True),
                 pct(d["answered_accuracy"], sign=True),
                 f"{d.get('items')} ({d.get('pairing')})",
             ]
         )
     if drows:
+        ftables = []
+        for fam, fo, items in fams:
+            frows = []
+            for a, d in report["delta_accuracy"].items():
+                if d is None or d["overall"] is None:
+                    continue
+                fd = family_entry(d, fam)
+                frows.append([a, pct(fd.get("overall"), sign=True),
+                              *[pct((fd.get("by_orientation") or {}).get(o), sign=True) for o in fo],
+                              str(fd.get("items", ""))])  # fmt: skip
+            if frows:
+                ftables.append(Table([_family_head(fam, items), "Δ all orientations", *fo, "items"], frows))
         out.append(
             Section(
                 f"Δ vs control ({ctrl})",
                 paragraphs=[
                     "Treated − control on the same items, in percentage points, with the minimum detectable effect "
                     "(MDE ≈ 2.8 × SE: a null is informative only when the MDE is small). Arms that share no "
-                    f"items are compared unpaired; a Δ on fewer than {MIN_ITEMS} items is not computed."
+                    f"items are compared unpaired; a Δ on fewer than {MIN_ITEMS} items is not computed. "
+                    "Per orientation, the Δ is shown within each item family (the items sharing one "
+                    "orientation set): orientations are compared only within a family."
                 ],
                 tables=[
-                    Table(
-                        ["arm", "Δaccuracy", "MDE", *orients, "Δ OTHER rate", "Δ answered accuracy", "items"],
-                        drows,
-                    )
+                    Table(["arm", "Δaccuracy", "MDE", "Δ OTHER rate", "Δ answered accuracy", "items"], drows),
+                    *ftables,
                 ],
             )
         )
@@ -485,28 +524,7 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
             )
         )  # fmt: skip
 
-    pos_rows = []
-    letters: list[str] = []
-    for a in arms:
-        for x in m[a].get("position_pick_rate") or {}:
-            if x not in letters:
-                letters.append(x)
-    for a in arms:
-        ppr = m[a].get("position_pick_rate") or {}
-        pos_rows.append([a, *[with_chance(ppr.get(x)) for x in letters]])
-    if letters:
-        base = {m[a].get("position_baseline") for a in arms}
-        out.append(
-            Section(
-                "Position picks",
-                paragraphs=[
-                    "Share of non-OTHER picks at each displayed position; "
-                    + ("chance is 1/n (balanced design)." if base == {"uniform"}
-                       else "the design is unbalanced, so the comparison is the gold-letter share, not 1/n.")
-                ],
-                tables=[Table(["arm", *letters], pos_rows)],
-            )
-        )  # fmt: skip
+    out += _position_sections(report, fams)
 
     out.append(
         Section(
@@ -624,6 +642,88 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
     return out
 
 
+def _position_sections(report: Mapping[str, Any], fams: Sequence[FamilyView]) -> list[Section]:
+    """Position picks (against chance; or, where gold letters are unbalanced, the shares alone, confounded
+    by where the gold sits) and, with several item families, RStd and recall by gold letter per family."""
+    arms, m = report["arms"], report["metrics"]
+    out: list[Section] = []
+    readable = any(m[a].get("position_pick_rate") for a in arms)
+    key = "position_pick_rate" if readable else "pick_share"
+    letters: list[str] = []
+    for a in arms:
+        for x in m[a].get(key) or {}:
+            if x not in letters:
+                letters.append(x)
+    if letters:
+        rows = [[a, *[(with_chance if readable else pct)((m[a].get(key) or {}).get(x)) for x in letters]]
+                for a in arms]  # fmt: skip
+        base = {m[a].get("position_baseline") for a in arms}
+        words = (
+            "Share of non-OTHER picks at each displayed position; "
+            + ("chance is 1/n (balanced design)." if base == {"uniform"}
+               else "the design is unbalanced, so the comparison is the gold-letter share, not 1/n.")
+            if readable else
+            "Share of non-OTHER picks at each displayed position: what the model picked. Confounded by the gold "
+            "imbalance (design_imbalance): the gold letters are not balanced over the displayed positions, so "
+            "a position preference and the answers cannot be told apart, and no chance level is given."
+        )  # fmt: skip
+        out.append(Section("Position picks", paragraphs=[words], tables=[Table(["arm", *letters], rows)]))
+    if len(fams) > 1:
+        top = max(len(fo[0]) for _, fo, _ in fams if fo)
+        rows = []
+        for fam, _, items in fams:
+            for a in arms:
+                fe = (m[a].get("by_family") or {}).get(fam) or {}
+                rec = fe.get("recall_by_gold_letter") or {}
+                rows.append([_family_head(fam, items), a, num(fe.get("rstd"), 1),
+                             *[pct(rec[x]) if x in rec else "" for x in LETTERS[:top]]])  # fmt: skip
+        out.append(Section(
+            "RStd by item family",
+            paragraphs=["RStd (pp) and recall by gold letter (%) within each item family; the headline RStd is "
+                        "their mean weighted by items. Pooled, a gold letter that only some families have (C, D "
+                        "among 4-option items) would carry those items' difficulty."],
+            tables=[Table(["family", "arm", "RStd (pp)", *[f"recall {x}" for x in LETTERS[:top]]], rows)],
+        ))  # fmt: skip
+    return out
+
+
+_FAMILY_WORDS = (
+    "Items fall into families by their orientation set (each family's items are shown in the same "
+    "orientations); orientations are compared, and RStd computed, only within a family."
+)
+
+
+FamilyView = tuple[str | None, list[str], int | None]  # an item family: label, orientations, items
+
+
+def report_families(report: Mapping[str, Any]) -> list[FamilyView]:
+    """The item families with per-family figures, as ``(label, orientations, items)``, in the report's order;
+    a report from before item families gives one family of every orientation, labelled ``None``."""
+    fams = (report.get("design") or {}).get("families")
+    if fams is None:
+        return [(None, list((report.get("study") or {}).get("orientations", [])), None)]
+    return [(lab, list(f["orientations"]), f["items"]) for lab, f in fams.items() if f.get("reported")]
+
+
+def first_family(report: Mapping[str, Any]) -> FamilyView:
+    """The first family of :func:`report_families`; with none (no family has per-family figures), the
+    arm-level figures, over no orientation."""
+    return next(iter(report_families(report)), (None, [], None))
+
+
+def family_entry(entry: Mapping[str, Any], label: str | None) -> Mapping[str, Any]:
+    """One family's part (``by_family[label]``) of an arm's metrics or Δ, which has the same keys as the
+    entry itself (``accuracy``, ``accuracy_by_orientation``, ``rstd``, …; ``overall``, ``by_orientation``);
+    the entry itself for the family ``None`` of a report from before item families."""
+    if label is None:
+        return entry
+    return (entry.get("by_family") or {}).get(label) or {}
+
+
+def _family_head(fam: str | None, items: int | None) -> str:
+    return "arm" if fam is None else f"{fam} ({items} items)"
+
+
 def _pw_cell(m: Mapping[str, Any] | None) -> str:
     if m is None:
         return "n/a"
@@ -651,6 +751,9 @@ _NOTE_WORDS = {
     "control_arm": "Control arm",
     "overall": "",
     "by_orientation": "in orientation",
+    "by_family": "within",
+    "recall_by_gold_letter": "recall by gold letter",
+    "families": "item families",
 }
 
 

@@ -189,3 +189,32 @@ class StudyBuilder:
                 con.execute("INSERT INTO study_meta VALUES (?, ?)", [key, value])
             rebuild_current(con)  # the verdicts and reviews were written with SQL of our own
         return study
+
+
+def two_family_study(
+    path: Path, two: dict[str, tuple[int, int]], four: dict[str, tuple[int, int]]
+) -> StudyBuilder:
+    """40 two-option items (gold canonical A or B, alternately) shown as AB and BA, and 40 four-option items
+    (gold A–D in turn) in the four cyclic rotations. ``two`` / ``four`` map an orientation to how many of
+    every 10 items (in item order) base and steered answer correctly there; the rest pick a wrong option.
+    Correctness never depends on the displayed gold letter: the study has no letter preference at all."""
+    b = StudyBuilder(path)
+
+    def answer(arm: str, item: str, lab: str, right: bool) -> None:
+        gold = b.gold_letter(item, lab)
+        b.row(arm, item, lab, gold if right else ("B" if gold == "A" else "A"))
+
+    for n, spec, labels in ((2, two, ("AB", "BA")), (4, four, tuple(orient.scheme_labels(4, "cyclic")))):
+        for k in range(40):
+            item = b.item(f"i{n}-{k:02d}", n=n, gold=k % n)
+            for lab in labels:
+                base, steered = spec[lab]
+                answer("base", item, lab, (k // n) % 10 < base)
+                answer("steered", item, lab, (k // n) % 10 < steered)
+    return b
+
+
+NO_POSITION_EFFECT = (
+    {"AB": (8, 5), "BA": (8, 5)},  # 2-option items: base 80 %, steered 50 % in both orientations (−30 pp)
+    {lab: (4, 7) for lab in orient.scheme_labels(4, "cyclic")},  # 4-option: 40 % → 70 % everywhere (+30 pp)
+)

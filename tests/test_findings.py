@@ -213,8 +213,16 @@ def test_demo_findings_tell_the_story(demo_report: dict[str, Any]) -> None:
     other = next(f for f in rep["findings"] if f["kind"] == "other_rate")
     assert "answers OTHER" in other["text"] and "more often" in other["text"] and "19.5 %" in other["text"]
     assert "answered rows only, Δaccuracy is +15.0 pp" in other["text"]
-    orient_ = next(f for f in rep["findings"] if f["kind"] == "orientation")
-    assert orient_["holds"] is False and "does not hold per orientation" in orient_["text"]
+    # orientations are compared within each item family, never BA (2-option items) against ABCD (4-option)
+    orient_ = [f for f in rep["findings"] if f["kind"] == "orientation"]
+    assert [(f["family"], f["n_items"]) for f in orient_] == [("2-option items", 40), ("4-option items", 80)]
+    for f, labels in zip(orient_, (("AB", "BA"), ("ABCD", "BCDA", "CDAB", "DABC")), strict=True):
+        assert f"within {f['family']} ({f['n_items']} items)" in f["text"]
+        others = {"AB", "BA", "ABCD", "BCDA", "CDAB", "DABC"} - set(labels)
+        assert not any(re.search(rf"\b{x}\b", f["text"]) for x in others), f["text"]
+    two = rep["delta_accuracy"]["steered"]["by_family"]["2-option items"]["by_orientation"]
+    assert two["BA"]["value"] == pytest.approx(-0.35) and two["AB"]["value"] == pytest.approx(0.0)
+    assert not [f for f in rep["flags"] if f["name"] == "orientation_instability"]
     assert findings(rep) == rep["findings"]  # pure: the same sentences from the dict alone
 
 

@@ -7,6 +7,7 @@ so each test states exactly which verdict every row has and checks the numbers b
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from mcqaudit.metrics import (
 )
 from mcqaudit.store.frames import load_frames
 from mcqaudit.vocab import LETTERS
-from tests.builders import StudyBuilder
+from tests.builders import NO_POSITION_EFFECT, StudyBuilder, two_family_study
 
 
 def report_of(b: StudyBuilder, **kw: Any) -> dict[str, Any]:
@@ -579,3 +580,100 @@ def test_many_orientations_get_point_estimates_beyond_the_ci_cap(monkeypatch: py
     assert len(by) == 5 and sum(m["ci_low"] is None for m in by.values()) == 3
     assert len(res["delta_accuracy"]["steered"]["by_orientation"]) == 2
     assert "orientations" in res["notes"]["accuracy_by_orientation"]
+
+
+# --- item families: orientations and gold letters are compared within the items that share an orientation set
+def test_item_families_group_items_by_their_orientation_set() -> None:
+    from mcqaudit.metrics.cells import Rows, item_families
+
+    labels = ["AB", "BA", "ABCD", "BCDA", "CDAB", "DABC"]
+    shown = {0: [0, 1], 1: [1, 0], 2: [2, 3, 4, 5], 3: [2, 3, 4, 5], 4: [5, 2], 5: [2, 3, 4, 5]}
+    ii = np.array([i for i, os_ in shown.items() for _ in os_] + [0])  # item 0 twice in AB (two samples)
+    oi = np.array([o for os_ in shown.values() for o in os_] + [0])
+    z = np.zeros_like(ii)
+    R = Rows(ai=z, ii=ii, oi=oi, sample=z, gold=z, n_opt=z, verdict=z, pick=z, auto_verdict=z, review=z,
+             uniform=z.astype(bool), n_arms=1, n_or=6, n_items=7)  # fmt: skip
+    F = item_families(R, labels)
+    assert F.labels == ["2-option items", "4-option items (ABCD, BCDA, CDAB, DABC)", "4-option items (ABCD, DABC)"]
+    assert F.items == [2, 3, 1] and F.options == [2, 4, 4]
+    assert F.of_item.tolist() == [0, 0, 1, 1, 2, 1, -1]  # item 6 has no row
+    assert [[labels[o] for o in s] for s in F.orientations] == [["AB", "BA"], labels[2:], ["ABCD", "DABC"]]
+
+
+def test_no_position_effect_across_two_families_fires_nothing_and_rstd_is_zero(tmp_path: Path) -> None:
+    r = report_of(two_family_study(tmp_path / "families.duckdb", *NO_POSITION_EFFECT), n_boot=300)
+    fams = r["design"]["families"]
+    assert fams == {
+        "2-option items": {"options": 2, "orientations": ["AB", "BA"], "items": 40, "reported": True},
+        "4-option items": {"options": 4, "orientations": orient.scheme_labels(4, "cyclic"), "items": 40, "reported": True},
+    }  # fmt: skip
+    d = r["delta_accuracy"]["steered"]
+    # pooled over the study, AB (−30) and ABCD (+30) are different items: the old rule read that as position bias
+    assert d["by_orientation"]["AB"]["value"] == approx(-0.3) and d["by_orientation"]["ABCD"]["value"] == approx(0.3)
+    two, four = d["by_family"]["2-option items"], d["by_family"]["4-option items"]
+    assert (two["items"], two["rows"], four["items"], four["rows"]) == (40, 160, 40, 320)
+    assert two["overall"]["value"] == approx(-0.3) and four["overall"]["value"] == approx(0.3)
+    assert {k: v["value"] for k, v in two["by_orientation"].items()} == {"AB": approx(-0.3), "BA": approx(-0.3)}
+    assert all(v["value"] == approx(0.3) for v in four["by_orientation"].values()) and len(four["by_orientation"]) == 4
+    assert not [f for f in r["flags"] if f["name"] == "orientation_instability"]
+    for arm, (p2, p4) in {"base": (0.8, 0.4), "steered": (0.5, 0.7)}.items():
+        m = r["metrics"][arm]
+        # pooled, gold A and B come from both families and C, D from the harder (for base) 4-option items only:
+        # recall A = B = (p2 + p4) / 2, C = D = p4, whose population std is |p2 − p4| / 4 — 10 pp for base
+        pooled = [m["recall_by_gold_letter"][x]["value"] for x in "ABCD"]
+        assert pooled == [approx((p2 + p4) / 2)] * 2 + [approx(p4)] * 2
+        assert 100 * float(np.std(pooled)) == approx(100 * abs(p2 - p4) / 4, rel=1e-4)
+        # within each family every gold letter has the same recall: RStd 0, and so the headline
+        assert m["rstd"]["value"] == 0.0 and m["rstd"]["n"] == 240  # graded rows of both families
+        for fam, p, letters in (("2-option items", p2, "AB"), ("4-option items", p4, "ABCD")):
+            fe = m["by_family"][fam]
+            assert fe["rstd"]["value"] == 0.0 and fe["items"] == 40
+            assert {x: v["value"] for x, v in fe["recall_by_gold_letter"].items()} == {x: approx(p) for x in letters}
+            assert fe["accuracy"]["value"] == approx(p)
+        assert "weighted by items" in r["notes"][f"metrics.{arm}.rstd"]
+
+
+def test_instability_within_one_family_still_fires_and_names_it(tmp_path: Path) -> None:
+    cyc = orient.scheme_labels(4, "cyclic")
+    # 2-option items: steered +40 pp in AB, −40 pp in BA (an order effect on the same items); 4-option steady
+    b = two_family_study(tmp_path / "families.duckdb", {"AB": (5, 9), "BA": (5, 1)}, {lab: (4, 7) for lab in cyc})
+    r = report_of(b, n_boot=300)
+    (flag,) = [f for f in r["flags"] if f["name"] == "orientation_instability"]
+    assert flag["arm"] == "steered" and flag["family"] == "2-option items"
+    assert flag["evidence"].startswith("within 2-option items (40 items): Δ +40.0 pp")
+    assert "in AB but -40.0 pp" in flag["evidence"] and "in BA" in flag["evidence"]
+    assert (flag["items"], flag["rows"]) == (40, 160)
+    assert not re.search(r"\b(ABCD|BCDA|CDAB|DABC)\b", flag["evidence"])
+
+
+def test_a_shrinking_orientation_fires_only_against_its_own_family(tmp_path: Path) -> None:
+    cyc = orient.scheme_labels(4, "cyclic")
+    # 4-option items: +30 pp in three rotations, 0 in DABC (the effect vanishes there); 2-option items −30 pp
+    four = {lab: (4, 7) for lab in cyc} | {"DABC": (4, 4)}
+    r = report_of(two_family_study(tmp_path / "families.duckdb", {"AB": (8, 5), "BA": (8, 5)}, four), n_boot=300)
+    (flag,) = [f for f in r["flags"] if f["name"] == "orientation_instability"]
+    assert flag["family"] == "4-option items" and "in DABC Δ +0.0 pp" in flag["evidence"]
+    assert not re.search(r"\b(AB|BA)\b", flag["evidence"])  # no 2-option orientation is compared
+
+
+def test_orientation_instability_stays_quiet_under_the_null_with_two_families() -> None:
+    """Two families whose treated arms move in opposite directions (−15 pp on 2-option items, +15 pp on
+    4-option items, the same in every orientation): no position effect, so noise must not fire the flag."""
+    from mcqaudit.metrics import StudyFrames
+
+    fired = 0
+    n_seeds = 30
+    cyc = ("ABCD", "BCDA", "CDAB", "DABC")
+    for seed in range(n_seeds):
+        rng = np.random.default_rng(seed)
+        two = synthetic_frames(rng, n_items=100, labels=("AB", "BA"), effect={"AB": -0.15, "BA": -0.15})
+        four = synthetic_frames(rng, n_items=100, labels=cyc, effect=dict.fromkeys(cyc, 0.15))
+        rows4 = four.rows.copy()
+        rows4["ii"] += 100
+        rows4["oi"] += 2
+        info = two.info
+        info.orientations, info.n_items = ["AB", "BA", *cyc], 200
+        res = compute(StudyFrames(info=info, verdicts="final", rows=pd.concat([two.rows, rows4])), n_boot=200, seed=seed)
+        assert set(res["delta_accuracy"]["steered"]["by_family"]) == {"2-option items", "4-option items"}
+        fired += any(f["name"] == "orientation_instability" for f in res["flags"])
+    assert fired / n_seeds <= 0.1

@@ -24,9 +24,10 @@ from mcqaudit.plots import (
     fig_other_rate,
     fig_parser_confusion,
     fig_position_picks,
+    report_figures,
 )
 from mcqaudit.report import STANDIN_BANNER, build_report, flags_for, render, to_html, to_markdown
-from tests.builders import StudyBuilder
+from tests.builders import NO_POSITION_EFFECT, StudyBuilder, two_family_study
 from tests.conftest import run_cli
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -288,3 +289,35 @@ def test_schema_doc_names_every_key(tmp_path: Path) -> None:
              "logprob_mismatch", "judge_config_mixed", "judge_unaudited", "suspected_parser_artifact"}  # fmt: skip
     missing = sorted(k for k in keys if f"`{k}`" not in doc)
     assert not missing, f"docs/report-schema.md does not document {missing}"
+
+
+def test_markdown_and_html_show_orientations_and_rstd_per_item_family(tmp_path: Path) -> None:
+    rep = build_report(two_family_study(tmp_path / "f.duckdb", *NO_POSITION_EFFECT).build(), n_boot=100)
+    md = to_markdown(rep)
+    # one table per family, each with its own orientations: AB never stands beside ABCD
+    assert "| 2-option items (40 items) | all orientations | AB | BA |" in md
+    assert "| 4-option items (40 items) | all orientations | ABCD | BCDA | CDAB | DABC |" in md
+    assert "| 2-option items (40 items) | Δ all orientations | AB | BA | items |" in md
+    assert not any("| AB |" in line and "ABCD" in line for line in md.splitlines())
+    assert "## RStd by item family" in md and "| 4-option items (40 items) | base | 0.0 [0.0, 0.0] |" in md
+    assert "Δ holds per orientation within 2-option items (40 items)" in md
+    titles = [t for t, _ in report_figures(rep)]
+    assert titles[:2] == ["Accuracy by orientation: 2-option items", "Accuracy by orientation: 4-option items"]
+    page = to_html(rep)
+    assert "Δaccuracy vs control by orientation" in page and "— 4-option items (40 items)" in page
+
+
+def test_report_shows_pick_shares_as_confounded_when_gold_is_unbalanced(tmp_path: Path) -> None:
+    b = StudyBuilder(tmp_path / "u.duckdb")
+    for k in range(24):
+        b.item(f"i{k:02d}", n=4, gold=0)
+        b.row("base", f"i{k:02d}", "ABCD", "A")
+        b.row("base", f"i{k:02d}", "BCDA", "A" if k < 12 else "D")
+    rep = build_report(b.build(), n_boot=50)
+    m = rep["metrics"]["base"]
+    assert m["position_pick_rate"] is None and m["pick_share"]["A"]["value"] == 0.75 and m["pick_share"]["A"]["n"] == 48
+    md = to_markdown(rep)
+    sec = md[md.index("## Position picks") :]
+    assert "Confounded by the gold imbalance (design_imbalance)" in sec and "| base | 75.0 [" in sec
+    fig = fig_position_picks(rep)
+    assert "confounded by the gold imbalance" in fig.layout.title.text and len(fig.data) == 1

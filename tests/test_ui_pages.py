@@ -291,3 +291,62 @@ def test_overview_pairwise_delta_with_three_arms(tmp_path: Path) -> None:
                 assert table.loc[a, b] == f"{tables.pct(m, sign=True)} · {m['pairing']}"
                 assert f"n={m['n']}" in table.loc[a, b]
     assert any(c.proto.spec for c in at.get("plotly_chart"))
+
+
+def test_bias_page_shows_pick_shares_confounded_by_unbalanced_gold(tmp_path: Path) -> None:
+    """Every gold at canonical A, shown as ABCD and BCDA: the gold sits only at displayed A or D, so pick rates
+    cannot be read against chance — but the picks themselves are shown, marked as confounded."""
+    from tests.builders import StudyBuilder
+
+    b = StudyBuilder(tmp_path / "unbalanced.duckdb")
+    for k in range(24):
+        b.item(f"i{k:02d}", n=4, gold=0)
+        b.row("base", f"i{k:02d}", "ABCD", "A")  # the gold, displayed first
+        b.row("base", f"i{k:02d}", "BCDA", "A" if k < 12 else "D")  # the first option, or the gold (at D)
+    b.build()
+    rep = report_of(b.path)
+    assert rep["metrics"]["base"]["position_pick_rate"] is None and rep["design"]["gold_unbalanced"]
+    at = app(b.path, "bias").run()
+    no_exceptions(at)
+    warnings = " ".join(w.value for w in at.warning)
+    assert "Confounded by the gold imbalance (design_imbalance)" in warnings
+    assert "**design_imbalance**" in " ".join(m.value for m in at.markdown)
+    picks = frame(at, "position_picks")
+    # 48 picked rows: A 24 + 12 = 36 (75 %), D 12 (25 %), B and C none; no chance level is claimed
+    assert [picks.loc[0, x].split(" [")[0] for x in "ABCD"] == ["75.0", "0.0", "0.0", "25.0"]
+    assert "n=48" in picks.loc[0, "A"] and "chance" not in picks.loc[0, "A"]
+    (chart,) = [c for c in at.get("plotly_chart") if "fig_position_picks" in str(c.proto.id) or "Picks" in c.proto.spec]
+    assert "confounded by the gold imbalance" in chart.proto.spec and "no row has a picked letter" not in chart.proto.spec
+
+
+def test_orientations_page_compares_orientations_within_each_item_family(tmp_path: Path) -> None:
+    from mcqaudit import orient
+    from tests.builders import StudyBuilder
+
+    b = StudyBuilder(tmp_path / "families.duckdb")
+    for n, labels in ((2, ("AB", "BA")), (4, tuple(orient.scheme_labels(4, "cyclic")))):
+        for k in range(20):
+            item = b.item(f"i{n}-{k:02d}", n=n, gold=k % n)
+            for lab in labels:
+                gold = b.gold_letter(item, lab)
+                b.row("base", item, lab, gold)
+                b.row("steered", item, lab, gold if k % 2 else ("B" if gold == "A" else "A"))
+    b.build()
+    rep = report_of(b.path)
+    at = app(b.path, "orientations").run()
+    no_exceptions(at)
+    shown = [d.value for d in at.dataframe]
+    acc = [d for d in shown if "all orientations" in d.columns]
+    assert [list(d.columns) for d in acc] == [["arm", "AB", "BA", "all orientations"],
+                                              ["arm", "ABCD", "BCDA", "CDAB", "DABC", "all orientations"]]  # fmt: skip
+    fams = tables.families(rep)
+    for d, fam in zip(acc, fams, strict=True):
+        same(d, tables.accuracy_by_orientation(rep, fam))
+    deltas = [d for d in shown if "overall" in d.columns]
+    assert [list(d.columns) for d in deltas] == [["arm", "overall", "AB", "BA", "items"],
+                                                 ["arm", "overall", "ABCD", "BCDA", "CDAB", "DABC", "items"]]  # fmt: skip
+    assert deltas[0].loc[0, "overall"].startswith("-50.0") and deltas[0].loc[0, "items"] == 20
+    captions = [m.value for m in at.markdown if m.value.startswith("**") and "items" in m.value]
+    assert any("2\\-option items \\(20 items" in c for c in captions)
+    specs = [c.proto.spec for c in at.get("plotly_chart")]
+    assert len(specs) == 4 and sum("4-option items (20 items)" in s for s in specs) == 2

@@ -15,15 +15,16 @@ other ungraded answered``, ``("circular_num" | "circular_den" | "circular_chance
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 
 from mcqaudit.formatting import plural
 from mcqaudit.metrics.bootstrap import Sums, negated, ratio, round6, safe_div, summarize, unpaired
 from mcqaudit.metrics.inputs import StudyInfo
-from mcqaudit.metrics.results import ArmDelta, Metric, Notes, Pairing
+from mcqaudit.metrics.results import ArmDelta, FamilyDelta, Metric, Notes, Pairing
 from mcqaudit.metrics.rules import MIN_ITEMS
 
 Note = Callable[[str, str], None]  # (key under the arm's path, reason)
+FamilySpec = tuple[int, str, list[int]]  # a reported item family: index, label, orientation indices
 
 
 def rates(S: Sums, a: int, note: Note) -> dict[str, Metric | None]:
@@ -94,9 +95,20 @@ def _too_few(pairing: Pairing, items: int, n_t: int, n_c: int, arm: str, ctrl: s
 
 # --- differences ------------------------------------------------------------------------------------------
 def arm_delta(
-    S: Sums, info: StudyInfo, notes: Notes, t: int, c: int, pairing: Pairing, ci_orients: set[int]
+    S: Sums,
+    info: StudyInfo,
+    notes: Notes,
+    t: int,
+    c: int,
+    pairing: Pairing,
+    ci_orients: set[int],
+    families: Sequence[FamilySpec] = (),
+    shared: Container[int] = (),
 ) -> ArmDelta:
-    """Treated − control: paired on the items both arms answered, else unpaired over each arm's own items."""
+    """Treated − control: paired on the items both arms answered, else unpaired over each arm's own items;
+    overall, per orientation (pooled over the items shown in it) and within each item family. A null Δ of a
+    family in an orientation is noted only for the ``shared`` orientations (shown in several families): the
+    others' family Δ is their pooled Δ, noted already."""
     arm, ctrl = info.arms[t], info.arms[c]
     key = f"delta_accuracy.{arm}"
     n_t, n_c = int(S.point(("acc_den", t))), int(S.point(("acc_den", c)))
@@ -111,6 +123,7 @@ def arm_delta(
     out: ArmDelta = {
         "overall": None,
         "by_orientation": {},
+        "by_family": {},
         "other_rate": None,
         "answered_accuracy": None,
         "items": items,
@@ -168,7 +181,80 @@ def arm_delta(
             f"{arm} and {ctrl} share no items: compared unpaired ({n_t} and {n_c} items, independent item samples)"
         )
     out["by_orientation"] = by
+    out["by_family"] = {
+        lab: family_delta(S, info, notes, t, c, pairing, f, ors, ci_orients, f"{key}.by_family.{lab}", shared)
+        for f, lab, ors in families
+    }
     return out
+
+
+def family_delta(
+    S: Sums,
+    info: StudyInfo,
+    notes: Notes,
+    t: int,
+    c: int,
+    pairing: Pairing,
+    f: int,
+    orients: Sequence[int],
+    ci_orients: set[int],
+    key: str,
+    shared: Container[int] = (),
+) -> FamilyDelta:
+    """Treated − control within item family ``f``: overall on the family's items graded in both arms, and per
+    orientation on those graded in both arms in it (unpaired: each arm over its own items of the family).
+    Nothing here compares an orientation of one family with another's."""
+    if pairing == "paired":
+        items = int(S.point(("fam_delta_den", t, f))) if ("fam_delta_den", t, f) in S else 0
+        rows = int(round(S.point(("fam_delta_graded", t, f)))) if items else 0
+        overall = (
+            ratio(S, ("fam_delta_num", t, f), ("fam_delta_den", t, f), se=True)
+            if items >= MIN_ITEMS
+            else None
+        )
+    else:
+        n_t, n_c = (int(S.point(("fam_acc_den", a, f))) for a in (t, c))
+        items, rows = n_t + n_c, int(S.point(("fam_graded", t, f)) + S.point(("fam_graded", c, f)))
+        overall = (
+            unpaired(S, ("fam_acc_num", t, f), ("fam_acc_den", t, f), ("fam_acc_num", c, f), ("fam_acc_den", c, f), items)
+            if min(n_t, n_c) >= MIN_ITEMS
+            else None
+        )  # fmt: skip
+    if overall is None:
+        notes[f"{key}.overall"] = (
+            f"{plural(items, 'shared item') if pairing == 'paired' else f'{items} items, unpaired,'} in the family "
+            f"(a Δ needs at least {MIN_ITEMS})"
+        )
+        return {"items": items, "rows": rows, "overall": None, "by_orientation": {}}
+    by: dict[str, Metric | None] = {}
+    for o in orients:
+        if o not in ci_orients:
+            continue
+        lab = info.orientations[o]
+        if pairing == "paired":
+            if ("fam_delta_or_den", t, f, o) not in S:
+                continue
+            k = int(S.point(("fam_delta_or_den", t, f, o)))
+            by[lab] = (
+                ratio(S, ("fam_delta_or_num", t, f, o), ("fam_delta_or_den", t, f, o), se=True)
+                if k >= MIN_ITEMS
+                else None
+            )
+            why = f"{plural(k, 'shared item')} of the family in {lab}"
+        else:
+            if ("fam_or_den", t, f, o) not in S or ("fam_or_den", c, f, o) not in S:
+                continue
+            kt, kc = int(S.point(("fam_or_den", t, f, o))), int(S.point(("fam_or_den", c, f, o)))
+            by[lab] = (
+                unpaired(S, ("fam_or_num", t, f, o), ("fam_or_den", t, f, o), ("fam_or_num", c, f, o),
+                         ("fam_or_den", c, f, o), kt + kc)
+                if min(kt, kc) >= MIN_ITEMS
+                else None
+            )  # fmt: skip
+            why = f"unpaired: {kt} and {kc} items of the family in {lab}"
+        if by[lab] is None and o in shared:
+            notes[f"{key}.by_orientation.{lab}"] = why
+    return {"items": items, "rows": rows, "overall": overall, "by_orientation": by}
 
 
 def parser_deltas(

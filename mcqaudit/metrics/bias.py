@@ -9,14 +9,14 @@ Bootstrap columns read here: ``("pick", arm, position)`` / ``("picked", arm)``, 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from mcqaudit.metrics.bootstrap import Sums, ratio, round6, safe_div, summarize
-from mcqaudit.metrics.cells import Rows, group_ids
-from mcqaudit.metrics.results import Consistency, Design, Metric
+from mcqaudit.metrics.cells import Families, Rows, group_ids
+from mcqaudit.metrics.results import Consistency, Design, Family, Metric
 from mcqaudit.metrics.rules import BALANCE_TOLERANCE, IMBALANCE_RATIO
 from mcqaudit.vocab import LETTERS
 
@@ -118,13 +118,21 @@ def gold_balance(R: Rows) -> tuple[bool, dict[str, dict[str, float]]]:
     return balanced, shares
 
 
-def design_of(orients: list[str], balanced: bool, gold_share: Mapping[str, Mapping[str, float]]) -> Design:
+def design_of(
+    orients: list[str],
+    balanced: bool,
+    gold_share: Mapping[str, Mapping[str, float]],
+    families: Families,
+    reported: Sequence[int],
+) -> Design:
     """Whether the design can separate position from content (docs/design.md §7 ``design_imbalance``).
 
     Gold letters are *unbalanced* when some displayed position holds under half or over one and a half times
     its fair share 1/n of them (all gold at A, say): a position preference and the answers are then the same
     thing, so pick rates and RStd cannot be read. With *one orientation only* (per option count) nothing
-    shows an item's options in another order, so the Δ cannot be checked per orientation.
+    shows an item's options in another order, so the Δ cannot be checked per orientation. ``families``
+    are the item families (the items sharing one orientation set), within which alone orientations are
+    compared and RStd is computed; ``reported`` are those with per-family figures.
     """
     by_n: dict[int, set[str]] = {}
     for lab in orients:
@@ -152,55 +160,123 @@ def design_of(orients: list[str], balanced: bool, gold_share: Mapping[str, Mappi
         "separates_position": not (skewed or one),
         "unreadable": unreadable,
         "reason": "; ".join(reasons) or None,
+        "families": {
+            lab: _family(families, f, orients, f in reported) for f, lab in enumerate(families.labels)
+        },
+    }
+
+
+def _family(F: Families, f: int, orients: list[str], reported: bool) -> Family:
+    return {
+        "options": F.options[f],
+        "orientations": [orients[o] for o in F.orientations[f]],
+        "items": F.items[f],
+        "reported": reported,
     }
 
 
 def position_pick_rates(
     S: Sums, a: int, max_n: int, balanced: bool, chance: Mapping[str, Any], design: Design, note: Note
-) -> tuple[dict[str, Metric | None] | None, Metric | None]:
-    """Arm ``a``'s share of non-OTHER picks at each displayed position (with its chance level), and the
-    first position's; ``(None, None)`` when the design or the rows cannot give them."""
+) -> tuple[dict[str, Metric | None] | None, Metric | None, dict[str, Metric | None] | None]:
+    """Arm ``a``'s share of non-OTHER picks at each displayed position with its chance level, the first
+    position's, and the shares alone (``pick_share``: what the model picked, which holds whatever the design).
+    The first two are ``None`` when the design cannot read them as a position preference (gold letters
+    unbalanced); all three when no answered row has a picked letter."""
     picked = S["picked", a]
     base = chance["uniform" if balanced else "gold"]
     if design["gold_unbalanced"]:
-        note("position_pick_rate", _unreadable(design))
-        return None, None
-    if not balanced:
+        note(
+            "position_pick_rate",
+            _unreadable(design)
+            + "; pick_share gives the shares themselves, confounded by where the gold sits",
+        )
+    elif not balanced:
         note(
             "position_pick_rate",
             "unbalanced design (gold letters are not uniform over positions): pick rates are compared with "
             "the gold-letter distribution, not 1/n",
         )
     if picked[0] == 0:
-        note("position_pick_rate", "no answered row with a picked letter in this arm")
-        return None, None
+        if not design["gold_unbalanced"]:
+            note("position_pick_rate", "no answered row with a picked letter in this arm")
+        return None, None, None
+    share = {LETTERS[q]: summarize(safe_div(S["pick", a, q], picked), int(picked[0])) for q in range(max_n)}
+    if design["gold_unbalanced"]:
+        return None, None, share
     ppr: dict[str, Metric | None] = {}
     for q in range(max_n):
-        m = summarize(safe_div(S["pick", a, q], picked), int(picked[0]))
-        if m is not None:
-            m["chance"] = base.get(q)
-        ppr[LETTERS[q]] = m
-    return ppr, ppr[LETTERS[0]]
+        m = share[LETTERS[q]]
+        ppr[LETTERS[q]] = None if m is None else {**m, "chance": base.get(q)}
+    return ppr, ppr[LETTERS[0]], share
+
+
+def _recalls(
+    S: Sums, correct: Callable[[int], Hashable], graded: Callable[[int], Hashable], letters: range
+) -> tuple[np.ndarray | None, dict[str, Metric | None]]:
+    """Replicates of the std over gold letters of recall (pp), and the recalls, over the gold letters that
+    have graded rows; ``(None, {})`` with fewer than two such letters."""
+    have = [q for q in letters if graded(q) in S and S.point(graded(q)) > 0]
+    if len(have) < 2:
+        return None, {}
+    rec = np.stack([safe_div(S[correct(q)], S[graded(q)]) for q in have], axis=1)
+    with np.errstate(invalid="ignore"):
+        spread = 100 * np.std(rec, axis=1)
+    return spread, {LETTERS[q]: summarize(rec[:, j], int(S.point(graded(q)))) for j, q in enumerate(have)}
+
+
+FamilyRstd = tuple[Metric | None, dict[str, Metric | None]]
 
 
 def rstd(
-    S: Sums, a: int, max_n: int, design: Design, note: Note
-) -> tuple[Metric | None, dict[str, Metric | None]]:
-    """RStd (Zheng et al. 2024): the std over gold letters of recall, in percentage points; and the recalls."""
-    letters_ = [q for q in range(max_n) if S.point(("gold_graded", a, q)) > 0]
+    S: Sums,
+    a: int,
+    max_n: int,
+    design: Design,
+    note: Note,
+    families: Sequence[tuple[int, str, int]],
+    single: bool,
+) -> tuple[Metric | None, dict[str, Metric | None], dict[str, FamilyRstd]]:
+    """RStd (Zheng et al. 2024), the std over gold letters of recall in percentage points: within each item
+    family ``(index, label, options)``, and the headline — the family's own in a study of one family, else
+    the mean of the families' RStd weighted by their items in the arm. Gold letters are compared only within
+    a family: pooled, gold C and D would come only from the 4-option items, and their difficulty would read
+    as a letter preference. Also the pooled recalls by gold letter (``recall_by_gold_letter``)."""
     if design["gold_unbalanced"]:
         note("rstd", _unreadable(design))
-        return None, {}
-    if len(letters_) < 2:
-        note("rstd", "fewer than two gold letters have graded rows")
-        return None, {}
-    rec = np.stack([safe_div(S["gold_correct", a, q], S["gold_graded", a, q]) for q in letters_], axis=1)
-    with np.errstate(invalid="ignore"):
-        spread = 100 * np.std(rec, axis=1)
-    recall = {
-        LETTERS[q]: summarize(rec[:, j], int(S.point(("gold_graded", a, q)))) for j, q in enumerate(letters_)
-    }
-    return summarize(spread, int(S.point(("graded", a)))), recall
+        return None, {}, {lab: (None, {}) for _, lab, _ in families}
+    _, recall = _recalls(S, lambda q: ("gold_correct", a, q), lambda q: ("gold_graded", a, q), range(max_n))
+    per: dict[str, FamilyRstd] = {}
+    parts: list[tuple[float, np.ndarray, int, str]] = []  # (items, replicates, graded rows, label)
+    for f, lab, n in families:
+        reps, rec = _recalls(
+            S, _key("fam_gold_correct", a, f), _key("fam_gold_graded", a, f), range(min(n, max_n))
+        )
+        rows = int(S.point(("fam_graded", a, f)))
+        per[lab] = (summarize(reps, rows) if reps is not None else None, rec)
+        if reps is not None and per[lab][0] is not None:
+            parts.append((S.point(("fam_acc_den", a, f)), reps, rows, lab))
+    if not parts:
+        note("rstd", "fewer than two gold letters have graded rows" if single else (
+            "no item family (the items sharing one orientation set) of 20 items or more has graded rows at two "
+            "gold letters; RStd compares gold letters within a family"
+        ))  # fmt: skip
+        return None, recall, per
+    head: np.ndarray = parts[0][1]
+    if len(parts) > 1:
+        head = np.sum([w * r for w, r, _, _ in parts], axis=0) / sum(w for w, _, _, _ in parts)
+    if not single:
+        note("rstd", "the mean of RStd within each item family (the items sharing one orientation set), weighted "
+             "by items: " + "; ".join(f"{lab} {per[lab][0]['value']:.1f} pp on {int(w)} items"  # type: ignore[index]
+                                      for w, _, _, lab in parts))  # fmt: skip
+        if recall:
+            note("recall_by_gold_letter", "pools the item families (different items, different option counts): "
+                 "compare gold letters within by_family")  # fmt: skip
+    return summarize(head, sum(r for _, _, r, _ in parts)), recall, per
+
+
+def _key(*prefix: Hashable) -> Callable[[int], Hashable]:
+    """The bootstrap column of a gold letter ``q`` under ``prefix``."""
+    return lambda q: (*prefix, q)
 
 
 def consistency(S: Sums, a: int, note: Note) -> Consistency:

@@ -136,6 +136,66 @@ def cells_of(R: Rows) -> Cells:
     )
 
 
+@dataclass
+class Families:
+    """Item families: the items that share one orientation set (all 2-option items shown as AB and BA, all
+    4-option items in the four cyclic rotations, …). Orientations are compared only within a family: `AB`
+    and `ABCD` are shown to different items, so their Δs differ by the items as much as by the order."""
+
+    of_item: np.ndarray  # each item's family, -1 for an item without rows
+    orientations: list[list[int]]  # each family's orientation indices, ascending
+    items: list[int]  # each family's item count
+    options: list[int]  # each family's option count
+    labels: list[str]
+
+    def mask(self, f: int) -> np.ndarray:
+        return self.of_item == f
+
+
+def family_labels(option_counts: list[int], orientation_sets: list[list[str]]) -> list[str]:
+    """``4-option items``; where several families have the same option count, each names its orientations
+    (``4-option items (ABCD, CDAB)``), or its rank among them when the set is long."""
+    out = []
+    for n, labs in zip(option_counts, orientation_sets, strict=True):
+        same = [k for k, m in enumerate(option_counts) if m == n]
+        if len(same) == 1:
+            out.append(f"{n}-option items")
+        elif len(labs) <= 6:
+            out.append(f"{n}-option items ({', '.join(labs)})")
+        else:
+            out.append(f"{n}-option items, orientation set {same.index(len(out)) + 1}")
+    return out
+
+
+def item_families(R: Rows, orientations: list[str]) -> Families:
+    """Each item's family (its set of orientations over every arm's rows), families ordered by option count,
+    then by size (largest first). Vectorised: one bit per orientation, OR-reduced over the item's rows."""
+    n_or, n_items = max(R.n_or, 1), R.n_items
+    pairs, _ = group_ids(R.ii * n_or + R.oi, n_items * n_or)  # distinct (item, orientation), sorted
+    p_ii, p_oi = pairs // n_or, pairs % n_or
+    of_item = np.full(n_items, -1, dtype=np.int64)
+    if not pairs.size:
+        return Families(of_item, [], [], [], [])
+    starts = np.flatnonzero(np.r_[True, p_ii[1:] != p_ii[:-1]])
+    words = (n_or + 63) // 64
+    sig = np.zeros((starts.size, words), dtype=np.uint64)
+    bit = np.left_shift(np.uint64(1), (p_oi % 64).astype(np.uint64))
+    for w in range(words):  # distinct bits per item: OR is their sum
+        sig[:, w] = np.bitwise_or.reduceat(np.where(p_oi // 64 == w, bit, np.uint64(0)), starts)
+    uniq, inv = np.unique(sig, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    sets = [[o for o in range(n_or) if int(u[o // 64]) >> (o % 64) & 1] for u in uniq]
+    size = np.bincount(inv, minlength=len(sets))
+    order = sorted(range(len(sets)), key=lambda f: (len(orientations[sets[f][0]]), -int(size[f]), sets[f]))
+    rank = np.empty(len(sets), dtype=np.int64)
+    rank[order] = np.arange(len(sets))
+    of_item[p_ii[starts]] = rank[inv]
+    fam_sets = [sets[f] for f in order]
+    options = [len(orientations[s[0]]) for s in fam_sets]
+    labels = family_labels(options, [[orientations[o] for o in s] for s in fam_sets])
+    return Families(of_item, fam_sets, [int(size[f]) for f in order], options, labels)
+
+
 class ItemGrid:
     """Per-item vectors keyed by small integer tuples, built with one bincount each."""
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from mcqaudit.metrics import accuracy, agreement, bias, rules
 from mcqaudit.metrics.bootstrap import ItemBootstrap, Sums, ratio, round6, safe_div
-from mcqaudit.metrics.cells import Cells, ItemGrid, Rows, cells_of, rows_of
+from mcqaudit.metrics.cells import Cells, Families, ItemGrid, Rows, cells_of, item_families, rows_of
 from mcqaudit.metrics.diagnostics import diagnose
 from mcqaudit.metrics.inputs import StudyFrames, column
 from mcqaudit.metrics.parsers import ParserTally, parser_disagreement, parser_tallies
@@ -23,6 +23,7 @@ from mcqaudit.metrics.results import (
     ArmDelta,
     ArmMetrics,
     Design,
+    FamilyMetrics,
     JudgeAgreement,
     LogprobCrosscheck,
     Metric,
@@ -30,7 +31,7 @@ from mcqaudit.metrics.results import (
     Pairing,
     Results,
 )
-from mcqaudit.metrics.rules import MIN_AUDIT_ROWS, resolve_control
+from mcqaudit.metrics.rules import MAX_FAMILIES, MIN_AUDIT_ROWS, MIN_ITEMS, resolve_control
 from mcqaudit.vocab import VERDICTS
 
 COUNTS = ("rows", "graded", "correct", "incorrect", "other")  # per (arm, item) row counts
@@ -62,9 +63,12 @@ class _Orientations:
             self._cache[key] = vec
         return self._cache[key]
 
-    def point(self, a: int, o: int) -> Metric | None:
-        """An orientation beyond the CI cap: the point estimate only."""
-        vals = self.cell_acc[self.bounds[a * self.n_or + o] : self.bounds[a * self.n_or + o + 1]]
+    def point(self, a: int, o: int, items: np.ndarray | None = None) -> Metric | None:
+        """An orientation beyond the CI cap: the point estimate only (on ``items``, a mask, when given)."""
+        lo, hi = self.bounds[a * self.n_or + o], self.bounds[a * self.n_or + o + 1]
+        vals = self.cell_acc[lo:hi]
+        if items is not None:
+            vals = vals[items[self.c_ii[lo:hi]]]
         vals = vals[np.isfinite(vals)]
         if not vals.size:
             return None
@@ -83,6 +87,8 @@ class _Tables:
     acc_item: np.ndarray  # item accuracy (mean over its orientations); NaN: no graded row
     present: np.ndarray  # acc_item is defined
     orientations: _Orientations
+    families: Families
+    reported: list[int]  # the families with per-family figures (see _reported_families), in family order
     circular_eligible: np.ndarray
     circular_correct: np.ndarray
     circular_chance: np.ndarray
@@ -172,6 +178,8 @@ def _tables(frames: StudyFrames, R: Rows, C: Cells, notes: Notes) -> _Tables:
     )
 
     logprob = _logprob_tables(frames, R, grid)
+    families = item_families(R, frames.info.orientations)
+    reported = _reported_families(families, notes)
     return _Tables(
         max_n=max_n,
         counts=counts,
@@ -180,6 +188,8 @@ def _tables(frames: StudyFrames, R: Rows, C: Cells, notes: Notes) -> _Tables:
         acc_item=acc_item,
         present=np.isfinite(acc_item),
         orientations=_Orientations(bounds, cell_acc, c_ii, n_items, n_or, with_ci),
+        families=families,
+        reported=reported,
         circular_eligible=eligible,
         circular_correct=(counts["correct"] == counts["graded"]) & eligible,
         circular_chance=np.where(eligible, (1.0 / item_nopt) ** cells_ai, 0.0),
@@ -188,7 +198,7 @@ def _tables(frames: StudyFrames, R: Rows, C: Cells, notes: Notes) -> _Tables:
         picks=grid.sum([R.ai[pk], R.pick[pk]], [n_arms, max_n], R.ii[pk]),
         chance=bias.position_chance(c_ai, c_gold, c_nopt, n_picked, n_arms, max_n),
         balanced=balanced,
-        design=bias.design_of(frames.info.orientations, balanced, gold_share),
+        design=bias.design_of(frames.info.orientations, balanced, gold_share, families, reported),
         binary=bias.binary_consistency(R, c_ai, c_ii, answered),
         nway=bias.nway_consistency(R, frames.info.orientations, max_n, answered),
         review_scope=scope,
@@ -200,6 +210,28 @@ def _tables(frames: StudyFrames, R: Rows, C: Cells, notes: Notes) -> _Tables:
         items=(counts["rows"] > 0).sum(axis=1),
         uniform_reviewed_rows=int(((R.review >= 0) & R.uniform).sum()),
     )
+
+
+def _reported_families(F: Families, notes: Notes) -> list[int]:
+    """The families that get per-family figures: a study's only family; else those of at least
+    ``MIN_ITEMS`` items, the ``MAX_FAMILIES`` largest. The others are named in a note."""
+    n = len(F.items)
+    if n <= 1:
+        return list(range(n))
+    big = sorted((f for f in range(n) if F.items[f] >= MIN_ITEMS), key=lambda f: -F.items[f])
+    keep = sorted(big[:MAX_FAMILIES])
+    left = [f for f in range(n) if f not in keep]
+    if left:
+        items = sum(F.items[f] for f in left)
+        why = f"under {MIN_ITEMS} items" + (
+            f", or beyond the {MAX_FAMILIES} largest" if len(big) > MAX_FAMILIES else ""
+        )
+        notes["design.families"] = (
+            f"{len(left)} of {n} item families ({items} items in all) have no per-family figures ({why}): "
+            + ", ".join(f"{F.labels[f]} ({F.items[f]} items)" for f in left[:6])
+            + (", …" if len(left) > 6 else "")
+        )
+    return keep
 
 
 def _logprob_tables(frames: StudyFrames, R: Rows, grid: ItemGrid) -> dict[str, np.ndarray] | None:
@@ -281,11 +313,57 @@ def _add_arm_columns(col: Callable[[Any, np.ndarray], Any], T: _Tables, n_arms: 
         if T.logprob is not None:
             for k, arr in T.logprob.items():
                 col(("logprob", k, a), arr[a])
+    _add_family_columns(col, T, n_arms)
     if T.review_vs_auto is not None:
         pooled = T.review_vs_auto.sum(axis=0)
         for j in range(3):
             for h in range(3):
                 col(("review_vs_auto", "all", j, h), pooled[j, h])
+
+
+def _add_family_columns(col: Callable[[Any, np.ndarray], Any], T: _Tables, n_arms: int) -> None:
+    """Per (arm, reported family): accuracy, accuracy per orientation, recall by gold letter, graded rows.
+    A study with one family gets columns equal to the pooled ones, which the bootstrap sums once."""
+    orients, F = T.orientations, T.families
+    for f in T.reported:
+        mask = F.mask(f)
+        mf = mask.astype(np.float64)
+        for a in range(n_arms):
+            pres = T.present[a] & mask
+            col(("fam_acc_num", a, f), np.where(pres, T.acc_item[a], 0.0))
+            col(("fam_acc_den", a, f), pres.astype(np.float64))
+            col(("fam_graded", a, f), T.counts["graded"][a] * mf)
+            for o in F.orientations[f]:
+                if o in orients.with_ci and orients.shown(a, o):
+                    vec = orients.acc(a, o)
+                    col(("fam_or_num", a, f, o), np.where(mask, np.nan_to_num(vec), 0.0))
+                    col(("fam_or_den", a, f, o), (np.isfinite(vec) & mask).astype(np.float64))
+            for q in range(min(F.options[f], T.max_n)):
+                col(("fam_gold_correct", a, f, q), T.gold_correct[a, q] * mf)
+                col(("fam_gold_graded", a, f, q), T.gold_graded[a, q] * mf)
+
+
+def _add_family_delta_columns(
+    col: Callable[[Any, np.ndarray], Any], T: _Tables, t: int, c0: int, both: np.ndarray
+) -> None:
+    """Treated ``t`` − control within each reported family, on the family's items graded in both arms."""
+    orients, F, acc_item = T.orientations, T.families, T.acc_item
+    graded = T.counts["graded"]
+    for f in T.reported:
+        mask = F.mask(f)
+        bf = both & mask
+        if not bf.any():
+            continue
+        col(("fam_delta_num", t, f), np.where(bf, acc_item[t] - acc_item[c0], 0.0))
+        col(("fam_delta_den", t, f), bf.astype(np.float64))
+        col(("fam_delta_graded", t, f), (graded[t] + graded[c0]) * bf)
+        for o in F.orientations[f]:
+            if o not in orients.with_ci:
+                continue
+            bo = np.isfinite(orients.acc(t, o)) & np.isfinite(orients.acc(c0, o)) & mask
+            if bo.any():
+                col(("fam_delta_or_num", t, f, o), np.where(bo, orients.acc(t, o) - orients.acc(c0, o), 0.0))
+                col(("fam_delta_or_den", t, f, o), bo.astype(np.float64))
 
 
 def _add_comparison_columns(
@@ -315,6 +393,7 @@ def _add_comparison_columns(
             if bo.any():
                 col(("delta_or_num", t, o), np.where(bo, orients.acc(t, o) - orients.acc(c0, o), 0.0))
                 col(("delta_or_den", t, o), bo.astype(np.float64))
+        _add_family_delta_columns(col, T, t, c0, both)
         for x, arr in (("other", T.counts["other"]), ("graded", T.counts["graded"]), ("correct", T.counts["correct"]),
                        ("answered", answered)):  # fmt: skip
             col(("delta_part", x, t, "t"), arr[t] * bf)
@@ -344,8 +423,11 @@ def _arm_metrics(
 
     rates = accuracy.rates(S, a, note)
     circular = accuracy.circular_accuracy(S, a, note)
-    picks, first = bias.position_pick_rates(S, a, T.max_n, T.balanced, T.chance[a], T.design, note)
-    spread, recall = bias.rstd(S, a, T.max_n, T.design, note)
+    picks, first, share = bias.position_pick_rates(S, a, T.max_n, T.balanced, T.chance[a], T.design, note)
+    F = T.families
+    spread, recall, fam_rstd = bias.rstd(
+        S, a, T.max_n, T.design, note, [(f, F.labels[f], F.options[f]) for f in T.reported], len(F.items) <= 1
+    )
     cons = bias.consistency(S, a, note)
     by_or: dict[str, Metric | None] = {}
     for o, lab in enumerate(info.orientations):
@@ -355,6 +437,25 @@ def _arm_metrics(
                 if o in orients.with_ci
                 else orients.point(a, o)
             )
+    by_family: dict[str, FamilyMetrics] = {}
+    for f in T.reported:
+        lab = F.labels[f]
+        mask = F.mask(f)
+        fam_or: dict[str, Metric | None] = {}
+        for o in F.orientations[f]:
+            if orients.shown(a, o):
+                fam_or[info.orientations[o]] = (
+                    ratio(S, ("fam_or_num", a, f, o), ("fam_or_den", a, f, o))
+                    if o in orients.with_ci
+                    else orients.point(a, o, mask)
+                )
+        by_family[lab] = {
+            "items": int(S.point(("fam_acc_den", a, f))),
+            "accuracy": ratio(S, ("fam_acc_num", a, f), ("fam_acc_den", a, f)),
+            "accuracy_by_orientation": fam_or,
+            "rstd": fam_rstd[lab][0],
+            "recall_by_gold_letter": fam_rstd[lab][1],
+        }
     if T.answered_rows[a] > T.picked[a].sum():
         key = f"metrics.{arm}.position_pick_rate"
         extra = "answered rows without a picked letter (gold-shape judge, or a review that gave none) are left out"
@@ -383,6 +484,8 @@ def _arm_metrics(
         "first_position_rate": first,
         "rstd": spread,
         "recall_by_gold_letter": recall,
+        "by_family": by_family,
+        "pick_share": share,
         "consistency": cons,
         "parser_disagreement": parser_disagreement(tallies, info.orientations, a),
         "items": int(T.items[a]),
@@ -424,6 +527,10 @@ def compute(
     metrics = {arm: _arm_metrics(S, T, frames, tallies, notes, a) for a, arm in enumerate(arms)}
     fp_mixed = accuracy.fingerprint_conflicts(info, ctrl)
     parser_names = [p.name for p in tallies]
+    F = T.families
+    fam_specs = [(f, F.labels[f], F.orientations[f]) for f in T.reported]
+    in_families = np.bincount([o for f in T.reported for o in F.orientations[f]], minlength=R.n_or)
+    shared_orients = set(np.flatnonzero(in_families > 1).tolist())
     delta: dict[str, ArmDelta | None] = {}
     delta_parser: dict[str, dict[str, Metric | None]] = {}
     for t in cmp.treated:
@@ -433,7 +540,9 @@ def compute(
             delta[arm] = None
             notes[f"delta_accuracy.{arm}"] = fp_mixed[arm]
         else:
-            delta[arm] = accuracy.arm_delta(S, info, notes, t, c0, pairing, T.orientations.with_ci)
+            delta[arm] = accuracy.arm_delta(
+                S, info, notes, t, c0, pairing, T.orientations.with_ci, fam_specs, shared_orients
+            )
         delta_parser[arm] = accuracy.parser_deltas(S, info, notes, parser_names, t, c0, pairing)
     if c0 >= 0 and not cmp.treated:
         notes["delta_accuracy"] = "the study has a single arm: nothing to compare"

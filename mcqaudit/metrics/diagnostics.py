@@ -56,6 +56,9 @@ def _flag(name: str, arm: str | None, evidence: str, items: int, rows: int, **ex
 def orientation_instability(delta: Mapping[str, Any]) -> str | None:
     """Evidence when the Δ is position bias rather than the intervention (docs/design.md §7), else None.
 
+    ``delta`` is one item family's Δ (``{"overall", "by_orientation"}``, ``delta_accuracy.<arm>.by_family``):
+    its orientations are shown to the same items, so their Δs differ by the order alone.
+
     Fires when two orientations have Δs of opposite sign whose CIs each exclude 0, or when the overall
     Δ's CI excludes 0 and some orientation's Δ CI lies entirely on the near side of half the overall Δ
     (that orientation shrinks the effect by more than half). Both need CIs that exclude a value, so noise
@@ -88,6 +91,24 @@ def orientation_instability(delta: Mapping[str, Any]) -> str | None:
         f"overall Δ {fmt_metric(ov, pct=True, sign=True)}, but in {k} Δ {fmt_metric(by[k], pct=True, sign=True)} "
         f"lies entirely below half of it ({parts})"
     )
+
+
+def _orientation_flags(res: Results) -> list[Flag]:
+    """``orientation_instability`` per treated arm and item family: orientations are compared only within a
+    family (the items sharing one orientation set), never `AB` (2-option items) against `ABCD`."""
+    out: list[Flag] = []
+    for arm, d in res["delta_accuracy"].items():
+        if d is None or d["overall"] is None:
+            continue
+        for fam, fd in d["by_family"].items():
+            if fd["overall"] is not None and (ev := orientation_instability(fd)):
+                out.append(
+                    _flag(
+                        "orientation_instability", arm, f"within {fam} ({fd['items']} items): {ev}",
+                        fd["items"], fd["rows"], family=fam,
+                    )  # fmt: skip
+                )
+    return out
 
 
 def parser_artifact(judge: Mapping[str, Any] | None, parser: Mapping[str, Any] | None) -> bool:
@@ -260,9 +281,7 @@ def diagnose(
     n_rows = sum(info.rows_by_arm.values())
     flags = _artifact_flags(res, verdicts)
     if not design["one_orientation"]:
-        for arm, d in res["delta_accuracy"].items():
-            if d is not None and d["overall"] is not None and (ev := orientation_instability(d)):
-                flags.append(_flag("orientation_instability", arm, ev, d["items"], d["rows"]))
+        flags += _orientation_flags(res)
     for arm, d in res["delta_accuracy"].items():
         if d is not None and (f := _other_rate_flag(arm, d, res)):
             flags.append(f)

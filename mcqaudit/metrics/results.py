@@ -69,6 +69,16 @@ class LogprobCrosscheck(TypedDict):
     items: int
 
 
+class FamilyMetrics(TypedDict):
+    """One arm's figures within one item family (the items sharing one orientation set)."""
+
+    items: int  # the family's items with a graded row in the arm
+    accuracy: Metric | None
+    accuracy_by_orientation: dict[str, Metric | None]
+    rstd: Metric | None
+    recall_by_gold_letter: dict[str, Metric | None]
+
+
 class ArmMetrics(TypedDict):
     rows: int
     graded: int
@@ -83,6 +93,8 @@ class ArmMetrics(TypedDict):
     first_position_rate: Metric | None
     rstd: Metric | None
     recall_by_gold_letter: dict[str, Metric | None]
+    by_family: dict[str, FamilyMetrics]
+    pick_share: dict[str, Metric | None] | None
     consistency: Consistency
     parser_disagreement: dict[str, ParserDisagreement]
     items: int
@@ -90,17 +102,34 @@ class ArmMetrics(TypedDict):
     logprob_crosscheck: LogprobCrosscheck | None
 
 
+class FamilyDelta(TypedDict):
+    """Treated − control within one item family: on its items graded in both arms (or unpaired)."""
+
+    items: int
+    rows: int
+    overall: Metric | None
+    by_orientation: dict[str, Metric | None]
+
+
 class ArmDelta(TypedDict):
     """Treated − control Δs; ``overall`` is null (with a note) on fewer than MIN_ITEMS items."""
 
     overall: Metric | None
     by_orientation: dict[str, Metric | None]
+    by_family: dict[str, FamilyDelta]
     other_rate: Metric | None
     answered_accuracy: Metric | None
     items: int
     rows: int
     pairing: Pairing
     items_by_arm: NotRequired[dict[str, int]]  # unpaired only
+
+
+class Family(TypedDict):
+    options: int
+    orientations: list[str]
+    items: int
+    reported: bool  # has per-family figures (``by_family`` entries)
 
 
 class Design(TypedDict):
@@ -111,6 +140,7 @@ class Design(TypedDict):
     separates_position: bool
     unreadable: list[str]
     reason: str | None
+    families: dict[str, Family]
 
 
 class Audit(TypedDict):
@@ -127,6 +157,7 @@ class Flag(TypedDict):
     items: int
     rows: int
     page: str
+    family: NotRequired[str]  # orientation_instability: the item family it was judged within
     parser: NotRequired[str]
     ungraded: NotRequired[int]
     unreadable: NotRequired[list[str]]
@@ -165,6 +196,7 @@ class Finding(TypedDict):
     artifact: NotRequired[bool]
     answered_accuracy: NotRequired[Metric | None]
     holds: NotRequired[bool | None]
+    family: NotRequired[str]
     reviewed_rows: NotRequired[int]
     required_rows: NotRequired[int]
 

@@ -20,6 +20,10 @@ MIN_ITEMS = 20  # a Δ between two arms, and any statistical flag, needs this ma
 MIN_AUDIT_ROWS = 100  # reviewed rows of a uniform spot check that audit the judge; fewer: preliminary
 IMBALANCE_RATIO = 0.5  # a displayed position holding under (1 - r) / n or over (1 + r) / n of gold letters
 MAX_ORIENTATIONS_WITH_CI = 48  # beyond this, the rarest orientations get point estimates only
+# Item families (the items sharing one orientation set) that get per-family figures: a study's only family,
+# else those of at least MIN_ITEMS items, at most this many (the largest). Orientations are compared, and
+# RStd computed, only within a family.
+MAX_FAMILIES = 12
 # From this many items the replicates are drawn from the normal approximation of the item sums (their exact
 # covariance under the item bootstrap) instead of resampling items: there the two give the same CIs to a
 # small fraction of their width (tests/test_ci_method.py), and resampling costs seconds.

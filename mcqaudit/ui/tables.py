@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from mcqaudit.report import num, with_chance
+from mcqaudit.report import FamilyView, family_entry, first_family, num, report_families, with_chance
 from mcqaudit.report import pct as _pct
 from mcqaudit.vocab import VERDICTS
 
@@ -84,30 +84,42 @@ def deltas(report: Report) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def accuracy_by_orientation(report: Report) -> pd.DataFrame:
-    orients = report["study"].get("orientations", [])
-    return pd.DataFrame(
-        [
-            {
-                "arm": arm_label(report, a),
-                **{o: pct(report["metrics"][a]["accuracy_by_orientation"].get(o)) for o in orients},
-            }
-            for a in report["arms"]
-        ]
-    )
+def families(report: Report) -> list[FamilyView]:
+    """The item families with per-family figures (the items sharing one orientation set)."""
+    return report_families(report)
 
 
-def delta_by_orientation(report: Report) -> pd.DataFrame:
-    orients = report["study"].get("orientations", [])
+def family_caption(fam: FamilyView) -> str:
+    label, fo, items = fam
+    return "every item" if label is None else f"{label} ({items} items, shown as {', '.join(fo)})"
+
+
+def accuracy_by_orientation(report: Report, family: FamilyView | None = None) -> pd.DataFrame:
+    """Accuracy per orientation of one item family (default: the first), and over its orientations."""
+    label, fo, _ = family or first_family(report)
+    rows = []
+    for a in report["arms"]:
+        fe = family_entry(report["metrics"][a], label)
+        by = fe.get("accuracy_by_orientation") or {}
+        rows.append({"arm": arm_label(report, a), **{o: pct(by.get(o)) for o in fo},
+                     "all orientations": pct(fe.get("accuracy"))})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def delta_by_orientation(report: Report, family: FamilyView | None = None) -> pd.DataFrame:
+    """Δaccuracy vs control per orientation within one item family (default: the first)."""
+    label, fo, _ = family or first_family(report)
     rows = []
     for a, d in (report.get("delta_accuracy") or {}).items():
         if d is None:
             continue
+        fd = family_entry(d, label)
         rows.append(
             {
                 "arm": f"{a} − {report['control_arm']}",
-                "overall": pct(d["overall"], sign=True),
-                **{o: pct(d["by_orientation"].get(o), sign=True) for o in orients},
+                "overall": pct(fd.get("overall"), sign=True),
+                **{o: pct((fd.get("by_orientation") or {}).get(o), sign=True) for o in fo},
+                "items": fd.get("items", ""),
             }
         )
     return pd.DataFrame(rows)
@@ -213,11 +225,28 @@ def disagreement_rates(report: Report) -> pd.DataFrame:
 
 
 def position_picks(report: Report) -> pd.DataFrame:
+    """Pick shares by displayed position, against chance; where the design leaves no chance level (gold
+    letters unbalanced), the shares alone (``pick_share``), which :func:`picks_confounded` says."""
+    confounded = picks_confounded(report)
     rows = []
     for a in report["arms"]:
-        ppr = report["metrics"][a].get("position_pick_rate") or {}
-        rows.append({"arm": arm_label(report, a), **{x: with_chance(m) for x, m in ppr.items()}})
+        m = report["metrics"][a]
+        ppr = (m.get("pick_share") if confounded else m.get("position_pick_rate")) or {}
+        rows.append(
+            {
+                "arm": arm_label(report, a),
+                **{x: (pct if confounded else with_chance)(v) for x, v in ppr.items()},
+            }
+        )
     return pd.DataFrame(rows)
+
+
+def picks_confounded(report: Report) -> bool:
+    """The pick shares are shown, but no arm's pick rate can be read against chance (gold unbalanced)."""
+    m = report["metrics"]
+    return not any(m[a].get("position_pick_rate") for a in report["arms"]) and any(
+        m[a].get("pick_share") for a in report["arms"]
+    )
 
 
 def bias_summary(report: Report) -> pd.DataFrame:
@@ -237,11 +266,20 @@ def bias_summary(report: Report) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def recall_by_gold(report: Report) -> pd.DataFrame:
+def recall_by_gold(report: Report, family: FamilyView | None = None) -> pd.DataFrame:
+    """Recall by gold letter within one item family (default: the first), with its RStd."""
+    label, _, _ = family or first_family(report)
     rows = []
     for a in report["arms"]:
-        rec = report["metrics"][a].get("recall_by_gold_letter") or {}
-        rows.append({"arm": arm_label(report, a), **{x: pct(m) for x, m in rec.items()}})
+        fe = family_entry(report["metrics"][a], label)
+        rec = fe.get("recall_by_gold_letter") or {}
+        rows.append(
+            {
+                "arm": arm_label(report, a),
+                **{x: pct(m) for x, m in rec.items()},
+                "RStd (pp)": num(fe.get("rstd"), 1),
+            }
+        )
     return pd.DataFrame(rows)
 
 

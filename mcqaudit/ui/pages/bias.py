@@ -17,6 +17,13 @@ def render_bias(report: Mapping[str, Any], meta: Mapping[str, str | None]) -> No
     components.provenance(report, meta)
     components.flags(report["flags"], only=["design_imbalance", "logprob_mismatch"], links=False)
     st.subheader("Picks by displayed position (%)")
+    if tables.picks_confounded(report):
+        st.warning(
+            "Confounded by the gold imbalance (design_imbalance): the gold letters are not balanced over the "
+            "displayed positions, so these shares describe what the model picked but cannot separate a "
+            "position preference from the answers. No chance level is given.",
+            icon=":material/warning:",
+        )
     st.dataframe(tables.position_picks(report), hide_index=True, key="position_picks")
     st.plotly_chart(plots.fig_position_picks(report), key="fig_position_picks")
     notes = report.get("notes") or {}
@@ -26,13 +33,20 @@ def render_bias(report: Mapping[str, Any], meta: Mapping[str, str | None]) -> No
             st.caption(f"{tables.md_escape(a)}: {tables.md_escape(n)}")
     st.subheader("First position, RStd, consistency")
     st.dataframe(tables.bias_summary(report), hide_index=True, key="bias_summary")
+    fams = tables.families(report)
     st.caption(
         "RStd: standard deviation over gold letters of the recall (share CORRECT), in percentage points — 0 "
-        "when accuracy does not depend on where the gold sits. Consistency: share of swapped pairs with the "
-        "same verdict (two orientations), and mean share of orientations picking the plurality option."
+        "when accuracy does not depend on where the gold sits. It compares gold letters within an item family "
+        "(the items sharing one orientation set)"
+        + ("; the headline is the families' RStd weighted by their items." if len(fams) > 1 else ".")
+        + " Consistency: share of swapped pairs with the same verdict (two orientations), and mean share of "
+        "orientations picking the plurality option."
     )
     st.subheader("Recall by gold letter (%)")
-    st.dataframe(tables.recall_by_gold(report), hide_index=True, key="recall_by_gold")
+    for k, fam in enumerate(fams):
+        if len(fams) > 1:
+            st.markdown(f"**{tables.md_escape(tables.family_caption(fam))}**")
+        st.dataframe(tables.recall_by_gold(report, fam), hide_index=True, key=f"recall_by_gold_{k}")
     lp = tables.logprob(report)
     if len(lp):
         st.subheader("Log-prob cross-check")

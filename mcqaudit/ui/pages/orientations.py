@@ -21,16 +21,32 @@ def render_orientations(report: Mapping[str, Any], meta: Mapping[str, str | None
         "the same way in every orientation; a position preference helps where the gold sits in the preferred "
         "place and hurts elsewhere."
     )
+    fams = tables.families(report)
+    if len(fams) > 1:
+        st.caption(
+            "Items fall into families by their orientation set (each family's items are shown in the same "
+            "orientations). Orientations are compared only within a family: AB and ABCD are shown to "
+            "different items."
+        )
+    elif not fams:
+        st.caption("No item family (the items sharing one orientation set) has enough items to break down.")
     st.subheader("Accuracy by orientation (%)")
-    st.dataframe(tables.accuracy_by_orientation(report), hide_index=True, key="acc_by_orientation")
-    st.plotly_chart(plots.fig_orientation_accuracy(report), key="fig_orientation_accuracy")
+    for k, fam in enumerate(fams):
+        st.markdown(f"**{tables.md_escape(tables.family_caption(fam))}**")
+        st.dataframe(
+            tables.accuracy_by_orientation(report, fam), hide_index=True, key=f"acc_by_orientation_{k}"
+        )
+        st.plotly_chart(plots.fig_orientation_accuracy(report, fam), key=f"fig_orientation_accuracy_{k}")
     st.subheader(f"Δaccuracy vs control ({tables.md_escape(report.get('control_arm'))}) by orientation (pp)")
-    d = tables.delta_by_orientation(report)
-    if len(d):
-        st.dataframe(d, hide_index=True, key="delta_by_orientation")
-    else:
+    compared = any(d is not None for d in (report.get("delta_accuracy") or {}).values())
+    if not compared:
         st.caption("No arm is compared with the control.")
-    st.plotly_chart(plots.fig_delta_by_orientation(report), key="fig_delta_by_orientation")
+    for k, fam in enumerate(fams if compared else []):
+        st.markdown(f"**{tables.md_escape(tables.family_caption(fam))}**")
+        st.dataframe(
+            tables.delta_by_orientation(report, fam), hide_index=True, key=f"delta_by_orientation_{k}"
+        )
+        st.plotly_chart(plots.fig_delta_by_orientation(report, fam), key=f"fig_delta_by_orientation_{k}")
     st.subheader("Circular accuracy")
     st.caption("Share of items CORRECT in every orientation they were shown in (MMBench CircularEval).")
     st.dataframe(tables.circular(report), hide_index=True, key="circular")
