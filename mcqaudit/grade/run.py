@@ -17,8 +17,6 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-import duckdb
-
 from mcqaudit.endpoint import HTTP_ERROR, run_until_sigterm
 from mcqaudit.files import os_reason
 from mcqaudit.grade.config import GradeOptions, check_arms, resolve_api_key
@@ -142,7 +140,9 @@ async def _run(
     summary.recovered += late.records.get(JUDGED, 0)
     try:
         await asyncio.to_thread(judging.register_config, study, config)
-    except (duckdb.Error, OSError) as exc:
+    except StudyError:
+        raise
+    except Exception as exc:  # DuckDB's or the OS's refusal of the run's first write (a full disk): one line
         raise StudyError(write_failure(study.path, exc)) from None
     targets, summary.already_ok = await asyncio.to_thread(
         judging.select_rows, study, config.fingerprint, options.arms, options.limit
