@@ -40,6 +40,7 @@ Replaying a kind needs a handler (:func:`register_replayer`); ``judged`` is buil
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -50,6 +51,8 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from mcqaudit.files import os_reason
 
 if TYPE_CHECKING:
     from mcqaudit.store.db import Study
@@ -121,7 +124,13 @@ class Journal:
             return
         seg = self._locked_file(f"{RESERVE_PREFIX}{os.getpid()}-{secrets.token_hex(3)}")
         try:
-            os.posix_fallocate(seg.fd, 0, nbytes)
+            try:
+                os.posix_fallocate(seg.fd, 0, nbytes)
+            except OSError as exc:
+                if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS):
+                    raise
+                for start in range(0, nbytes, 1 << 16):  # a file system without fallocate: write the room
+                    os.pwrite(seg.fd, bytes(min(1 << 16, nbytes - start)), start)
         except BaseException:
             seg.discard()
             _remove_if_empty(self.dir)
@@ -189,8 +198,6 @@ class Journal:
                 self._stop(exc)
 
     def _stop(self, exc: OSError) -> None:
-        from mcqaudit.files import os_reason
-
         if self.stopped is None:
             self.stopped = f"cannot write the journal {self.dir} ({os_reason(exc)})"
 
