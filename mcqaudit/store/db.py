@@ -25,6 +25,7 @@ from pathlib import Path
 
 import duckdb
 
+from mcqaudit.files import os_reason
 from mcqaudit.store.journal import Pending, journal_dir, pending, replay
 from mcqaudit.store.schema import MIGRATIONS
 
@@ -60,8 +61,6 @@ _OS_PHRASES = {
 def write_failure(path: Path, exc: BaseException) -> str:
     """One line saying why a write to the study at ``path`` failed: the OS's reason when DuckDB's message
     carries one (``no space left on the device``), else the first line of the message."""
-    from mcqaudit.files import os_reason
-
     if isinstance(exc, StudyError):
         return str(exc)
     if isinstance(exc, OSError):
