@@ -129,13 +129,34 @@ def _write_out(out: Path, content) -> None:
         raise _fail(f"error: {exc}") from None
 
 
-def _open_study(db: Path, create: bool = False):
+def _open_study(db: Path, create: bool = False, *, say_replayed: bool = True):
+    """The study, or one clear line and exit 1. Opening it for writing replays what a stopped or killed run
+    left in its journal: said here on stderr, unless the command says it itself (``say_replayed=False``:
+    `info` in its journal section, an online `grade` in its summary)."""
     from mcqaudit.store import Study, StudyError
 
     try:
-        return Study(db, create=create)
+        study = Study(db, create=create)
     except StudyError as exc:
         raise _fail(f"error: {exc}") from None
+    if say_replayed and (line := _replayed_line(study)):
+        err.print(line, markup=False, highlight=False)
+    return study
+
+
+def _replayed_line(study) -> str | None:
+    """What opening ``study`` wrote in from its journal, once (it is then forgotten), or None."""
+    from mcqaudit.store.journal import JUDGED
+
+    done, study.replayed = study.replayed, None
+    if done is None or not done.total:
+        return None
+    n = done.records.get(JUDGED, 0)
+    what = f"{n} judge replies" + (f" and {done.total - n} other records" if done.total > n else "")
+    return (
+        f"recovered: {what} that an earlier run had received but not yet written (it was stopped or killed) "
+        "were written into the study from its journal"
+    )
 
 
 # --------------------------------------------------------------------------------------------- orient
@@ -520,7 +541,7 @@ def info(db: DbOption) -> None:
 
     if not db.exists():
         raise _fail(f"error: {db}: no such study file")
-    study = _open_study(db)
+    study = _open_study(db, say_replayed=False)  # the journal section says it
     s = summarise(study)
     console.print(f"[bold]study[/] {escape(str(s.path))}  (created {s.created})")
     console.print(
@@ -838,12 +859,15 @@ def grade(
         raise _fail(f"error: {grading.NO_JUDGE_MESSAGE}", 2)
     if not db.exists():
         raise _fail(f"error: {db}: no such study file (create one with `mcqaudit ingest`)")
-    study = _open_study(db)
+    # an online run's summary says what opening the study recovered from its journal
+    study = _open_study(db, say_replayed=no_judge or dry_run or batch)
     if no_judge:
         try:
             counts = grading.grade_without_judge(study, arms)
         except grading.GradeUsageError as exc:
             raise _fail(f"error: {exc}", 2) from None
+        except StudyError as exc:
+            raise _fail(f"error: {exc}") from None
         console.print(
             f"graded with the strict pre-filter alone: {counts.get('prefilter', 0)} rows by the pre-filter, "
             f"{counts.get('rule', 0)} blank rows OTHER by rule; {counts.get('needs_judge', 0)} rows need a judge "
@@ -1089,6 +1113,8 @@ _INFO_SECTIONS.append(_info_batches)
 
 
 def _info_journal(study) -> None:
+    if line := _replayed_line(study):
+        console.print(f"journal: {line.removeprefix('recovered: ')}", markup=False, highlight=False)
     p = study.journal_pending()
     if not p.total:
         return

@@ -6,7 +6,8 @@ backoff on 429/5xx/timeouts/connection errors (honouring ``retry-after``), class
 with messages of our own, stopping on statuses that fail every request (401/403/404), running many
 requests at a fixed concurrency, and the API key's hygiene: the key is read from a named environment
 variable at call time, lives only inside the `openai` client, and is scrubbed from every text we keep or
-show. Error messages are built from status codes, never from the client's exception text or headers.
+show. Error messages are built from status codes, never from the client's exception text or headers; a
+refused request (another 4xx) adds the server's own error message, scrubbed.
 """
 
 from __future__ import annotations
@@ -250,6 +251,17 @@ class ChatEndpoint:
                 return max(value, 0.0)
         return None
 
+    def _server_message(self, exc: Any) -> str | None:
+        """What the server said a refused request was wrong with (its error body's ``message``: "Unsupported
+        parameter: 'seed'"), the key scrubbed, on one line, cut at 200 characters. The body is the server's
+        own text, not the client's exception text, which also carries headers."""
+        body = getattr(exc, "body", None)
+        text = body.get("message") if isinstance(body, dict) else body
+        if not isinstance(text, str) or text.lstrip().startswith("<"):  # none, or an HTML error page
+            return None
+        text = " ".join((self.scrub(text) or "").split())
+        return text[:200] + ("…" if len(text) > 200 else "") or None
+
     def _classify(self, exc: BaseException) -> tuple[str, str, float | None]:
         """(kind, message, retry-after) for a failed call; messages are ours, never the client's text."""
         import openai
@@ -268,7 +280,8 @@ class ChatEndpoint:
                 return SERVER_ERROR, f"HTTP {code}", self._retry_after(exc)
             if code in FATAL_STATUSES:
                 return f"http_{code}", f"HTTP {code}: {FATAL_STATUSES[code]}", None
-            return HTTP_ERROR, f"HTTP {code} (request refused)", None
+            why = self._server_message(exc)
+            return HTTP_ERROR, f"HTTP {code} (request refused)" + (f": {why}" if why else ""), None
         if isinstance(exc, ValueError | AttributeError | TypeError | openai.APIResponseValidationError):
             return BAD_RESPONSE, "the endpoint sent a body that is not a chat completion", None
         return BAD_RESPONSE, f"unexpected failure ({type(exc).__name__})", None

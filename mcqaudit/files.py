@@ -30,13 +30,18 @@ _REASONS = {
 }
 
 
+def os_reason(cause: OSError) -> str:
+    """Why a write failed, in a few words fit for a one-line message (``no space left on the device``)."""
+    return _REASONS.get(cause.errno or 0) or cause.strerror or type(cause).__name__
+
+
 class WriteFailed(OSError):
     """An output file could not be written; the target is unchanged and nothing was left behind."""
 
     def __init__(self, path: Path, cause: OSError):
         self.path = path
         self.cause = cause
-        reason = _REASONS.get(cause.errno or 0) or cause.strerror or type(cause).__name__
+        reason = os_reason(cause)
         super().__init__(cause.errno, f"cannot write {path}: {reason}; nothing was written")
 
     def __str__(self) -> str:

@@ -628,3 +628,63 @@ def test_dry_run_batch_plans_submissions_and_polls_and_sends_nothing(study: Stud
             [real.submitted],
         )
     assert real.prompts_sent == plan.prompts and [tuple(r) for r in new] == plan.batches
+
+
+def test_an_endpoint_without_batch_listing_neither_fails_nor_keeps_answered_submissions_open(study: Study) -> None:
+    """An endpoint that serves the Batch API but not ``GET /v1/batches`` (issue 18): a submission left by a
+    crash between upload and create is created from its uploaded file instead of failing every re-run with
+    "listing batches: HTTP 404"; and one whose rows were all graded meanwhile (online) is closed, not created,
+    polled or listed as open."""
+    import asyncio
+
+    from mcqaudit.grade.plan import plan_requests
+    from mcqaudit.store.judging import select_rows
+
+    add_rows(study, rows(12))
+    config = JudgeConfig(model=STANDIN_MODEL)
+    reqs = plan_requests(config, select_rows(study, config.fingerprint)[0]).requests
+
+    async def upload_only(judge_url: str) -> str:  # ... and the process died before batches.create
+        async with BatchJudge(config, api_key="x", base_url=judge_url) as bj:
+            data = b"".join(_line(r.prompt_hash, r.user) for r in reqs)
+            fid = await bj.upload(data, 30)
+            batch_store.record_upload(
+                study,
+                input_file_id=fid,
+                fingerprint=config.fingerprint,
+                base_url=bj.base_url,
+                lines=[BatchLine(r.prompt_hash, r.prompt_hash, r.n_options) for r in reqs],
+                size=len(data),
+            )
+            return fid
+
+    with StandinServer(batch=BatchKnobs(list_batches=False)) as judge:
+        client = openai.OpenAI(base_url=judge.base_url, api_key="x", max_retries=0)
+        with pytest.raises(openai.NotFoundError):
+            client.batches.list()  # the route really is missing
+        # 1. graded online meanwhile: the submission is closed, nothing is created
+        asyncio.run(upload_only(judge.base_url))
+        online = grade(study, options(judge.base_url))
+        assert online.exit_code == 0 and online.graded == 12
+        again = batch_cli(study, judge.base_url)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "closed without collecting: 1 open submissions" in again.stdout, again.stdout
+        assert judge.batch_stats()["batches_created"] == 0
+        shown = info_cli(study).stdout
+        assert "batches: none open; 1 collected" in shown, shown
+        assert batch_cli(study, judge.base_url).returncode == 0  # and every later run is quiet too
+
+        # 2. rows still waiting: created from the uploaded file (no listing), collected, nothing uploaded again
+        with study.write() as con:
+            con.execute("DELETE FROM judge_verdicts")
+            con.execute("DELETE FROM current_judge")
+            con.execute("DELETE FROM judge_replies")
+        files_before = judge.batch_stats()["files_created"]
+        asyncio.run(upload_only(judge.base_url))
+        resumed = batch_cli(study, judge.base_url, "--json")
+        stats = judge.batch_stats()
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    s = json.loads(resumed.stdout)
+    assert s["graded"] == 12 and s["prompts_sent"] == 0 and s["batch"]["open"] == []
+    assert stats["batches_created"] == 1 and stats["files_created"] == files_before + 1 + 1  # input, output
+    assert "none open; 2 collected" in info_cli(study).stdout

@@ -271,3 +271,44 @@ def test_a_lock_holder_is_named_by_program_and_command_never_its_arguments(
         proc.wait()
     assert name.startswith(shown) and name.endswith(f"(pid {proc.pid})") and "secret" not in name, name
     assert describe_process(None) == "another process"
+
+
+def test_info_on_a_writable_study_says_what_it_replayed(rows_study: Study) -> None:
+    left_by_a_dead_writer(rows_study, range(4))
+    info = subprocess.run([sys.executable, "-m", "mcqaudit", "info", "--db", str(rows_study.path)],
+                          env=env(), capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert info.returncode == 0, info.stderr
+    assert (
+        "journal: 4 judge replies that an earlier run had received but not yet written (it was stopped or "
+        "killed) were written into the study from its journal" in info.stdout
+    ), info.stdout
+    assert counts(Study(rows_study.path)) == (4, 4) and not journal_dir(rows_study.path).exists()
+    # told once: a second look finds nothing left to say
+    again = subprocess.run([sys.executable, "-m", "mcqaudit", "info", "--db", str(rows_study.path)],
+                           env=env(), capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert "journal:" not in again.stdout, again.stdout
+
+
+def test_a_third_process_names_the_real_holder_not_the_one_waiting_before_it(rows_study: Study) -> None:
+    """Another program holds the file (DuckDB's own lock); a first `mcqaudit info` waits for it holding
+    mcqaudit's file lock; a second one, queued behind that, still names the program that has the file."""
+    hold = subprocess.Popen([sys.executable, "-c", HOLD_RAW, str(rows_study.path)], env=env(),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    cmd = [sys.executable, "-m", "mcqaudit", "info", "--db", str(rows_study.path)]
+    waiters: list[subprocess.Popen] = []
+    try:
+        assert hold.stdout is not None and hold.stdout.readline().strip() == "held"
+        for _ in range(2):
+            w = subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            waiters.append(w)
+            assert w.stderr is not None
+            line = w.stderr.readline()  # blocks until it waits (and says so), or exits
+            assert line.startswith("waiting for the study file"), line
+            assert f"(pid {hold.pid})" in line, f"{line} (holder {hold.pid}, waiters {[x.pid for x in waiters]})"
+    finally:
+        assert hold.stdin is not None
+        hold.stdin.close()
+        hold.wait(30)
+        for w in waiters:
+            w.communicate(timeout=60)
+    assert [w.returncode for w in waiters] == [0, 0]

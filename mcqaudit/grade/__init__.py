@@ -6,6 +6,7 @@
 - :mod:`.writer`: those records written to the study in small batches as they arrive.
 - :mod:`.run`: the run itself (online, N requests in flight), and `--no-judge`.
 - :mod:`.summary`: what a run did, and the progress sink it reports to.
+- :mod:`.lock`: one grader per study at a time (online and batch), so no prompt is paid for twice.
 
 Dependencies go one way: the CLI uses this package, this package uses :mod:`mcqaudit.judge` and
 :mod:`mcqaudit.store`; neither of those imports it.

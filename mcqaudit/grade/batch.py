@@ -38,6 +38,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 from mcqaudit.endpoint import BAD_RESPONSE, HTTP_ERROR, RATE_LIMITED, SERVER_ERROR, EndpointFatalError
 from mcqaudit.grade.config import GradeOptions, GradeUsageError, check_arms, resolve_api_key
+from mcqaudit.grade.lock import one_grader
 from mcqaudit.grade.plan import DryRun, dry_plan, plan_requests
 from mcqaudit.grade.records import cached_verdicts, outcome_records
 from mcqaudit.grade.summary import STANDIN_NOTE, GradeSummary, summary_json
@@ -112,6 +113,7 @@ class BatchSummary(GradeSummary):
     """A grade run's summary with what it did through the Batch API."""
 
     submitted: list[str] = field(default_factory=list)  # batch ids this run created
+    closed_answered: list[str] = field(default_factory=list)  # open submissions closed: every row had a verdict
     collected: list[str] = field(default_factory=list)  # batch ids whose results this run wrote
     still_open: list[str] = field(default_factory=list)  # batch ids still running when the run ended
     waiting: int = 0  # targeted rows whose prompt is in a batch still open
@@ -130,6 +132,12 @@ class BatchSummary(GradeSummary):
             + f"; {len(self.collected)} collected"
             + (f" ({ended})" if ended else ""),
         )
+        if self.closed_answered:
+            out.insert(
+                5,
+                f"closed without collecting: {len(self.closed_answered)} open submissions "
+                f"({', '.join(self.closed_answered)}) whose rows all have a verdict under this judge already",
+            )
         if self.still_open:
             out.insert(
                 5,
@@ -148,6 +156,7 @@ def batch_summary_json(summary: BatchSummary) -> dict:
             "open": summary.still_open,
             "waiting": summary.waiting,
             "statuses": dict(summary.statuses),
+            "closed_answered": summary.closed_answered,
         },
     }
 
@@ -216,16 +225,25 @@ class BatchJudge(JudgeClient):
         return await self._call(get, f"polling batch {batch_id}")
 
     async def find(self, input_file_id: str, scan: int = 1000) -> Any | None:
-        """A batch already made from ``input_file_id`` (a crash between create and its record), if any."""
+        """A batch already made from ``input_file_id`` (a crash between create and its record), if any.
+
+        An endpoint without ``GET /v1/batches`` (HTTP 404 or 405) cannot say: None, as for one it never made.
+        """
+        import openai
 
         async def look() -> Any | None:
             seen = 0
-            async for b in self._client.batches.list(limit=100):
-                if b.input_file_id == input_file_id:
-                    return b
-                seen += 1
-                if seen >= scan:
-                    break
+            try:
+                async for b in self._client.batches.list(limit=100):
+                    if b.input_file_id == input_file_id:
+                        return b
+                    seen += 1
+                    if seen >= scan:
+                        break
+            except openai.APIStatusError as exc:
+                if exc.status_code in (404, 405):  # listing is not supported here: nothing to find
+                    return None
+                raise
             return None
 
         return await self._call(look, "listing batches")
@@ -359,6 +377,7 @@ async def grade_batch_async(
     """Grade every row in scope through the Batch API (see the module docstring)."""
     options.validate()
     batch.validate()
+    study.require_writable()
     check_arms(study, options.arms)
     config = options.config
     fp = config.fingerprint
@@ -382,7 +401,8 @@ async def grade_batch_async(
         base_url=judge.base_url,
         rationale=config.rationale,
     )
-    async with judge:
+    # One grader per study (grade/lock.py); --no-wait refuses rather than wait for another run.
+    async with one_grader(study, wait=batch.wait), judge:
         judging.register_config(study, config)
         targets, summary.already_ok = judging.select_rows(study, fp, options.arms, options.limit)
         summary.in_scope = judging.resolution_counts(study, options.arms).get("needs_judge", 0)
@@ -497,6 +517,20 @@ async def grade_batch_async(
             summary.submitted.append(b.id)
 
         try:
+            # A submission none of whose prompts any row still waits for (its rows were graded otherwise, e.g.
+            # online) brings nothing: closed, and neither created, polled nor listed as open again.
+            answered = [
+                sub
+                for sub in store.open_submissions(study, fp)
+                if not any(
+                    line.prompt_hash in everyone and line.prompt_hash not in cached
+                    for line in store.lines_of(study, sub.input_file_id)
+                )
+            ]
+            if answered:
+                store.close_answered(study, [sub.input_file_id for sub in answered])
+                summary.closed_answered = [s.batch_id or s.input_file_id for s in answered]
+
             # A submission recorded but never created (a crash between upload and create): find it, or create it.
             for sub in store.open_submissions(study, fp):
                 if sub.batch_id is None:

@@ -62,6 +62,8 @@ class GradeOptions:
     arms: tuple[str, ...] = ()
     limit: int | None = None
     reask: int = 1
+    # this many requests refused in a row with the same 4xx status and message stop the run (grade/run.py)
+    refusals_to_stop: int = 10
     # tuning (tests use small values)
     backoff_base_s: float = 0.5
     flush_every: int = 64

@@ -46,7 +46,7 @@ class GradeSummary:
     standin: bool = False
     aborted: str | None = None
     recovered: int = 0  # outcomes an earlier, killed run had journalled, written to the study at this open
-    journal_failed: str | None = None  # the journal could not be written (the run went on without it)
+    journal_failed: str | None = None  # the journal could not hold a reply, even in its reserve
 
     @property
     def exit_code(self) -> int:
@@ -93,7 +93,7 @@ class GradeSummary:
         out.append(f"elapsed: {self.elapsed_s:.1f} s ({self.rows_per_s:.1f} rows/s)")
         if self.standin:
             out.append(STANDIN_NOTE)
-        if self.journal_failed:
+        if self.journal_failed and not self.aborted:  # a stopped run's line says it already
             out.append(f"warning: {self.journal_failed}")
         if self.aborted:
             out.append(f"stopped: {self.aborted}")

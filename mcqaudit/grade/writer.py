@@ -4,6 +4,13 @@ Each outcome is journalled the moment it arrives (:mod:`mcqaudit.store.journal`,
 kernel), then written with its batch in one short transaction; the batch's journal segment is deleted only
 after that commit. So a killed run (SIGKILL included) loses at most the requests in flight: whatever sat in
 the buffer is replayed by the next open of the study.
+
+A write that fails (a full disk, a file locked for too long) is not retried within the run: the writer keeps
+the reason in :attr:`VerdictWriter.failed` and commits nothing more, and the run stops sending. What was not
+committed stays in the journal for the next open; so does what arrives meanwhile. The same holds once the
+journal itself has had a failed write (:attr:`Journal.stopped`): the room its reserve freed is kept for the
+records in flight, not spent on a transaction. Only a journal that cannot hold records at all leaves the
+writer committing, since its buffer is then the only copy.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import time
 from collections.abc import Sequence
 
 from mcqaudit.store import judging
-from mcqaudit.store.db import Study
+from mcqaudit.store.db import Study, write_failure
 from mcqaudit.store.journal import Journal, Segment
 from mcqaudit.store.judging import ReplyRecord, VerdictRecord
 
@@ -54,6 +61,15 @@ class VerdictWriter:
         self._standin_pending = False
         self._closed = False
         self._wake = asyncio.Event()
+        self.failed: str | None = None  # why a commit failed (one line); nothing more is committed
+
+    @property
+    def halted(self) -> bool:
+        """Nothing more goes to the study in this run (see the module docstring)."""
+        if self.failed is not None:
+            return True
+        j = self.journal
+        return j is not None and j.stopped is not None and j.failed is None
 
     def add(
         self,
@@ -102,10 +118,13 @@ class VerdictWriter:
             judging.write_judged(
                 self.study, replies, verdicts, standin_fingerprint=self.fingerprint if standin else None
             )
-        except BaseException:
+        except BaseException as exc:
             if segment is not None:
                 segment.release()  # not committed: the next open replays it
-            raise
+            if not isinstance(exc, Exception):
+                raise
+            self.failed = write_failure(self.study.path, exc)
+            return
         if segment is not None:
             segment.discard()  # committed: its records are in the study
 
@@ -114,14 +133,14 @@ class VerdictWriter:
 
     def flush_now(self) -> None:
         """Synchronous last-chance flush (used when the run is cancelled)."""
-        if self._pending():
+        if self._pending() and not self.halted:
             self._write(*self._take())
         if self.journal is not None:
             self.journal.close()
 
     async def run(self) -> None:
         while True:
-            if not self._pending():
+            if not self._pending() or self.halted:
                 if self._closed:
                     if self.journal is not None:
                         self.journal.close()
@@ -141,6 +160,8 @@ class VerdictWriter:
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), start_at - now)
+            if self.halted:
+                continue
             started = time.monotonic()
             await self._flush()
             ended = time.monotonic()

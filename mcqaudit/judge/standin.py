@@ -534,7 +534,8 @@ class BatchKnobs:
     ``seconds``: how long a batch spends in progress (spread over its lines); ``fail_rate``: share of lines
     answered HTTP 500 (in the error file); ``expire``: batches expire after half their lines (the rest go to
     the error file as ``batch_expired``); ``fail_validation``: batches fail validation (status ``failed``);
-    ``refuse_create``: ``POST /v1/batches`` answers 400.
+    ``refuse_create``: ``POST /v1/batches`` answers 400; ``list_batches=False``: ``GET /v1/batches`` answers
+    404 (an endpoint that serves the Batch API without listing).
     """
 
     seconds: float = 0.0
@@ -542,6 +543,7 @@ class BatchKnobs:
     expire: bool = False
     fail_validation: bool = False
     refuse_create: bool = False  # batches.create answers 400 (as for an input file over the limits)
+    list_batches: bool = True  # False: GET /v1/batches answers 404, as on endpoints without the route
     seed: int = 0
 
     def check(self) -> None:
@@ -902,6 +904,8 @@ async def _batches_get(request: web.Request) -> web.Response:
 async def _batches_list(request: web.Request) -> web.Response:
     if not _authorised(request):
         return _unauthorised()
+    if not request.app[_BATCHES].knobs.list_batches:
+        return _error(404, "Not found: GET /v1/batches is not served here.", "invalid_request_error", None)
     newest_first = list(reversed(request.app[_BATCHES].batches.values()))
     after = request.query.get("after")
     if after:

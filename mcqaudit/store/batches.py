@@ -106,6 +106,21 @@ def collected(input_file_id: str, status: str, error: str | None = None) -> Call
     return run
 
 
+ANSWERED = "answered"  # the status of a submission closed because every row it could grade has a verdict
+
+
+def close_answered(study: Study, input_file_ids: Sequence[str]) -> None:
+    """Close open submissions whose prompts no row waits for any more (graded otherwise, e.g. online):
+    nothing of theirs is collected, and they are no longer open."""
+    with study.write() as con:
+        con.execute(
+            """UPDATE judge_batches SET status = ?, error = ?, collected_at = ?
+               WHERE input_file_id IN (SELECT unnest(?::VARCHAR[])) AND collected_at IS NULL""",
+            [ANSWERED, "every row it carries has a verdict under this fingerprint", utcnow(),
+             list(input_file_ids)],
+        )
+
+
 def open_submissions(study: Study, fingerprint: str) -> list[Submission]:
     """Submissions under ``fingerprint`` whose results are not in the study yet, oldest first."""
     rows = study.query(

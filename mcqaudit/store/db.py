@@ -8,8 +8,10 @@ backoff when another process holds the lock. That is what lets a dashboard and a
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import functools
+import json
 import os
 import random
 import re
@@ -23,6 +25,7 @@ from pathlib import Path
 
 import duckdb
 
+from mcqaudit.files import os_reason
 from mcqaudit.store.journal import Pending, journal_dir, pending, replay
 from mcqaudit.store.schema import MIGRATIONS
 
@@ -46,6 +49,30 @@ def _is_lock_error(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.Error) and any(m in str(exc) for m in LOCK_MARKERS)
 
 
+# what DuckDB's message says when the OS refused its write (it carries the OS's own words)
+_OS_PHRASES = {
+    "No space left on device": errno.ENOSPC,
+    "Disk quota exceeded": errno.EDQUOT,
+    "Read-only file system": errno.EROFS,
+    "Input/output error": errno.EIO,
+}
+
+
+def write_failure(path: Path, exc: BaseException) -> str:
+    """One line saying why a write to the study at ``path`` failed: the OS's reason when DuckDB's message
+    carries one (``no space left on the device``), else the first line of the message."""
+    if isinstance(exc, StudyError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        reason = os_reason(exc)
+    else:
+        text = str(exc)
+        code = next((c for phrase, c in _OS_PHRASES.items() if phrase in text), None)
+        first = (text.strip().splitlines() or [type(exc).__name__])[0]
+        reason = os_reason(OSError(code, first)) if code is not None else first[:300]
+    return f"{path}: cannot write the study file ({reason})"
+
+
 # --- saying what a lock wait waits for --------------------------------------------------------------------
 
 LOCK_WAIT_FIRST_S = 1.0  # a wait this long is worth a line on stderr
@@ -62,6 +89,20 @@ def _lockf_holder(fd: int, byte: int) -> int | None:
     except (OSError, struct.error):
         return None
     return pid if kind != fcntl.F_UNLCK and pid > 0 else None
+
+
+def _study_file_holder(path: Path) -> int | None:
+    """The pid that has the study file itself open (DuckDB keeps a POSIX lock on the whole file while it
+    does), if any. Called only while this process waits for the file, so it holds no lock on it that the
+    close could drop."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return _lockf_holder(fd, 0)
+    finally:
+        os.close(fd)
 
 
 def describe_process(pid: int | None) -> str:
@@ -111,6 +152,61 @@ class _LockWait:
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+# --- one grader per study ---------------------------------------------------------------------------------
+
+
+class GraderLock:
+    """The exclusive lock a grade run holds on ``<study>.grading.lock`` for its whole length, so that two
+    runs on one study never send (and pay for) the same prompts (docs/design.md §5).
+
+    An ``flock``: the kernel drops it when its holder dies, so a killed run never leaves it held. The holder
+    writes its pid, its program and subcommand (never its arguments: they may hold anything) and when it
+    started into the file, for a waiter to name it. Not re-entrant: one per run.
+    """
+
+    def __init__(self, study_path: str | Path):
+        p = Path(study_path)
+        self.path = p.with_name(p.name + ".grading.lock")
+        self._fd: int | None = None
+
+    def try_acquire(self) -> bool:
+        """Take the lock if no other run holds it (a folder where it cannot be made: no lock, True)."""
+        if self._fd is not None:
+            return True
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return True  # a read-only folder: the study is read-only too, and the run's first write says so
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        me = {"pid": os.getpid(), "command": describe_process(os.getpid()), "since": utcnow().isoformat()}
+        with contextlib.suppress(OSError):  # a full disk: the lock holds all the same, unnamed
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(me) + "\n").encode(), 0)
+        return True
+
+    def holder(self) -> str:
+        """Who holds the lock now, as :func:`describe_process` names it, and since when (as far as known)."""
+        try:
+            info = json.loads(self.path.read_text(encoding="utf-8"))
+            pid, since = int(info["pid"]), datetime.fromisoformat(info["since"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return "another grade run"
+        name = describe_process(pid) if Path(f"/proc/{pid}").exists() else str(info.get("command") or "")
+        return f"{name or f'another grade run (pid {pid})'}, grading since {since:%H:%M:%S} UTC"
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            os.close(fd)  # drops the flock
 
 
 class Study:
@@ -219,8 +315,14 @@ class Study:
                             f"{self.path}: another mcqaudit process has held the study file for over "
                             f"{self.lock_timeout_s:.0f} s; try again when it is done"
                         ) from None
-                    # the file lock (byte 1) is what a holder keeps; the turnstile only queues waiters
-                    wait.tick(lambda: describe_process(_lockf_holder(fd, 1) or _lockf_holder(fd, byte)))
+                    # The holder is whoever has the study file open; failing that, whoever holds the file
+                    # lock (byte 1), then the turnstile (byte 0). Asking the bytes first would name a process
+                    # that holds byte 1 only to wait in `_open` for another program's DuckDB lock.
+                    wait.tick(
+                        lambda: describe_process(
+                            _study_file_holder(self.path) or _lockf_holder(fd, 1) or _lockf_holder(fd, byte)
+                        )
+                    )
                     time.sleep(0.001 + 0.002 * random.random())
 
         try:
@@ -264,13 +366,17 @@ class Study:
                 self._held.con = None
                 con.close()
 
-    @contextlib.contextmanager
-    def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A short-lived connection inside one transaction: all of it is written, or none of it."""
+    def require_writable(self) -> None:
+        """Raise :class:`StudyReadOnly` (one line) when the study was opened read-only."""
         if self.read_only:
             raise StudyReadOnly(
                 f"{self.path}: the study file is read-only (file, folder or disk): nothing can be written to it"
             )
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A short-lived connection inside one transaction: all of it is written, or none of it."""
+        self.require_writable()
         with self.connect() as con:
             con.execute("BEGIN TRANSACTION")
             try:

@@ -18,9 +18,16 @@ Durability: every record is in the kernel's page cache when :meth:`Journal.appen
 the death of the process (SIGKILL, OOM kill, a crash). Segments are ``fdatasync``'ed at most every
 ``fsync_interval_s`` (default 1 s): a power cut or kernel crash can lose the records of that last interval.
 
+A full disk: :meth:`Journal.reserve` sets room aside up front, a preallocated file ``.reserve-<pid>-…``
+(locked like a segment, so a replayer removes it only once its writer is dead). The first write that fails
+sets :attr:`Journal.stopped` (the producer must stop asking for more) and frees the reserve, and the line is
+finished in the room that frees: what was already on its way still lands. Only a write that fails again
+sets :attr:`Journal.failed` (records from then on are not journalled).
+
 Use (the online grade writer, and any other producer of judge outcomes such as a batch collector)::
 
     journal = Journal(study.path)             # nothing is created until the first append
+    journal.reserve(RESERVE_BYTES)            # optional: room for what is in flight when the disk fills
     journal.append_judged(replies, verdicts, standin_fingerprint=fp)   # or append({"kind": …, …})
     segment = journal.rotate()                # the records so far; new appends go to a fresh segment
     judging.write_judged(study, ...)          # commit those records to the study
@@ -33,6 +40,7 @@ Replaying a kind needs a handler (:func:`register_replayer`); ``judged`` is buil
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -44,14 +52,20 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mcqaudit.files import os_reason
+
 if TYPE_CHECKING:
     from mcqaudit.store.db import Study
     from mcqaudit.store.judging import ReplyRecord, VerdictRecord
 
 JOURNAL_SUFFIX = ".journal"
 SEGMENT_SUFFIX = ".jsonl"
+RESERVE_PREFIX = ".reserve-"
 VERSION = 1
 JUDGED = "judged"
+# Room a grade run sets aside for the replies in flight when the disk fills: a record is well under 2 KB
+# (one reply, the verdicts of the rows that share its prompt), so this holds a few hundred.
+RESERVE_BYTES = 512 * 1024
 
 
 def journal_dir(study_path: str | Path) -> Path:
@@ -86,23 +100,57 @@ class Segment:
 class Journal:
     """The append side: one writer (one thread, e.g. the event loop) per instance; see the module docstring.
 
-    ``append`` never raises for a disk problem: the first failure is kept in :attr:`failed` (a message for
-    the run's summary) and later records are not journalled; the batches to the study go on as before.
+    ``append`` never raises for a disk problem. The first failed write is kept in :attr:`stopped` (a
+    one-line message: the producer stops sending); the line is then finished in the room the reserve frees.
+    Only when that fails too is :attr:`failed` set, and later records are not journalled.
     """
 
     def __init__(self, study_path: str | Path, kind: str = JUDGED, *, fsync_interval_s: float | None = 1.0):
         self.dir = journal_dir(study_path)
         self.kind = kind
         self.fsync_interval_s = fsync_interval_s
+        self.stopped: str | None = None
         self.failed: str | None = None
         self._current: Segment | None = None
+        self._reserve: Segment | None = None
         self._n = 0
         self._last_sync = time.monotonic()
         self._unsynced = False
 
+    def reserve(self, nbytes: int) -> None:
+        """Set ``nbytes`` aside on the journal's disk (a preallocated, locked file), for the records that
+        arrive after the disk fills. Raises :class:`OSError` when there is not that much room."""
+        if self._reserve is not None:
+            return
+        seg = self._locked_file(f"{RESERVE_PREFIX}{os.getpid()}-{secrets.token_hex(3)}")
+        try:
+            try:
+                os.posix_fallocate(seg.fd, 0, nbytes)
+            except OSError as exc:
+                if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS):
+                    raise
+                for start in range(0, nbytes, 1 << 16):  # a file system without fallocate: write the room
+                    os.pwrite(seg.fd, bytes(min(1 << 16, nbytes - start)), start)
+        except BaseException:
+            seg.discard()
+            _remove_if_empty(self.dir)
+            raise
+        self._reserve = seg
+
+    def _free_reserve(self) -> bool:
+        """Give the reserve's room back to the disk; False when there was none to give."""
+        seg, self._reserve = self._reserve, None
+        if seg is None:
+            return False
+        seg.discard()
+        return True
+
     def _new_segment(self) -> Segment:
         name = f"{self.kind}-{os.getpid()}-{self._n:06d}-{secrets.token_hex(3)}{SEGMENT_SUFFIX}"
         self._n += 1
+        return self._locked_file(name)
+
+    def _locked_file(self, name: str) -> Segment:
         for _ in range(3):  # a replayer may remove the folder when it empties it: make it again
             self.dir.mkdir(exist_ok=True)
             tmp = self.dir / f".{name}.tmp"
@@ -126,26 +174,32 @@ class Journal:
         if self.failed is not None:
             return
         line = json.dumps({"kind": self.kind, "v": VERSION, **record}, ensure_ascii=False, default=_default)
-        data = (line + "\n").encode("utf-8")
-        try:
-            if self._current is None:
-                self._current = self._new_segment()
-            seg = self._current
-            view = memoryview(data)
-            while view:  # one call for the whole line; a short write (rare) continues the same line
-                view = view[os.write(seg.fd, view) :]
-            seg.records += 1
-            self._unsynced = True
-            if (
-                self.fsync_interval_s is not None
-                and time.monotonic() - self._last_sync >= self.fsync_interval_s
-            ):
+        view = memoryview((line + "\n").encode("utf-8"))
+        while True:
+            try:
+                if self._current is None:
+                    self._current = self._new_segment()
+                while view:  # one call for the whole line; a short write continues the same line
+                    view = view[os.write(self._current.fd, view) :]
+                break
+            except OSError as exc:
+                self._stop(exc)
+                # The disk is full (or failing): free the reserve and finish this line in its room, so that
+                # the segment holds whole lines and the records already on their way still land.
+                if not self._free_reserve():
+                    self.failed = self.stopped
+                    return
+        self._current.records += 1
+        self._unsynced = True
+        if self.fsync_interval_s is not None and time.monotonic() - self._last_sync >= self.fsync_interval_s:
+            try:
                 self.sync()
-        except OSError as exc:
-            self.failed = (
-                f"{self.dir}: the journal cannot be written ({exc.strerror or exc}); until the run ends, a "
-                "kill can lose replies that arrived"
-            )
+            except OSError as exc:
+                self._stop(exc)
+
+    def _stop(self, exc: OSError) -> None:
+        if self.stopped is None:
+            self.stopped = f"cannot write the journal {self.dir} ({os_reason(exc)})"
 
     def append_judged(
         self,
@@ -176,13 +230,15 @@ class Journal:
         return seg
 
     def close(self) -> None:
-        """End of the run: an empty current segment is removed, a non-empty one kept for replay."""
+        """End of the run: an empty current segment is removed, a non-empty one kept for replay; the reserve
+        is given back."""
         seg, self._current = self._current, None
         if seg is not None:
             if seg.records:
                 seg.release()
             else:
                 seg.discard()
+        self._free_reserve()
         _remove_if_empty(self.dir)
 
 
@@ -287,7 +343,7 @@ def replay(study: Study) -> Pending:
             fd = _take(p)
             if fd is None:
                 continue
-            if name.startswith("."):  # a segment killed before its rename: empty, never used
+            if name.startswith("."):  # a segment killed before its rename (empty), or a dead writer's reserve
                 taken.append((p, fd))
                 continue
             if not name.endswith(SEGMENT_SUFFIX):
