@@ -711,20 +711,37 @@ def load(
     return res
 
 
+def _canonical_from_label(options: str, label: str) -> str:
+    """SQL: the canonical order a row's orientation label gives its displayed options (canonical letter k is
+    the option shown where the label has that letter)."""
+    return (
+        f"list_transform(range(1, len({options}) + 1), "
+        f"lambda k: {options}[instr({label}, chr((64 + k)::INTEGER))])"
+    )
+
+
 def _resolve(con: duckdb.DuckDBPyConnection, replace: bool) -> int:
     """``final``: the rows of ``parsed`` with their item's canonical order, orientation, row id and gold
     option; the problems between rows go to ``errs``. Returns the count of identical duplicates."""
-    # canonical orders: the study's items, else the first good row of this file
+    # canonical orders (docs/design.md §3): the study's items, else a row's own orientation label (the first
+    # labelled row of the item: a row labelled BCDA showing [x, y, z, w] says the canonical order is
+    # [w, x, y, z]), else the item's first row. So rows written in arrival order need no items file.
     con.execute(
-        """
+        f"""
         CREATE OR REPLACE TEMP TABLE canon AS
         SELECT *, list_sort(canon) AS canon_sorted FROM (
-            SELECT item_id, options AS canon, gold_index, origin, NULL::BIGINT AS first_line, false AS is_new
+            SELECT item_id, options AS canon, gold_index, origin, NULL::BIGINT AS first_line,
+                NULL::VARCHAR AS ref_label, false AS is_new
             FROM items
             UNION ALL
-            SELECT f.item_id, p.options, NULL, 'first-row', f.first_line, true
-            FROM (SELECT item_id, min(line) AS first_line FROM parsed
-                  WHERE item_id NOT IN (SELECT item_id FROM items) GROUP BY item_id) f
+            SELECT f.item_id,
+                CASE WHEN p.given_orientation IS NULL THEN p.options
+                     ELSE {_canonical_from_label("p.options", "p.given_orientation")} END,
+                NULL, CASE WHEN p.given_orientation IS NULL THEN 'first-row' ELSE 'row-label' END,
+                f.first_line, p.given_orientation, true
+            FROM (SELECT item_id,
+                         coalesce(min(line) FILTER (WHERE given_orientation IS NOT NULL), min(line)) AS first_line
+                  FROM parsed WHERE item_id NOT IN (SELECT item_id FROM items) GROUP BY item_id) f
             JOIN parsed p ON p.line = f.first_line
         )
         """
@@ -735,7 +752,7 @@ def _resolve(con: duckdb.DuckDBPyConnection, replace: bool) -> int:
         SELECT *,
             'r' || left(md5(arm || chr(31) || item_id || chr(31) || coalesce(derived, '') || chr(31) || sample::VARCHAR), 20) AS row_id
         FROM (
-            SELECT p.* EXCLUDE (bad), c.canon, c.origin, c.first_line,
+            SELECT p.* EXCLUDE (bad), c.canon, c.origin, c.first_line, c.ref_label,
                 list_sort(p.options) = c.canon_sorted AS same_set,
                 CASE WHEN list_sort(p.options) = c.canon_sorted
                      THEN array_to_string(list_transform(p.options, lambda o: chr(64 + list_position(c.canon, o))), '')
@@ -760,13 +777,20 @@ def _resolve(con: duckdb.DuckDBPyConnection, replace: bool) -> int:
         INSERT INTO errs
         SELECT line, 'options',
             'the option set differs from item ' || item_id || '''s ' ||
-            CASE WHEN origin = 'first-row' AND first_line IS NOT NULL THEN '(first seen at line ' || first_line || ')'
+            CASE WHEN origin IN ('first-row', 'row-label') AND first_line IS NOT NULL THEN '(first seen at line ' || first_line || ')'
                  ELSE '(' || CASE origin WHEN 'items' THEN 'items file' ELSE 'already in the study' END || ')' END ||
             ': ' || to_json(canon)::VARCHAR
         FROM final WHERE NOT same_set
         UNION ALL
         SELECT line, 'orientation',
-            '''' || given_orientation || ''' contradicts the option order, which is ''' || derived || ''''
+            CASE WHEN origin = 'row-label' AND first_line IS NOT NULL
+                 THEN '''' || given_orientation || ''' contradicts the orientation ''' || ref_label ||
+                      ''' of line ' || first_line || ' (same item): by that label this option order is ''' ||
+                      derived || ''''
+                 ELSE '''' || given_orientation || ''' contradicts the option order, which is ''' || derived ||
+                      ''' by item ' || item_id || '''s canonical order (' ||
+                      CASE origin WHEN 'items' THEN 'from the items file' ELSE 'already in the study' END || ')'
+            END
         FROM final WHERE same_set AND given_orientation IS NOT NULL AND given_orientation <> derived
         UNION ALL
         SELECT g.line, 'gold',
@@ -855,12 +879,13 @@ def _write(
             con.execute("DELETE FROM gen_rows WHERE row_id IN (SELECT row_id FROM _known)")
         con.execute("DROP TABLE _known")
 
-    # new items keep the canonical order of their first row (or the items file's, inserted earlier)
+    # new items keep the canonical order resolved above (a row label, else the first row; an items file's
+    # items were inserted earlier)
     res.new_items = _count(
         con,
         """
         INSERT INTO items
-        SELECT c.item_id, f.question, c.canon, list_position(c.canon, f.gold_option) - 1, NULL, 'first-row'
+        SELECT c.item_id, f.question, c.canon, list_position(c.canon, f.gold_option) - 1, NULL, c.origin
         FROM canon c
         JOIN (SELECT item_id, min(line) AS line FROM final GROUP BY item_id) m USING (item_id)
         JOIN final f ON f.line = m.line
