@@ -232,3 +232,52 @@ def test_a_full_disk_is_a_clear_error_and_leaves_the_study_intact(
     assert not [f for f in tiny_disk.iterdir() if f.suffix == ".tmp"]
     info = run_cli("info", "--db", str(db))
     assert info.returncode == 0 and "20 rows, 20 items" in info.stdout, info.stdout + info.stderr
+
+
+def test_a_killed_ingest_leaves_no_spill_files_and_no_growth_after_the_next_open(tmp_path: Path) -> None:
+    """SIGKILL mid-ingest (issue 18): DuckDB's spill files in STUDY.duckdb.tmp/ and the blocks the killed
+    transaction wrote past the study's end are removed by the next command that opens the study."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    small = _rows_file(tmp_path / "small.jsonl", 20)
+    big = _rows_file(tmp_path / "big.jsonl", 50_000)
+    db = tmp_path / "s.duckdb"
+    run_cli("ingest", str(small), "--db", str(db), "--quiet", check=True)
+    before = db.stat().st_size
+    spill = tmp_path / "s.duckdb.tmp"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mcqaudit", "ingest", str(big), "--db", str(db), "--quiet"],
+        env={**os.environ, "MCQAUDIT_INGEST_MEMORY_LIMIT": "100MB"},  # spills early, as a big file does
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    spilled = grew = 0
+    deadline = time.monotonic() + 300
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            if spill.is_dir():
+                spilled = max(spilled, sum(f.stat().st_size for f in spill.iterdir() if f.is_file()))
+            grew = db.stat().st_size - before
+            if spilled and grew > 4 << 20:  # the load's blocks are being written into the study
+                break
+            time.sleep(0.02)
+        assert proc.poll() is None, "the ingest finished before it could be killed mid-write"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert spilled > 0 and grew > 4 << 20
+    assert [f for f in spill.iterdir() if f.name.startswith("duckdb_temp_")]  # what the kill left
+    info = run_cli("info", "--db", str(db))
+    assert info.returncode == 0 and "20 rows, 20 items" in info.stdout, info.stdout + info.stderr
+    assert not spill.exists()
+    assert db.stat().st_size <= before
+    # the study is whole: the big file loads in full afterwards
+    p = run_cli("ingest", str(big), "--db", str(db), "--quiet")
+    assert p.returncode == 0, p.stderr
+    assert Study(db).query("SELECT count(*) FROM gen_rows") == [(50_000,)]

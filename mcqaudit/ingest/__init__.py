@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import glob
 import json
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -555,7 +556,7 @@ def _ingest_one(
     notes: dict = {}
     blank = 0
     header: list[str] | None = None
-    sql.bounded_memory(con)
+    sql.bounded_memory(con, os.environ.get("MCQAUDIT_INGEST_MEMORY_LIMIT") or "800MB")
     sql.create_errors(con)
     con.execute("DROP TABLE IF EXISTS staged")
     # stage: the typed fast path where it applies, else line by line (see store/loading.py)
