@@ -54,6 +54,8 @@ def _has_blank_line(text: str) -> bool:
 
 
 CHUNK_BYTES = 32 << 20
+# the longest line (one row) ingest reads; a longer one is that line's error (`--skip-bad` rejects just it)
+MAX_LINE_BYTES = 256 << 20
 T = TypeVar("T")
 
 Progress = Callable[[str, int, int | None], None]  # (stage, done, total)
@@ -261,7 +263,7 @@ def _stage_jsonl(con, path: Path, progress: Progress | None) -> int:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
                 text = None
-            if text is not None and not _has_blank_line(text):
+            if text is not None and len(data) <= MAX_LINE_BYTES and not _has_blank_line(text):
                 # the common case, without a Python step per line: a whole chunk of clean lines
                 if "\r" in text:
                     text = text.replace("\r\n", "\n")
@@ -282,11 +284,18 @@ def _stage_jsonl(con, path: Path, progress: Progress | None) -> int:
                 for part in parts:
                     line_no += 1
                     try:
+                        if len(part) > MAX_LINE_BYTES:
+                            raise ValueError(
+                                f"the line is {len(part) / (1 << 20):.0f} MB, over the {MAX_LINE_BYTES >> 20} MB "
+                                "one row may have"
+                            )
                         s: str | None = part.decode("utf-8")
                         err = None
                     except UnicodeDecodeError as exc:
                         s = None
                         err = f"not valid UTF-8 (byte {part[exc.start]:#04x} at column {exc.start + 1})"
+                    except ValueError as exc:
+                        s, err = None, str(exc)
                     if s is not None:
                         if s.endswith("\r"):
                             s = s[:-1]
@@ -306,34 +315,34 @@ def _stage_jsonl(con, path: Path, progress: Progress | None) -> int:
     return blank
 
 
-def _count_lines(path: Path, out: list[int]) -> None:
-    """The file's lines as DuckDB's JSON reader counts records: newlines, plus an unterminated last line."""
+_SLICE = 8 << 20
+
+
+def _scan_lines(path: Path) -> tuple[int, int]:
+    """(the file's lines as DuckDB's JSON reader counts records: newlines, plus an unterminated last line;
+    a bound on its longest line, 0 when every line is under 16 MB). A line of k slices or more holds
+    k - 1 whole aligned slices without a newline, so the longest line is under (run + 2) slices."""
     n = 0
     last = b"\n"
+    run = longest_run = 0
     with path.open("rb") as fh:
-        while chunk := fh.read(CHUNK_BYTES):
+        while chunk := fh.read(CHUNK_BYTES):  # CHUNK_BYTES is a multiple of _SLICE: the slices stay aligned
             n += chunk.count(b"\n")
             last = chunk[-1:]
-    out.append(n + (last != b"\n"))
+            for i in range(0, len(chunk) - _SLICE + 1, _SLICE):
+                run = run + 1 if b"\n" not in chunk[i : i + _SLICE] else 0
+                longest_run = max(longest_run, run)
+    return n + (last != b"\n"), (longest_run + 2) * _SLICE if longest_run else 0
 
 
 def _stage_jsonl_fast(con, path: Path, maps: Mapping[str, str]) -> bool:
-    """DuckDB's typed read (store/loading.py `stage_jsonl_fast`), with the file's lines counted in a thread
-    meanwhile; False when the file needs the line-by-line path."""
-    import threading
-
-    counted: list[int] = []
-    counter = threading.Thread(target=_count_lines, args=(path, counted), daemon=True)
-    counter.start()
-
-    def lines() -> int:
-        counter.join()
-        return counted[0] if counted else -1
-
-    try:
-        ok = _stage_table(lambda: sql.stage_jsonl_fast(con, str(path), lines, maps), path)
-    finally:
-        counter.join()
+    """DuckDB's typed read (store/loading.py `stage_jsonl_fast`), its buffer sized for the longest line; False
+    when the file needs the line-by-line path (a line over MAX_LINE_BYTES, which read_json would refuse by
+    aborting the transaction, is that path's error on its line)."""
+    count, longest = _scan_lines(path)
+    if longest > MAX_LINE_BYTES:
+        return False
+    ok = _stage_table(lambda: sql.stage_jsonl_fast(con, str(path), lambda: count, maps, longest), path)
     if ok and maps and not sql.all_columns_seen(con, maps):
         # a mapped key that no record has: the line-by-line path says which (a usage error)
         con.execute("DROP TABLE stg")
@@ -356,6 +365,43 @@ def _raw_lines(path: Path, lines: Sequence[int]) -> dict[int, str]:
             if no >= last:
                 break
     return out
+
+
+def check_input(p: Path) -> None:
+    """Raise InputError unless ``p`` is a regular file (after symlinks) that ingest can read more than once: a
+    folder, a pipe (FIFO, ``<(cmd)``), a device (``/dev/zero``), a socket, a symlink loop or a missing file
+    each get their own reason, before any study is created."""
+    import errno
+    import stat
+
+    def bad(reason: str) -> InputError:
+        return InputError([Problem(str(p), None, "file", reason)])
+
+    try:
+        st = p.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise bad("a symbolic link loop (too many levels of symbolic links): it names no file") from None
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise bad("no such file") from None
+        raise bad(f"cannot be read: {exc.strerror or exc}") from None
+    mode = st.st_mode
+    if stat.S_ISDIR(mode):
+        raise bad(
+            "is a folder, not a file: name its files (or a glob such as DIR/*.jsonl); on the command "
+            "line a folder gives its Inspect AI and lm-eval logs"
+        )
+    if stat.S_ISFIFO(mode):
+        raise bad(
+            "is a pipe (a FIFO, or a shell's <(command)), not a regular file: ingest reads its input more "
+            "than once, so save it to a file and give that"
+        )
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        raise bad("is a device, not a regular file: give a regular file")
+    if not stat.S_ISREG(mode):
+        raise bad("is not a regular file (a socket?): give a regular file")
+    if not os.access(p, os.R_OK):
+        raise bad("cannot be read: permission denied")
 
 
 def ingest_file(study: Study, path: str | Path, **kw) -> IngestResult:
@@ -415,12 +461,36 @@ def ingest_files(
         # (a full disk met at COMMIT, writing the WAL, is a TransactionException "Failed to commit: ...")
         if isinstance(exc, duckdb.TransactionException) and "Failed to commit" not in str(exc):
             raise
-        reason = str(exc).split("\n")[0].removeprefix("TransactionContext Error: ")
-        if isinstance(exc, OSError) and exc.strerror:
-            reason = f"{exc.strerror} ({exc.filename or study.path})"
-        raise InputError(
-            [Problem(str(study.path), None, "study", f"cannot be written: {reason}; nothing was written")]
-        ) from None
+        raise InputError([Problem(str(study.path), None, "study", _write_failure(exc, study.path))]) from None
+
+
+def _write_failure(exc: BaseException, path: Path) -> str:
+    """Why a load failed in DuckDB or the OS, as the reason of a `study` problem. DuckDB reports a full disk
+    met while spilling (`STUDY.duckdb.tmp/`) as "Out of Memory Error: failed to offload data block": that is
+    the disk, and says so."""
+    import shutil
+
+    reason = str(exc).split("\n")[0].removeprefix("TransactionContext Error: ")
+    if isinstance(exc, OSError) and exc.strerror:
+        reason = f"{exc.strerror} ({exc.filename or path})"
+    elif isinstance(exc, duckdb.OutOfMemoryException):
+        spill = path.with_name(path.name + ".tmp")
+        try:
+            free = shutil.disk_usage(path.parent).free
+        except OSError:
+            free = None
+        if "offload" in reason or (free is not None and free < 64 << 20):
+            free_text = "" if free is None else f", {free / (1 << 20):.1f} MB free"
+            reason = (
+                f"no space left on the device for DuckDB's spill files ({spill}{free_text}): free some "
+                "space, or give ingest more memory (MCQAUDIT_INGEST_MEMORY_LIMIT) so it spills less"
+            )
+        else:
+            reason = (
+                f"out of memory ({reason.removeprefix('Out of Memory Error: ')}): raise "
+                "MCQAUDIT_INGEST_MEMORY_LIMIT (default 800MB) or free memory"
+            )
+    return f"cannot be written: {reason}; nothing was written"
 
 
 def _ingest_files(
@@ -527,20 +597,7 @@ def _ingest_one(
 ) -> IngestResult:
     """One file, inside the caller's transaction. A result with problems (and not ``skip_bad``) has
     written nothing of that file's rows, but the caller must roll back: staging and ids were used."""
-    if not p.exists():
-        raise InputError([Problem(str(p), None, "file", "no such file")])
-    if p.is_dir():
-        raise InputError(
-            [
-                Problem(
-                    str(p),
-                    None,
-                    "file",
-                    "is a folder, not a file: name its files (or a glob such as DIR/*.jsonl); on the command "
-                    "line a folder gives its Inspect AI and lm-eval logs",
-                )
-            ]
-        )
+    check_input(p)
     kind = detect_format(p, fmt)
     if p.stat().st_size == 0:
         raise InputError([Problem(str(p), None, "file", "the file is empty")])

@@ -49,7 +49,7 @@ def looks_like_samples(path: Path) -> bool:
         with path.open("rb") as fh:
             first = fh.readline(4 << 20)
         obj = json.loads(first)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # a line nested too deeply for Python is no sample record
         return False
     return isinstance(obj, dict) and all(k in obj for k in _KEYS)
 
@@ -73,8 +73,9 @@ def read_samples(
                 continue
             try:
                 rec = json.loads(raw)
-            except ValueError as exc:  # also bad UTF-8
-                why = f"not a JSON sample record, truncated or damaged ({getattr(exc, 'msg', exc)})"
+            except (ValueError, RecursionError) as exc:  # also bad UTF-8
+                detail = "nested too deeply" if isinstance(exc, RecursionError) else getattr(exc, "msg", exc)
+                why = f"not a JSON sample record, truncated or damaged ({detail})"
                 broken.append((line_no, Record(0, f"line {line_no}", None, "line", why)))
                 continue
             if not isinstance(rec, dict) or not all(k in rec for k in _KEYS):

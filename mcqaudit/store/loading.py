@@ -186,12 +186,17 @@ def stage_from_text(con: duckdb.DuckDBPyConnection, columns: Mapping[str, str] |
 
 
 def stage_jsonl_fast(
-    con: duckdb.DuckDBPyConnection, path: str, lines: Callable[[], int], columns: Mapping[str, str] | None
+    con: duckdb.DuckDBPyConnection,
+    path: str,
+    lines: Callable[[], int],
+    columns: Mapping[str, str] | None,
+    longest_line: int = 0,
 ) -> bool:
     """DuckDB's typed fast path: `read_json` straight into ``stg``, one JSON value per field. A line DuckDB
     cannot read stages as a row of nulls (``ignore_errors``: an error would abort the transaction), which the
     checks flag. False (nothing staged) when the records and the file's lines (``lines()``, counted
-    meanwhile) are not one to one: blank lines would shift the numbers. Raises StageError when DuckDB cannot
+    first) are not one to one: blank lines would shift the numbers; ``longest_line`` bounds the longest
+    line (read_json's buffer). Raises StageError when DuckDB cannot
     read the file at all."""
     col = _columns(columns)
     keys = list(dict.fromkeys(col.values()))
@@ -205,10 +210,13 @@ def stage_jsonl_fast(
             SELECT (row_number() OVER ())::BIGINT AS line, NULL::VARCHAR AS pre_error, NULL::VARCHAR[] AS bad_utf8,
                 'OBJECT' AS jt, {fields}
             FROM read_json(?, format = 'newline_delimited', records = true, columns = {spec},
-                           ignore_errors = true)
+                           ignore_errors = true, maximum_object_size = ?)
             """,
-            [path],
+            # DuckDB's default (16 MB) unless a line is longer: a bigger buffer costs memory in every thread
+            [path, max(longest_line, 16 << 20)],
         )
+    except (duckdb.OutOfMemoryException, duckdb.IOException):
+        raise  # memory or a full disk (spill files), not the file: the caller says which
     except duckdb.Error as exc:
         raise StageError(str(exc).split("\n")[0]) from None
     if lines() != staged_count(con):
@@ -237,6 +245,8 @@ def stage_csv(
             f"max_line_size = {1 << 28}, columns = {spec})",
             [path],
         )
+    except (duckdb.OutOfMemoryException, duckdb.IOException):
+        raise  # memory or a full disk (spill files), not the file: the caller says which
     except duckdb.Error as exc:
         raise _csv_error(exc) from None
     have = set(header)
@@ -293,7 +303,19 @@ def csv_header(path: str) -> list[str]:
     row = next(csv.reader(io.StringIO(text)), [])
     if not row:
         raise StageError("no header row", 1)
+    if len(row) == 1:
+        # one column: most likely another delimiter, whose quoted cells read as an unterminated quote later
+        found = max(((text.count(d), name) for d, name in _OTHER_DELIMITERS), default=(0, ""))
+        if found[0]:
+            raise StageError(
+                f"the header has no comma but {found[0]} {found[1]}: the delimiter looks wrong; mcqaudit reads "
+                "comma-separated CSV (save the file with commas, or as JSONL)",
+                1,
+            )
     return row
+
+
+_OTHER_DELIMITERS = ((";", "semicolons"), ("\t", "tabs"), ("|", "pipes"))
 
 
 CSV_CHUNK = 32 << 20
@@ -318,6 +340,13 @@ def stage_parquet(
                 # BINARY: its text when it is UTF-8 (never the escaped bytes); otherwise refused by name
                 parts.append(f"to_json(coalesce(try(decode({c})), ''))::JSON AS {n}")
                 binary.append(f"CASE WHEN {c} IS NOT NULL AND try(decode({c})) IS NULL THEN {_lit(n)} END")
+            elif types[col[n]] == "BLOB[]":
+                # list<binary> (options): each element as for BINARY, and refused when one is not UTF-8
+                parts.append(f"to_json(list_transform({c}, lambda b: coalesce(try(decode(b)), '')))::JSON AS {n}")
+                binary.append(
+                    f"CASE WHEN list_bool_or(list_transform({c}, lambda b: b IS NOT NULL AND try(decode(b)) IS NULL)) "
+                    f"THEN {_lit(n)} END"
+                )
             else:
                 parts.append(f"to_json({c})::JSON AS {n}")
         bad_utf8 = (
@@ -330,6 +359,8 @@ def stage_parquet(
             f"{bad_utf8} AS bad_utf8, 'OBJECT' AS jt, {', '.join(parts)} FROM read_parquet(?, file_row_number = true)",
             [path],
         )
+    except (duckdb.OutOfMemoryException, duckdb.IOException):
+        raise  # memory or a full disk (spill files), not the file: the caller says which
     except duckdb.Error as exc:
         raise StageError(str(exc).split("\n")[0]) from None
     return header
@@ -486,7 +517,9 @@ def checks(default_arm: str | None) -> list[Check]:
         ),
         Check(
             "options",
-            f"{_ARR_N} AND list_bool_or(list_transform(opts, lambda v: trim(v) = ''))",
+            # (a non-UTF-8 option of a Parquet list<binary> is staged empty: its own reason says why)
+            f"{_ARR_N} AND list_bool_or(list_transform(opts, lambda v: trim(v) = '')) "
+            "AND NOT coalesce(list_contains(bad_utf8, 'options'), false)",
             "'an option text is empty'",
         ),
         Check(
