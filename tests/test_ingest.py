@@ -676,3 +676,87 @@ def test_a_label_against_an_item_the_study_has_is_an_error(study: Study, tmp_pat
         f"{f}:1: orientation: 'ABDC' contradicts the option order, which is 'ABCD' by item cap-fr's "
         "canonical order (already in the study)"
     ]
+
+
+# --- what looks identical to a person is refused, not accepted silently (issue 18) --------------------------
+LOOK_ALIKE: list[tuple[dict, str, str]] = [
+    (
+        row(options=["Paris", "Paris "]),
+        "options",
+        'options A and B look the same to a reader ("Paris" and "Paris ")',
+    ),
+    (row(options=["caf\u00e9", "cafe\u0301"]), "options", "options A and B look the same to a reader"),
+    (
+        row(options=["Yes", "no", "yes"]),
+        "options",
+        'options A and C look the same to a reader ("Yes" and "yes")',
+    ),
+    (
+        row(options=["Rome", "Ro\u200bme"]),
+        "options",
+        "they differ only in case, spaces, invisible characters",
+    ),
+    (
+        row(arm="base\u200b"),
+        "arm",
+        "has an invisible character (U+200B): it would look like another arm's name",
+    ),
+    (row(arm="base\u202e"), "arm", "has an invisible character (U+202E)"),
+    (row(arm="base "), "arm", "has spaces at its start or end"),
+    (row(arm="cafe\u0301"), "arm", 'is not in Unicode NFC form ("caf\u00e9" composed)'),
+    (
+        row(option_logprobs={"A": float("nan"), "B": -1.0}),
+        "option_logprobs",
+        "values must be finite numbers: NaN and Infinity are not JSON numbers",
+    ),
+    (row(option_logprobs={"A": float("inf")}), "option_logprobs", "values must be finite numbers"),
+    (
+        row(option_logprobs={"A": float("-inf")}),
+        "option_logprobs",
+        "(for a probability of 0, leave the letter out)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("bad", "field", "reason"), LOOK_ALIKE, ids=[f"{b[1]}-{i}" for i, b in enumerate(LOOK_ALIKE)]
+)
+def test_look_alikes_and_non_finite_logprobs_are_refused(
+    study: Study, tmp_path: Path, bad: dict, field: str, reason: str
+) -> None:
+    f = tmp_path / "g.jsonl"
+    f.write_text(json.dumps(row(item_id="ok-item")) + "\n" + json.dumps(bad, ensure_ascii=False) + "\n")
+    with pytest.raises(InputError) as exc:
+        ingest_file(study, f)
+    assert [(p.line, p.field) for p in exc.value.problems] == [(2, field)], str(exc.value)
+    assert reason in exc.value.problems[0].reason, str(exc.value)
+    assert count(study, "gen_rows") == 0
+
+
+def test_look_alike_options_between_rows_of_one_item_are_refused(study: Study, tmp_path: Path) -> None:
+    f = write_jsonl(
+        tmp_path / "g.jsonl", [row(), row(arm="s", options=["Paris ", "Rome", "Berlin", "Madrid"])]
+    )
+    with pytest.raises(InputError) as exc:
+        ingest_file(study, f)
+    assert [(p.line, p.field) for p in exc.value.problems] == [(2, "options")]
+
+
+@pytest.mark.parametrize("path", ["fast", "line-level"])
+def test_a_duplicate_key_is_refused_with_its_line(study: Study, tmp_path: Path, path: str) -> None:
+    dup = json.dumps(row(item_id="b"))[:-1] + ', "gold": "B"}'  # first wins in JSON readers: refused instead
+    lines = [json.dumps(row(item_id="a")), dup, json.dumps(row(item_id="c"))]
+    if path == "line-level":
+        lines.insert(1, "")  # a blank line: staged line by line from the start
+    f = tmp_path / "g.jsonl"
+    f.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError) as exc:
+        ingest_file(study, f)
+    where = 3 if path == "line-level" else 2
+    assert [str(p) for p in exc.value.problems] == [
+        f'{f}:{where}: line: duplicate key "gold" in the object: a JSON reader keeps only one of its values, '
+        "so say it once"
+    ]
+    # a key's name inside a text is no duplicate
+    ok = write_jsonl(tmp_path / "ok.jsonl", [row(generation='I would say "gold" is "A".')])
+    assert ingest_file(study, ok).loaded == 1

@@ -175,14 +175,39 @@ def stage_from_text(con: duckdb.DuckDBPyConnection, columns: Mapping[str, str] |
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE stg AS
-        SELECT line, pre_error, NULL::VARCHAR[] AS bad_utf8, jt, {fields}
+        SELECT line, coalesce(pre_error, {_DUPLICATE_KEY}) AS pre_error, NULL::VARCHAR[] AS bad_utf8, jt, {fields}
         FROM (
-            SELECT line, pre_error, json_type(j) AS jt, json_extract(j, [{paths}]) AS e
+            SELECT line, pre_error, json_type(j) AS jt, json_extract(j, [{paths}]) AS e,
+                CASE WHEN json_type(j) = 'OBJECT' THEN json_keys(j) END AS keys
             FROM (SELECT line, pre_error, CASE WHEN pre_error IS NULL AND json_valid(text) THEN text::JSON END AS j
                   FROM staged)
         )
         """
     )
+
+
+# a key twice in one object: JSON readers keep one of the two values (DuckDB the first), so it is refused
+_DUPLICATE_KEY = (
+    "CASE WHEN len(keys) <> len(list_distinct(keys)) THEN 'duplicate key ' || to_json(list_filter(keys, "
+    "lambda k, i: list_position(keys, k) < i)[1])::VARCHAR || ' in the object: a JSON reader keeps only one "
+    "of its values, so say it once' END"
+)
+
+
+def field_keys(columns: Mapping[str, str] | None) -> list[str]:
+    """The keys (or columns) the fields are read from."""
+    return list(dict.fromkeys(_columns(columns).values()))
+
+
+def key_mentions(con: duckdb.DuckDBPyConnection, columns: Mapping[str, str] | None) -> dict[str, int]:
+    """{key: rows of ``stg`` (the fast path) that have it}, for the keys the fields are read from."""
+    col = _columns(columns)
+    counts = ", ".join(f"count({n})" for n in FIELDS)
+    row = con.execute(f"SELECT {counts} FROM stg").fetchone() or (0,) * len(FIELDS)
+    out: dict[str, int] = {}
+    for n, c in zip(FIELDS, row, strict=True):
+        out[col[n]] = max(out.get(col[n], 0), int(c))
+    return out
 
 
 def stage_jsonl_fast(
@@ -199,8 +224,7 @@ def stage_jsonl_fast(
     line (read_json's buffer). Raises StageError when DuckDB cannot
     read the file at all."""
     col = _columns(columns)
-    keys = list(dict.fromkeys(col.values()))
-    spec = "{" + ", ".join(f"{_lit(k)}: 'JSON'" for k in keys) + "}"
+    spec = "{" + ", ".join(f"{_lit(k)}: 'JSON'" for k in field_keys(columns)) + "}"
     fields = ", ".join(f"{_ident(col[n])} AS {n}" for n in FIELDS)
     con.execute("SET preserve_insertion_order = true")  # the record order gives the line numbers
     try:
@@ -342,7 +366,9 @@ def stage_parquet(
                 binary.append(f"CASE WHEN {c} IS NOT NULL AND try(decode({c})) IS NULL THEN {_lit(n)} END")
             elif types[col[n]] == "BLOB[]":
                 # list<binary> (options): each element as for BINARY, and refused when one is not UTF-8
-                parts.append(f"to_json(list_transform({c}, lambda b: coalesce(try(decode(b)), '')))::JSON AS {n}")
+                parts.append(
+                    f"to_json(list_transform({c}, lambda b: coalesce(try(decode(b)), '')))::JSON AS {n}"
+                )
                 binary.append(
                     f"CASE WHEN list_bool_or(list_transform({c}, lambda b: b IS NOT NULL AND try(decode(b)) IS NULL)) "
                     f"THEN {_lit(n)} END"
@@ -468,6 +494,20 @@ _ARR_N = f"{_ARR} AND n_opt IS NOT NULL"
 _N_OK = f"{_ARR_N} AND n_opt BETWEEN 2 AND {_MAX}"
 
 
+# characters that show as nothing: soft hyphen, zero-width and joiners, bidi marks and overrides, word joiner
+# and invisible operators, bidi isolates, BOM (RE2 syntax, so the SQL stays ASCII)
+_INVISIBLE = r"[\x{00ad}\x{200b}-\x{200f}\x{202a}-\x{202e}\x{2060}-\x{2064}\x{2066}-\x{2069}\x{feff}]"
+
+
+def _as_read(v: str) -> str:
+    """SQL: a text as a reader tells it apart: invisible characters dropped, runs of whitespace one space,
+    no outer spaces, NFC, lower case (options that are equal so are refused: they look identical)."""
+    return (
+        f"lower(nfc_normalize(trim(regexp_replace(regexp_replace({v}, '{_INVISIBLE}', '', 'g'), "
+        "'\\s+', ' ', 'g'))))"
+    )
+
+
 def checks(default_arm: str | None) -> list[Check]:
     """Every problem visible within one row, in the order they are listed for a line."""
     out = [
@@ -495,6 +535,25 @@ def checks(default_arm: str | None) -> list[Check]:
     out += [
         Check("item_id", f"{_OK} AND t_item_id = 'VARCHAR' AND trim(s_item_id) = ''", "'must not be empty'"),
         Check("arm", f"{_OK} AND t_arm = 'VARCHAR' AND trim(s_arm) = ''", "'must not be empty'"),
+        # an arm name is compared by its characters but read by its look: `base` and `base\u200b` would be
+        # two arms that nobody can tell apart
+        Check(
+            "arm",
+            f"{_OK} AND t_arm = 'VARCHAR' AND regexp_matches(s_arm, '{_INVISIBLE}')",
+            f"'has an invisible character (' || printf('U+%04X', unicode(regexp_extract(s_arm, '{_INVISIBLE}'))) "
+            "|| '): it would look like another arm''s name'",
+        ),
+        Check(
+            "arm",
+            f"{_OK} AND t_arm = 'VARCHAR' AND trim(s_arm) <> '' AND regexp_matches(s_arm, '^\\s|\\s$')",
+            "'has spaces at its start or end: it would look like another arm''s name'",
+        ),
+        Check(
+            "arm",
+            f"{_OK} AND t_arm = 'VARCHAR' AND nfc_normalize(s_arm) <> s_arm",
+            "'is not in Unicode NFC form (' || to_json(nfc_normalize(s_arm))::VARCHAR || ' composed): it would look "
+            "like another arm''s name'",
+        ),
         # an options object {"A": text, "B": text, ...} (keys the displayed letters in order) is its values
         Check(
             "options",
@@ -514,6 +573,16 @@ def checks(default_arm: str | None) -> list[Check]:
             f"{_ARR_N} AND len(list_distinct(opts)) < n_opt",
             "'duplicate option texts: ' || array_to_string(list_filter(list_distinct(opts), "
             "lambda v: len(list_filter(opts, lambda w: w = v)) > 1), ', ')",
+        ),
+        Check(
+            "options",
+            f"{_ARR_N} AND len(list_distinct(opts)) = n_opt AND "
+            f"len(list_distinct(list_transform(opts, lambda v: {_as_read('v')}))) < n_opt",
+            f"(SELECT 'options ' || chr((64 + list_position(r, r[j]))::INTEGER) || ' and ' || chr((64 + j)::INTEGER) || ' look the "
+            "same to a reader (' || to_json(opts[list_position(r, r[j])])::VARCHAR || ' and ' || "
+            "to_json(opts[j])::VARCHAR || '): they differ only in case, spaces, invisible characters or "
+            "Unicode form' FROM (SELECT r, list_filter(range(1, len(r) + 1), lambda i: list_position(r, r[i]) < i)[1] AS j "
+            f"FROM (SELECT list_transform(opts, lambda v: {_as_read('v')}) AS r)))",
         ),
         Check(
             "options",
@@ -560,6 +629,14 @@ def checks(default_arm: str | None) -> list[Check]:
             "AND NOT list_bool_and(list_transform(json_keys(option_logprobs), "
             "lambda k: json_type(json_extract(option_logprobs, '$.' || k)) IN ('BIGINT', 'UBIGINT', 'DOUBLE')))",
             "'values must be numbers (log-probabilities)'",
+        ),
+        Check(
+            "option_logprobs",
+            f"{_N_OK} AND t_option_logprobs = 'OBJECT' AND "
+            "list_bool_or(list_transform(json_keys(option_logprobs), lambda k: "
+            "NOT isfinite(TRY_CAST(json_extract(option_logprobs, '$.' || k) AS DOUBLE))))",
+            "'values must be finite numbers: NaN and Infinity are not JSON numbers (for a probability of 0, "
+            "leave the letter out)'",
         ),
         Check(
             "orientation",
