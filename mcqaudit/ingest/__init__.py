@@ -318,17 +318,13 @@ def _stage_jsonl(con, path: Path, progress: Progress | None) -> int:
 _SLICE = 8 << 20
 
 
-def _scan_lines(path: Path, keys: Sequence[str]) -> tuple[int, int, dict[str, int]]:
-    """One read of the file before DuckDB's: (its lines as DuckDB's JSON reader counts records: newlines, plus
-    an unterminated last line; a bound on its longest line, 0 when every line is under 16 MB; how often each
-    key's quoted name occurs, as a key or inside a text). A line of k slices or more holds k - 1 whole
-    aligned slices without a newline, so the longest line is under (run + 2) slices."""
+def _scan_lines(path: Path) -> tuple[int, int]:
+    """(the file's lines as DuckDB's JSON reader counts records: newlines, plus an unterminated last line;
+    a bound on its longest line, 0 when every line is under 16 MB). A line of k slices or more holds k - 1
+    whole aligned slices without a newline, so the longest line is under (run + 2) slices."""
     n = 0
     last = b"\n"
     run = longest_run = 0
-    quoted = {k: json.dumps(k, ensure_ascii=False).encode() for k in keys}
-    mentions = dict.fromkeys(keys, 0)
-    prev = b""
     with path.open("rb") as fh:
         while chunk := fh.read(CHUNK_BYTES):  # CHUNK_BYTES is a multiple of _SLICE: the slices stay aligned
             n += chunk.count(b"\n")
@@ -336,10 +332,17 @@ def _scan_lines(path: Path, keys: Sequence[str]) -> tuple[int, int, dict[str, in
             for i in range(0, len(chunk) - _SLICE + 1, _SLICE):
                 run = run + 1 if chunk.find(b"\n", i, i + _SLICE) < 0 else 0
                 longest_run = max(longest_run, run)
-            for k, q in quoted.items():  # with the names that straddle the two chunks
-                mentions[k] += chunk.count(q) + (prev[1 - len(q) :] + chunk[: len(q) - 1]).count(q)
-            prev = chunk
-    return n + (last != b"\n"), (longest_run + 2) * _SLICE if longest_run else 0, mentions
+    return n + (last != b"\n"), (longest_run + 2) * _SLICE if longest_run else 0
+
+
+def _key_mentions(path: Path, keys: Sequence[str], out: dict[str, int]) -> None:
+    """How often each key's quoted name occurs in the file, as a key or inside a text (into ``out``)."""
+    quoted = {k: json.dumps(k, ensure_ascii=False).encode() for k in keys}
+    out.update(dict.fromkeys(keys, 0))
+    with path.open("rb") as fh:
+        for chunk in line_chunks(fh, CHUNK_BYTES):  # whole lines: no name straddles two chunks
+            for k, q in quoted.items():
+                out[k] += chunk.count(q)
 
 
 def _null_mentions(path: Path, keys: Sequence[str]) -> dict[str, int]:
@@ -359,10 +362,19 @@ def _stage_jsonl_fast(con, path: Path, maps: Mapping[str, str]) -> bool:
     """DuckDB's typed read (store/loading.py `stage_jsonl_fast`), its buffer sized for the longest line; False
     when the file needs the line-by-line path (a line over MAX_LINE_BYTES, which read_json would refuse by
     aborting the transaction, is that path's error on its line)."""
-    count, longest, mentions = _scan_lines(path, sql.field_keys(maps))
+    import threading
+
+    count, longest = _scan_lines(path)
     if longest > MAX_LINE_BYTES:
         return False
-    ok = _stage_table(lambda: sql.stage_jsonl_fast(con, str(path), lambda: count, maps, longest), path)
+    # the key names are counted in a thread while DuckDB reads the file (it releases the GIL)
+    mentions: dict[str, int] = {}
+    counter = threading.Thread(target=_key_mentions, args=(path, sql.field_keys(maps), mentions), daemon=True)
+    counter.start()
+    try:
+        ok = _stage_table(lambda: sql.stage_jsonl_fast(con, str(path), lambda: count, maps, longest), path)
+    finally:
+        counter.join()
     if ok:
         # read_json keeps the first of a duplicate key silently: where a key's name occurs more often than
         # the rows that have it, some line may say it twice, and the line-by-line path checks each line

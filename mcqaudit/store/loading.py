@@ -508,6 +508,15 @@ def _as_read(v: str) -> str:
     )
 
 
+# a cheap guard before _as_read on every option (the flag pass reads every row): ASCII options without runs
+# of whitespace are told apart by lower(trim(v)) alone
+_MAY_LOOK_ALIKE = (
+    "strlen(array_to_string(opts, '')) <> length(array_to_string(opts, '')) "
+    "OR regexp_matches(array_to_string(opts, chr(31)), '\\s\\s|[\\t\\n\\r\\f\\v]') "
+    "OR len(list_distinct(list_transform(opts, lambda v: lower(trim(v))))) < n_opt"
+)
+
+
 def checks(default_arm: str | None) -> list[Check]:
     """Every problem visible within one row, in the order they are listed for a line."""
     out = [
@@ -539,18 +548,19 @@ def checks(default_arm: str | None) -> list[Check]:
         # two arms that nobody can tell apart
         Check(
             "arm",
-            f"{_OK} AND t_arm = 'VARCHAR' AND regexp_matches(s_arm, '{_INVISIBLE}')",
+            f"{_OK} AND t_arm = 'VARCHAR' AND strlen(s_arm) <> length(s_arm) AND regexp_matches(s_arm, '{_INVISIBLE}')",
             f"'has an invisible character (' || printf('U+%04X', unicode(regexp_extract(s_arm, '{_INVISIBLE}'))) "
             "|| '): it would look like another arm''s name'",
         ),
         Check(
             "arm",
-            f"{_OK} AND t_arm = 'VARCHAR' AND trim(s_arm) <> '' AND regexp_matches(s_arm, '^\\s|\\s$')",
+            f"{_OK} AND t_arm = 'VARCHAR' AND trim(s_arm) <> '' AND "
+            "regexp_matches(left(s_arm, 1) || right(s_arm, 1), '\\s')",
             "'has spaces at its start or end: it would look like another arm''s name'",
         ),
         Check(
             "arm",
-            f"{_OK} AND t_arm = 'VARCHAR' AND nfc_normalize(s_arm) <> s_arm",
+            f"{_OK} AND t_arm = 'VARCHAR' AND strlen(s_arm) <> length(s_arm) AND nfc_normalize(s_arm) <> s_arm",
             "'is not in Unicode NFC form (' || to_json(nfc_normalize(s_arm))::VARCHAR || ' composed): it would look "
             "like another arm''s name'",
         ),
@@ -576,7 +586,7 @@ def checks(default_arm: str | None) -> list[Check]:
         ),
         Check(
             "options",
-            f"{_ARR_N} AND len(list_distinct(opts)) = n_opt AND "
+            f"{_ARR_N} AND len(list_distinct(opts)) = n_opt AND ({_MAY_LOOK_ALIKE}) AND "
             f"len(list_distinct(list_transform(opts, lambda v: {_as_read('v')}))) < n_opt",
             f"(SELECT 'options ' || chr((64 + list_position(r, r[j]))::INTEGER) || ' and ' || chr((64 + j)::INTEGER) || ' look the "
             "same to a reader (' || to_json(opts[list_position(r, r[j])])::VARCHAR || ' and ' || "
