@@ -7,6 +7,7 @@ Exit status: 0 success; 1 bad input or a failure; 2 usage errors (bad flags, no 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -405,8 +406,9 @@ def ingest(
     changes nothing. Every problem is reported as FILE:LINE: field: reason, and a file with problems
     writes nothing (unless --skip-bad). Exits 1 when anything was rejected without --skip-bad.
     """
-    from mcqaudit.ingest import discard_new_study, expand, ingest_files, parse_maps
+    from mcqaudit.ingest import check_input, discard_new_study, expand, ingest_files, parse_maps
     from mcqaudit.ingest.errors import InputError, UsageError
+    from mcqaudit.store import StudyError
 
     try:
         columns = parse_maps(maps or [])
@@ -420,8 +422,23 @@ def ingest(
     except UsageError as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
         raise typer.Exit(2) from None
+    # a pipe, a device or a missing file is refused before any study is created (a FIFO would hang)
+    unreadable = []
+    for _, paths in groups:
+        for path in paths:
+            try:
+                check_input(path)
+            except InputError as exc:
+                unreadable.append(str(exc))
+    if unreadable:
+        raise _fail("\n".join(f"error: {u}" for u in unreadable))
     new_study = not db.exists()
+    folder = next((p for p in db.absolute().parents if p.exists()), Path("/"))
+    if new_study and not os.access(folder, os.W_OK):
+        raise _fail(f"error: {db}: cannot create the study: {folder} is read-only (folder or disk)")
     study = _open_study(db, create=True)
+    if study.read_only:
+        raise _fail(f"error: {db}: the study file is read-only (file, folder or disk): nothing was written")
     failed = False
     wrote = False
     try:
@@ -459,6 +476,9 @@ def ingest(
                     prog.stop()
                     err.print(f"error: {exc}", markup=False, highlight=False)
                     raise typer.Exit(2) from None
+                except StudyError as exc:  # read-only, locked for too long: one line, never a traceback
+                    prog.stop()
+                    raise _fail(f"error: {exc}") from None
                 except InputError as exc:
                     prog.stop()
                     if exc.total == 1 and len(exc.problems) == 1 and not str(exc).count("\n"):
@@ -866,7 +886,7 @@ def grade(
             counts = grading.grade_without_judge(study, arms)
         except grading.GradeUsageError as exc:
             raise _fail(f"error: {exc}", 2) from None
-        except StudyError as exc:
+        except StudyError as exc:  # a read-only study: one line, never a traceback
             raise _fail(f"error: {exc}") from None
         console.print(
             f"graded with the strict pre-filter alone: {counts.get('prefilter', 0)} rows by the pre-filter, "

@@ -325,3 +325,27 @@ def test_an_empty_folder_is_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     p = run_cli("ingest", str(tmp_path / "empty"), "--db", str(tmp_path / "s.duckdb"), "--quiet")
     assert p.returncode == 2 and "no files" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_an_lm_eval_target_that_names_no_option_is_refused_not_replaced(tmp_path: Path) -> None:
+    """`target: "Z"` on a 4-option doc: the doc's own `answer` is not used in its place (issue 18)."""
+    import json
+
+    from mcqaudit.ingest import lmeval
+
+    rec = {
+        "doc_id": 0,
+        "doc": {"question": "Q?", "choices": ["w", "x", "y", "z"], "answer": 1},
+        "target": "Z",
+        "resps": [["B"]],
+        "filtered_resps": ["B"],
+        "filter": "none",
+    }
+    src = tmp_path / "samples_t_2026.jsonl"
+    src.write_text(json.dumps(rec) + "\n" + json.dumps({**rec, "doc_id": 1, "target": None}) + "\n")
+    _, records = lmeval.read_samples(src, arm="a")
+    assert (records[0].field, records[0].reason) == (
+        "gold",
+        "target 'Z' is neither an option letter (A..D), an index nor an option text",
+    )
+    assert records[1].row is not None and records[1].row["gold"] == 1  # no target: the doc's answer

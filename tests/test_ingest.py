@@ -121,11 +121,6 @@ BAD_LINES: list[tuple[str, str, str]] = [
     (json.dumps(row(gold="E")), "gold", "'E' is not a letter in A..D"),
     (json.dumps(row(gold=4)), "gold", "index 4 is out of range for 4 options"),
     (json.dumps(row(gold=True)), "gold", "must be a letter or a 0-based index, got a boolean"),
-    (
-        json.dumps(row(orientation="ABDC")),
-        "orientation",
-        "'ABDC' contradicts the option order, which is 'ABCD'",
-    ),
     (json.dumps(row(orientation="ABCE")), "orientation", "is not an orientation label"),
     (json.dumps(row(sample="one")), "sample", "must be a non-negative integer"),
     (json.dumps(row(parsed_letter="F")), "parsed_letter", "'F' is not a letter in A..D"),
@@ -585,3 +580,183 @@ def test_failed_ingest_leaves_an_existing_study_untouched(tmp_path: Path) -> Non
     p = run_cli("ingest", str(issue_file(tmp_path / "a.jsonl", n=4)), "--db", str(db), "--quiet")
     assert p.returncode == 1 and db.exists()
     assert (count(Study(db), "gen_rows"), count(Study(db), "ingests")) == before == (1, 1)
+
+
+# --- the canonical order from a row's orientation label (issue 17: README's own workflow) ------------------
+ITEMS_17 = [
+    {
+        "item_id": "s1",
+        "question": "Primary colour?",
+        "options": ["Red", "Green-blue", "Brown", "Grey"],
+        "gold": "A",
+    },
+    {"item_id": "s2", "question": "Is ice cold?", "options": ["Yes", "No"], "gold": 1},
+    {"item_id": "s3", "question": "Odd one?", "options": ["2", "4", "7"], "gold": "C"},
+]
+
+
+def test_orient_then_answers_in_arrival_order_ingest_without_items(tmp_path: Path) -> None:
+    import random
+
+    items = write_jsonl(tmp_path / "items.jsonl", ITEMS_17)
+    prompts = tmp_path / "prompts.jsonl"
+    run_cli("orient", str(items), "--out", str(prompts), check=True)
+    rows = [json.loads(x) for x in prompts.read_text().splitlines()]
+    answers = [{**r, "arm": arm, "generation": "B"} for arm in ("base", "steered") for r in rows]
+    random.Random(3).shuffle(answers)  # as a concurrent runner (or `mcqaudit generate`) writes them
+    assert answers[0]["orientation"] != "ABCD" or answers[1]["orientation"] != "ABCD"
+    gens = write_jsonl(tmp_path / "gen.jsonl", answers)
+    db = tmp_path / "s.duckdb"
+    p = run_cli("ingest", str(gens), "--db", str(db), "--quiet")
+    assert p.returncode == 0, p.stderr
+    study = Study(db)
+    got = {r[0]: list(r[1]) for r in study.query("SELECT item_id, options FROM items")}
+    assert got == {it["item_id"]: it["options"] for it in ITEMS_17}
+    assert study.query("SELECT item_id, gold_index FROM items ORDER BY 1") == [
+        ("s1", 0),
+        ("s2", 1),
+        ("s3", 2),
+    ]
+    # every row keeps the label orient gave it, and its gold is the items file's gold option
+    stored = study.query("SELECT item_id, arm, orientation, options, gold_option FROM graded_rows")
+    want = {
+        (r["item_id"], a, r["orientation"], tuple(r["options"])) for a in ("base", "steered") for r in rows
+    }
+    assert {(i, a, o, tuple(opts)) for i, a, o, opts, _ in stored} == want
+    gold = {
+        it["item_id"]: it["options"][ord(it["gold"]) - 65 if isinstance(it["gold"], str) else it["gold"]]
+        for it in ITEMS_17
+    }
+    assert all(g == gold[i] for i, _, _, _, g in stored)
+    # a second file of the same items, in yet another order, lands on the same rows
+    random.Random(4).shuffle(answers)
+    again = ingest_file(study, write_jsonl(tmp_path / "gen2.jsonl", answers))
+    assert (again.loaded, again.unchanged) == (0, len(answers))
+
+
+def test_a_row_label_fixes_the_canonical_order(study: Study, tmp_path: Path) -> None:
+    # DESIGN §3: a row labelled BCDA showing [x, y, z, w] says the canonical order is [w, x, y, z]
+    rows = [
+        row(options=["x", "y", "z", "w"], orientation="BCDA", gold="D"),
+        row(options=["w", "x", "y", "z"], gold="A", arm="s"),  # unlabelled: derived against that order
+    ]
+    ingest_file(study, write_jsonl(tmp_path / "g.jsonl", rows))
+    assert study.query("SELECT options, gold_index, origin FROM items") == [
+        (["w", "x", "y", "z"], 0, "row-label")
+    ]
+    assert study.query("SELECT arm, orientation, gold_option FROM graded_rows ORDER BY arm") == [
+        ("base", "BCDA", "w"),
+        ("s", "ABCD", "w"),
+    ]
+
+
+def test_rows_whose_labels_contradict_each_other_are_errors(study: Study, tmp_path: Path) -> None:
+    rows = [
+        row(orientation="ABCD"),
+        row(arm="s", options=["Rome", "Berlin", "Madrid", "Paris"], orientation="BCDA", gold="D"),
+        # the same displayed order as line 1, but another label: the two labels cannot both be true
+        row(arm="t", orientation="DABC"),
+    ]
+    f = write_jsonl(tmp_path / "g.jsonl", rows)
+    with pytest.raises(InputError) as exc:
+        ingest_file(study, f)
+    assert [str(p) for p in exc.value.problems] == [
+        f"{f}:3: orientation: 'DABC' contradicts the orientation 'ABCD' of line 1 (same item): by that label "
+        "this option order is 'ABCD'"
+    ]
+    assert count(study, "gen_rows") == 0 and count(study, "items") == 0
+
+
+def test_a_label_against_an_item_the_study_has_is_an_error(study: Study, tmp_path: Path) -> None:
+    ingest_file(study, write_jsonl(tmp_path / "a.jsonl", [row()]))
+    f = write_jsonl(tmp_path / "b.jsonl", [row(arm="s", orientation="ABDC")])
+    with pytest.raises(InputError) as exc:
+        ingest_file(study, f)
+    assert [str(p) for p in exc.value.problems] == [
+        f"{f}:1: orientation: 'ABDC' contradicts the option order, which is 'ABCD' by item cap-fr's "
+        "canonical order (already in the study)"
+    ]
+
+
+# --- what looks identical to a person is refused, not accepted silently (issue 18) --------------------------
+LOOK_ALIKE: list[tuple[dict, str, str]] = [
+    (
+        row(options=["Paris", "Paris "]),
+        "options",
+        'options A and B look the same to a reader ("Paris" and "Paris ")',
+    ),
+    (row(options=["caf\u00e9", "cafe\u0301"]), "options", "options A and B look the same to a reader"),
+    (
+        row(options=["Yes", "no", "yes"]),
+        "options",
+        'options A and C look the same to a reader ("Yes" and "yes")',
+    ),
+    (
+        row(options=["Rome", "Ro\u200bme"]),
+        "options",
+        "they differ only in case, spaces, invisible characters",
+    ),
+    (
+        row(arm="base\u200b"),
+        "arm",
+        "has an invisible character (U+200B): it would look like another arm's name",
+    ),
+    (row(arm="base\u202e"), "arm", "has an invisible character (U+202E)"),
+    (row(arm="base "), "arm", "has spaces at its start or end"),
+    (row(arm="cafe\u0301"), "arm", 'is not in Unicode NFC form ("caf\u00e9" composed)'),
+    (
+        row(option_logprobs={"A": float("nan"), "B": -1.0}),
+        "option_logprobs",
+        "values must be finite numbers: NaN and Infinity are not JSON numbers",
+    ),
+    (row(option_logprobs={"A": float("inf")}), "option_logprobs", "values must be finite numbers"),
+    (
+        row(option_logprobs={"A": float("-inf")}),
+        "option_logprobs",
+        "(for a probability of 0, leave the letter out)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("bad", "field", "reason"), LOOK_ALIKE, ids=[f"{b[1]}-{i}" for i, b in enumerate(LOOK_ALIKE)]
+)
+def test_look_alikes_and_non_finite_logprobs_are_refused(
+    study: Study, tmp_path: Path, bad: dict, field: str, reason: str
+) -> None:
+    f = tmp_path / "g.jsonl"
+    f.write_text(json.dumps(row(item_id="ok-item")) + "\n" + json.dumps(bad, ensure_ascii=False) + "\n")
+    with pytest.raises(InputError) as exc:
+        ingest_file(study, f)
+    assert [(p.line, p.field) for p in exc.value.problems] == [(2, field)], str(exc.value)
+    assert reason in exc.value.problems[0].reason, str(exc.value)
+    assert count(study, "gen_rows") == 0
+
+
+def test_look_alike_options_between_rows_of_one_item_are_refused(study: Study, tmp_path: Path) -> None:
+    f = write_jsonl(
+        tmp_path / "g.jsonl", [row(), row(arm="s", options=["Paris ", "Rome", "Berlin", "Madrid"])]
+    )
+    with pytest.raises(InputError) as exc:
+        ingest_file(study, f)
+    assert [(p.line, p.field) for p in exc.value.problems] == [(2, "options")]
+
+
+@pytest.mark.parametrize("path", ["fast", "line-level"])
+def test_a_duplicate_key_is_refused_with_its_line(study: Study, tmp_path: Path, path: str) -> None:
+    dup = json.dumps(row(item_id="b"))[:-1] + ', "gold": "B"}'  # first wins in JSON readers: refused instead
+    lines = [json.dumps(row(item_id="a")), dup, json.dumps(row(item_id="c"))]
+    if path == "line-level":
+        lines.insert(1, "")  # a blank line: staged line by line from the start
+    f = tmp_path / "g.jsonl"
+    f.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError) as exc:
+        ingest_file(study, f)
+    where = 3 if path == "line-level" else 2
+    assert [str(p) for p in exc.value.problems] == [
+        f'{f}:{where}: line: duplicate key "gold" in the object: a JSON reader keeps only one of its values, '
+        "so say it once"
+    ]
+    # a key's name inside a text is no duplicate
+    ok = write_jsonl(tmp_path / "ok.jsonl", [row(generation='I would say "gold" is "A".')])
+    assert ingest_file(study, ok).loaded == 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import glob
 import json
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +54,8 @@ def _has_blank_line(text: str) -> bool:
 
 
 CHUNK_BYTES = 32 << 20
+# the longest line (one row) ingest reads; a longer one is that line's error (`--skip-bad` rejects just it)
+MAX_LINE_BYTES = 256 << 20
 T = TypeVar("T")
 
 Progress = Callable[[str, int, int | None], None]  # (stage, done, total)
@@ -260,7 +263,7 @@ def _stage_jsonl(con, path: Path, progress: Progress | None) -> int:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
                 text = None
-            if text is not None and not _has_blank_line(text):
+            if text is not None and len(data) <= MAX_LINE_BYTES and not _has_blank_line(text):
                 # the common case, without a Python step per line: a whole chunk of clean lines
                 if "\r" in text:
                     text = text.replace("\r\n", "\n")
@@ -281,11 +284,18 @@ def _stage_jsonl(con, path: Path, progress: Progress | None) -> int:
                 for part in parts:
                     line_no += 1
                     try:
+                        if len(part) > MAX_LINE_BYTES:
+                            raise ValueError(
+                                f"the line is {len(part) / (1 << 20):.0f} MB, over the {MAX_LINE_BYTES >> 20} MB "
+                                "one row may have"
+                            )
                         s: str | None = part.decode("utf-8")
                         err = None
                     except UnicodeDecodeError as exc:
                         s = None
                         err = f"not valid UTF-8 (byte {part[exc.start]:#04x} at column {exc.start + 1})"
+                    except ValueError as exc:
+                        s, err = None, str(exc)
                     if s is not None:
                         if s.endswith("\r"):
                             s = s[:-1]
@@ -305,34 +315,75 @@ def _stage_jsonl(con, path: Path, progress: Progress | None) -> int:
     return blank
 
 
-def _count_lines(path: Path, out: list[int]) -> None:
-    """The file's lines as DuckDB's JSON reader counts records: newlines, plus an unterminated last line."""
+_SLICE = 8 << 20
+
+
+def _scan_lines(path: Path) -> tuple[int, int]:
+    """(the file's lines as DuckDB's JSON reader counts records: newlines, plus an unterminated last line;
+    a bound on its longest line, 0 when every line is under 16 MB). A line of k slices or more holds k - 1
+    whole aligned slices without a newline, so the longest line is under (run + 2) slices."""
     n = 0
     last = b"\n"
+    run = longest_run = 0
     with path.open("rb") as fh:
-        while chunk := fh.read(CHUNK_BYTES):
+        while chunk := fh.read(CHUNK_BYTES):  # CHUNK_BYTES is a multiple of _SLICE: the slices stay aligned
             n += chunk.count(b"\n")
             last = chunk[-1:]
-    out.append(n + (last != b"\n"))
+            for i in range(0, len(chunk) - _SLICE + 1, _SLICE):
+                run = run + 1 if chunk.find(b"\n", i, i + _SLICE) < 0 else 0
+                longest_run = max(longest_run, run)
+    return n + (last != b"\n"), (longest_run + 2) * _SLICE if longest_run else 0
+
+
+def _key_mentions(path: Path, keys: Sequence[str], out: dict[str, int]) -> None:
+    """How often each key's quoted name occurs in the file, as a key or inside a text (into ``out``)."""
+    quoted = {k: json.dumps(k, ensure_ascii=False).encode() for k in keys}
+    out.update(dict.fromkeys(keys, 0))
+    with path.open("rb") as fh:
+        for chunk in line_chunks(fh, CHUNK_BYTES):  # whole lines: no name straddles two chunks
+            for k, q in quoted.items():
+                out[k] += chunk.count(q)
+
+
+def _null_mentions(path: Path, keys: Sequence[str]) -> dict[str, int]:
+    """How often each key occurs with a null value, as json.dumps and compact writers write it."""
+    forms = {
+        k: [json.dumps(k, ensure_ascii=False).encode() + sep for sep in (b":null", b": null")] for k in keys
+    }
+    out = dict.fromkeys(keys, 0)
+    with path.open("rb") as fh:
+        for chunk in line_chunks(fh, CHUNK_BYTES):
+            for k, fs in forms.items():
+                out[k] += sum(chunk.count(f) for f in fs)
+    return out
 
 
 def _stage_jsonl_fast(con, path: Path, maps: Mapping[str, str]) -> bool:
-    """DuckDB's typed read (store/loading.py `stage_jsonl_fast`), with the file's lines counted in a thread
-    meanwhile; False when the file needs the line-by-line path."""
+    """DuckDB's typed read (store/loading.py `stage_jsonl_fast`), its buffer sized for the longest line; False
+    when the file needs the line-by-line path (a line over MAX_LINE_BYTES, which read_json would refuse by
+    aborting the transaction, is that path's error on its line)."""
     import threading
 
-    counted: list[int] = []
-    counter = threading.Thread(target=_count_lines, args=(path, counted), daemon=True)
+    count, longest = _scan_lines(path)
+    if longest > MAX_LINE_BYTES:
+        return False
+    # the key names are counted in a thread while DuckDB reads the file (it releases the GIL)
+    mentions: dict[str, int] = {}
+    counter = threading.Thread(target=_key_mentions, args=(path, sql.field_keys(maps), mentions), daemon=True)
     counter.start()
-
-    def lines() -> int:
-        counter.join()
-        return counted[0] if counted else -1
-
     try:
-        ok = _stage_table(lambda: sql.stage_jsonl_fast(con, str(path), lines, maps), path)
+        ok = _stage_table(lambda: sql.stage_jsonl_fast(con, str(path), lambda: count, maps, longest), path)
     finally:
         counter.join()
+    if ok:
+        # read_json keeps the first of a duplicate key silently: where a key's name occurs more often than
+        # the rows that have it, some line may say it twice, and the line-by-line path checks each line
+        have = sql.key_mentions(con, maps)  # a key whose value is null counts as absent there
+        suspects = [k for k, n in mentions.items() if n > have[k]]
+        nulls = _null_mentions(path, suspects) if suspects else {}
+        if any(mentions[k] - nulls[k] > have[k] for k in suspects):
+            con.execute("DROP TABLE stg")
+            return False
     if ok and maps and not sql.all_columns_seen(con, maps):
         # a mapped key that no record has: the line-by-line path says which (a usage error)
         con.execute("DROP TABLE stg")
@@ -355,6 +406,43 @@ def _raw_lines(path: Path, lines: Sequence[int]) -> dict[int, str]:
             if no >= last:
                 break
     return out
+
+
+def check_input(p: Path) -> None:
+    """Raise InputError unless ``p`` is a regular file (after symlinks) that ingest can read more than once: a
+    folder, a pipe (FIFO, ``<(cmd)``), a device (``/dev/zero``), a socket, a symlink loop or a missing file
+    each get their own reason, before any study is created."""
+    import errno
+    import stat
+
+    def bad(reason: str) -> InputError:
+        return InputError([Problem(str(p), None, "file", reason)])
+
+    try:
+        st = p.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise bad("a symbolic link loop (too many levels of symbolic links): it names no file") from None
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise bad("no such file") from None
+        raise bad(f"cannot be read: {exc.strerror or exc}") from None
+    mode = st.st_mode
+    if stat.S_ISDIR(mode):
+        raise bad(
+            "is a folder, not a file: name its files (or a glob such as DIR/*.jsonl); on the command "
+            "line a folder gives its Inspect AI and lm-eval logs"
+        )
+    if stat.S_ISFIFO(mode):
+        raise bad(
+            "is a pipe (a FIFO, or a shell's <(command)), not a regular file: ingest reads its input more "
+            "than once, so save it to a file and give that"
+        )
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        raise bad("is a device, not a regular file: give a regular file")
+    if not stat.S_ISREG(mode):
+        raise bad("is not a regular file (a socket?): give a regular file")
+    if not os.access(p, os.R_OK):
+        raise bad("cannot be read: permission denied")
 
 
 def ingest_file(study: Study, path: str | Path, **kw) -> IngestResult:
@@ -414,12 +502,36 @@ def ingest_files(
         # (a full disk met at COMMIT, writing the WAL, is a TransactionException "Failed to commit: ...")
         if isinstance(exc, duckdb.TransactionException) and "Failed to commit" not in str(exc):
             raise
-        reason = str(exc).split("\n")[0].removeprefix("TransactionContext Error: ")
-        if isinstance(exc, OSError) and exc.strerror:
-            reason = f"{exc.strerror} ({exc.filename or study.path})"
-        raise InputError(
-            [Problem(str(study.path), None, "study", f"cannot be written: {reason}; nothing was written")]
-        ) from None
+        raise InputError([Problem(str(study.path), None, "study", _write_failure(exc, study.path))]) from None
+
+
+def _write_failure(exc: BaseException, path: Path) -> str:
+    """Why a load failed in DuckDB or the OS, as the reason of a `study` problem. DuckDB reports a full disk
+    met while spilling (`STUDY.duckdb.tmp/`) as "Out of Memory Error: failed to offload data block": that is
+    the disk, and says so."""
+    import shutil
+
+    reason = str(exc).split("\n")[0].removeprefix("TransactionContext Error: ")
+    if isinstance(exc, OSError) and exc.strerror:
+        reason = f"{exc.strerror} ({exc.filename or path})"
+    elif isinstance(exc, duckdb.OutOfMemoryException):
+        spill = path.with_name(path.name + ".tmp")
+        try:
+            free = shutil.disk_usage(path.parent).free
+        except OSError:
+            free = None
+        if "offload" in reason or (free is not None and free < 64 << 20):
+            free_text = "" if free is None else f", {free / (1 << 20):.1f} MB free"
+            reason = (
+                f"no space left on the device for DuckDB's spill files ({spill}{free_text}): free some "
+                "space, or give ingest more memory (MCQAUDIT_INGEST_MEMORY_LIMIT) so it spills less"
+            )
+        else:
+            reason = (
+                f"out of memory ({reason.removeprefix('Out of Memory Error: ')}): raise "
+                "MCQAUDIT_INGEST_MEMORY_LIMIT (default 800MB) or free memory"
+            )
+    return f"cannot be written: {reason}; nothing was written"
 
 
 def _ingest_files(
@@ -526,20 +638,7 @@ def _ingest_one(
 ) -> IngestResult:
     """One file, inside the caller's transaction. A result with problems (and not ``skip_bad``) has
     written nothing of that file's rows, but the caller must roll back: staging and ids were used."""
-    if not p.exists():
-        raise InputError([Problem(str(p), None, "file", "no such file")])
-    if p.is_dir():
-        raise InputError(
-            [
-                Problem(
-                    str(p),
-                    None,
-                    "file",
-                    "is a folder, not a file: name its files (or a glob such as DIR/*.jsonl); on the command "
-                    "line a folder gives its Inspect AI and lm-eval logs",
-                )
-            ]
-        )
+    check_input(p)
     kind = detect_format(p, fmt)
     if p.stat().st_size == 0:
         raise InputError([Problem(str(p), None, "file", "the file is empty")])
@@ -555,7 +654,7 @@ def _ingest_one(
     notes: dict = {}
     blank = 0
     header: list[str] | None = None
-    sql.bounded_memory(con)
+    sql.bounded_memory(con, os.environ.get("MCQAUDIT_INGEST_MEMORY_LIMIT") or "800MB")
     sql.create_errors(con)
     con.execute("DROP TABLE IF EXISTS staged")
     # stage: the typed fast path where it applies, else line by line (see store/loading.py)

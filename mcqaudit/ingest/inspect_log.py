@@ -111,10 +111,9 @@ def _read_json(path: Path) -> tuple[dict, list[dict]]:
     try:
         with path.open("rb") as fh:
             doc = json.load(fh)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(
-            [Problem(str(path), None, "file", f"not a readable Inspect JSON log: {exc}")]
-        ) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise InputError([Problem(str(path), None, "file", f"not a readable Inspect JSON log: {why}")]) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("eval"), dict):
         raise InputError([Problem(str(path), None, "file", "not an Inspect log (no `eval` object)")])
     samples = doc.pop("samples", None) or []
@@ -171,6 +170,8 @@ def _member_json(zf: zipfile.ZipFile, fh: io.BufferedReader, info: zipfile.ZipIn
     try:
         data = _member_bytes(zf, fh, info)
         return json.loads(data)
+    except RecursionError:
+        raise InputError([Problem(source, None, "file", f"{info.filename} is nested too deeply to read")]) from None
     except (OSError, ValueError, zipfile.BadZipFile, NotImplementedError, EOFError) as exc:
         # json.JSONDecodeError and UnicodeDecodeError are ValueErrors; zlib.error is not
         raise InputError([Problem(source, None, "file", f"{info.filename} cannot be read: {exc}")]) from None

@@ -43,6 +43,9 @@ def read_items(path: str | Path, cap: int = 200) -> list[Item]:
         except json.JSONDecodeError as exc:
             problems.append(Problem(str(p), no, "line", f"not valid JSON ({exc.msg} at column {exc.colno})"))
             continue
+        except RecursionError:
+            problems.append(Problem(str(p), no, "line", "nested too deeply to read"))
+            continue
         if not isinstance(obj, dict):
             problems.append(Problem(str(p), no, "line", "not a JSON object"))
             continue

@@ -10,7 +10,8 @@ that filter's result (`filtered_resps`). A row is one generation of one doc:
   (`--lm-eval-filter`), else the file's first. Every filter's raw result is kept in the row's metadata.
 - `options`: the doc's `choices` (a list, or ARC's `{"text": [...]}`) or `options`, in the order given,
   which is the order that lm-eval's prompt shows (it never reorders options itself).
-- `gold`: lm-eval's `target` (a letter, `(B)`, an index or an option text), else the doc's `answer`/`label`.
+- `gold`: lm-eval's `target` (a letter, `(B)`, an index or an option text; one that names no option is
+  refused), else, only when the record has no target, the doc's `answer`/`label`.
 - `item_id`: the doc's `item_id`/`id`/`question_id`/`qid`, else lm-eval's `doc_id`; `question`: the doc's
   `question`/`query`/`input`/`problem`/`stem`, else the whole prompt lm-eval sent.
 - `model` (and the arm, without `--arm`): `model_name` of the `results_<time>.json` beside the file.
@@ -49,7 +50,7 @@ def looks_like_samples(path: Path) -> bool:
         with path.open("rb") as fh:
             first = fh.readline(4 << 20)
         obj = json.loads(first)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # a line nested too deeply for Python is no sample record
         return False
     return isinstance(obj, dict) and all(k in obj for k in _KEYS)
 
@@ -73,8 +74,9 @@ def read_samples(
                 continue
             try:
                 rec = json.loads(raw)
-            except ValueError as exc:  # also bad UTF-8
-                why = f"not a JSON sample record, truncated or damaged ({getattr(exc, 'msg', exc)})"
+            except (ValueError, RecursionError) as exc:  # also bad UTF-8
+                detail = "nested too deeply" if isinstance(exc, RecursionError) else getattr(exc, "msg", exc)
+                why = f"not a JSON sample record, truncated or damaged ({detail})"
                 broken.append((line_no, Record(0, f"line {line_no}", None, "line", why)))
                 continue
             if not isinstance(rec, dict) or not all(k in rec for k in _KEYS):
@@ -277,8 +279,11 @@ def _letter(value: Any, options: list[str]) -> str | None:
 
 
 def _gold(target: Any, doc: dict, options: list[str]) -> str | int:
+    """lm-eval's `target`, else (only when it has none) the doc's answer/label/gold: a target that names no
+    option is refused, never replaced by the doc's own field, which may say something else."""
     n = len(options)
-    for value in (target, *(doc.get(k) for k in GOLD_FIELDS)):
+    given = (target,) if target is not None else tuple(doc.get(k) for k in GOLD_FIELDS)
+    for value in given:
         if isinstance(value, list) and len(value) == 1:
             value = value[0]
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < n:
@@ -291,8 +296,11 @@ def _gold(target: Any, doc: dict, options: list[str]) -> str | int:
                 return options.index(value.strip())
             if value.strip().isdigit() and int(value.strip()) < n:
                 return int(value.strip())
+    if target is not None:
+        raise _Bad(
+            "gold",
+            f"target {target!r} is neither an option letter (A..{LETTERS[n - 1]}), an index nor an option text",
+        )
     raise _Bad(
-        "gold",
-        f"target {target!r} is neither an option letter, an index nor an option text, and the doc has no "
-        + "/".join(GOLD_FIELDS),
+        "gold", "the record has no target, and the doc's " + "/".join(GOLD_FIELDS) + " names no option"
     )

@@ -247,6 +247,8 @@ class Study:
         else:
             with self.write() as con:
                 _migrate(con, self.path)
+            with self.connect() as con:
+                tidy_after_a_kill(con, self.path)
             if journal_dir(self.path).is_dir():
                 # What a killed writer left in the journal (replies that arrived but were not yet written):
                 # written now, before anyone reads the study or decides what to send (docs/design.md §5).
@@ -404,6 +406,57 @@ class Study:
     def set_meta(self, key: str, value: str | None) -> None:
         with self.write() as con:
             set_meta(con, key, value)
+
+
+# DuckDB's file layout: three 4 KiB headers, then the blocks (its storage format since 0.9)
+_DUCKDB_HEADERS = 3 * 4096
+_SPILL_FILE = re.compile(r"duckdb_temp_(\d+)_")
+
+
+def tidy_after_a_kill(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """What a killed writer leaves beside and inside the study, removed on the next read-write open (the
+    caller holds the only connection, so DuckDB's lock says no other process has the study open):
+
+    - its spill files in ``STUDY.duckdb.tmp/`` (``duckdb_temp_<pid>_…``), which DuckDB removes only on a clean
+      close; those of a process still alive are kept;
+    - the blocks its uncommitted transaction wrote past the end of the study's own blocks, which no later
+      checkpoint reclaims: after a CHECKPOINT (so every committed block is the study's own and no WAL refers
+      past them) the file is cut back to header + blocks.
+    """
+    with contextlib.suppress(duckdb.Error, OSError):
+        row = con.execute("SELECT current_setting('temp_directory')").fetchone()
+        spill = Path(row[0]) if row and row[0] else path.with_name(path.name + ".tmp")
+        if spill.is_dir():
+            for f in spill.iterdir():
+                m = _SPILL_FILE.match(f.name)
+                if m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
+                    f.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                spill.rmdir()  # only when empty
+    with contextlib.suppress(duckdb.Error, OSError):
+        if path.stat().st_size <= _study_extent(con):
+            return
+        con.execute("CHECKPOINT")
+        end = _study_extent(con)
+        if not path.with_name(path.name + ".wal").exists() and path.stat().st_size > end:
+            os.truncate(path, end)
+
+
+def _study_extent(con: duckdb.DuckDBPyConnection) -> int:
+    row = con.execute("SELECT block_size, total_blocks FROM pragma_database_size()").fetchone()
+    if not row or row[0] is None or row[1] is None:
+        return sys.maxsize
+    return _DUCKDB_HEADERS + int(row[0]) * int(row[1])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's process
+    return True
 
 
 def set_meta(con: duckdb.DuckDBPyConnection, key: str, value: str | None) -> None:

@@ -175,9 +175,10 @@ def stage_from_text(con: duckdb.DuckDBPyConnection, columns: Mapping[str, str] |
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE stg AS
-        SELECT line, pre_error, NULL::VARCHAR[] AS bad_utf8, jt, {fields}
+        SELECT line, coalesce(pre_error, {_DUPLICATE_KEY}) AS pre_error, NULL::VARCHAR[] AS bad_utf8, jt, {fields}
         FROM (
-            SELECT line, pre_error, json_type(j) AS jt, json_extract(j, [{paths}]) AS e
+            SELECT line, pre_error, json_type(j) AS jt, json_extract(j, [{paths}]) AS e,
+                CASE WHEN json_type(j) = 'OBJECT' THEN json_keys(j) END AS keys
             FROM (SELECT line, pre_error, CASE WHEN pre_error IS NULL AND json_valid(text) THEN text::JSON END AS j
                   FROM staged)
         )
@@ -185,17 +186,45 @@ def stage_from_text(con: duckdb.DuckDBPyConnection, columns: Mapping[str, str] |
     )
 
 
+# a key twice in one object: JSON readers keep one of the two values (DuckDB the first), so it is refused
+_DUPLICATE_KEY = (
+    "CASE WHEN len(keys) <> len(list_distinct(keys)) THEN 'duplicate key ' || to_json(list_filter(keys, "
+    "lambda k, i: list_position(keys, k) < i)[1])::VARCHAR || ' in the object: a JSON reader keeps only one "
+    "of its values, so say it once' END"
+)
+
+
+def field_keys(columns: Mapping[str, str] | None) -> list[str]:
+    """The keys (or columns) the fields are read from."""
+    return list(dict.fromkeys(_columns(columns).values()))
+
+
+def key_mentions(con: duckdb.DuckDBPyConnection, columns: Mapping[str, str] | None) -> dict[str, int]:
+    """{key: rows of ``stg`` (the fast path) that have it}, for the keys the fields are read from."""
+    col = _columns(columns)
+    counts = ", ".join(f"count({n})" for n in FIELDS)
+    row = con.execute(f"SELECT {counts} FROM stg").fetchone() or (0,) * len(FIELDS)
+    out: dict[str, int] = {}
+    for n, c in zip(FIELDS, row, strict=True):
+        out[col[n]] = max(out.get(col[n], 0), int(c))
+    return out
+
+
 def stage_jsonl_fast(
-    con: duckdb.DuckDBPyConnection, path: str, lines: Callable[[], int], columns: Mapping[str, str] | None
+    con: duckdb.DuckDBPyConnection,
+    path: str,
+    lines: Callable[[], int],
+    columns: Mapping[str, str] | None,
+    longest_line: int = 0,
 ) -> bool:
     """DuckDB's typed fast path: `read_json` straight into ``stg``, one JSON value per field. A line DuckDB
     cannot read stages as a row of nulls (``ignore_errors``: an error would abort the transaction), which the
     checks flag. False (nothing staged) when the records and the file's lines (``lines()``, counted
-    meanwhile) are not one to one: blank lines would shift the numbers. Raises StageError when DuckDB cannot
+    first) are not one to one: blank lines would shift the numbers; ``longest_line`` bounds the longest
+    line (read_json's buffer). Raises StageError when DuckDB cannot
     read the file at all."""
     col = _columns(columns)
-    keys = list(dict.fromkeys(col.values()))
-    spec = "{" + ", ".join(f"{_lit(k)}: 'JSON'" for k in keys) + "}"
+    spec = "{" + ", ".join(f"{_lit(k)}: 'JSON'" for k in field_keys(columns)) + "}"
     fields = ", ".join(f"{_ident(col[n])} AS {n}" for n in FIELDS)
     con.execute("SET preserve_insertion_order = true")  # the record order gives the line numbers
     try:
@@ -205,10 +234,13 @@ def stage_jsonl_fast(
             SELECT (row_number() OVER ())::BIGINT AS line, NULL::VARCHAR AS pre_error, NULL::VARCHAR[] AS bad_utf8,
                 'OBJECT' AS jt, {fields}
             FROM read_json(?, format = 'newline_delimited', records = true, columns = {spec},
-                           ignore_errors = true)
+                           ignore_errors = true, maximum_object_size = ?)
             """,
-            [path],
+            # DuckDB's default (16 MB) unless a line is longer: a bigger buffer costs memory in every thread
+            [path, max(longest_line, 16 << 20)],
         )
+    except (duckdb.OutOfMemoryException, duckdb.IOException):
+        raise  # memory or a full disk (spill files), not the file: the caller says which
     except duckdb.Error as exc:
         raise StageError(str(exc).split("\n")[0]) from None
     if lines() != staged_count(con):
@@ -237,6 +269,8 @@ def stage_csv(
             f"max_line_size = {1 << 28}, columns = {spec})",
             [path],
         )
+    except (duckdb.OutOfMemoryException, duckdb.IOException):
+        raise  # memory or a full disk (spill files), not the file: the caller says which
     except duckdb.Error as exc:
         raise _csv_error(exc) from None
     have = set(header)
@@ -293,7 +327,19 @@ def csv_header(path: str) -> list[str]:
     row = next(csv.reader(io.StringIO(text)), [])
     if not row:
         raise StageError("no header row", 1)
+    if len(row) == 1:
+        # one column: most likely another delimiter, whose quoted cells read as an unterminated quote later
+        found = max(((text.count(d), name) for d, name in _OTHER_DELIMITERS), default=(0, ""))
+        if found[0]:
+            raise StageError(
+                f"the header has no comma but {found[0]} {found[1]}: the delimiter looks wrong; mcqaudit reads "
+                "comma-separated CSV (save the file with commas, or as JSONL)",
+                1,
+            )
     return row
+
+
+_OTHER_DELIMITERS = ((";", "semicolons"), ("\t", "tabs"), ("|", "pipes"))
 
 
 CSV_CHUNK = 32 << 20
@@ -318,6 +364,15 @@ def stage_parquet(
                 # BINARY: its text when it is UTF-8 (never the escaped bytes); otherwise refused by name
                 parts.append(f"to_json(coalesce(try(decode({c})), ''))::JSON AS {n}")
                 binary.append(f"CASE WHEN {c} IS NOT NULL AND try(decode({c})) IS NULL THEN {_lit(n)} END")
+            elif types[col[n]] == "BLOB[]":
+                # list<binary> (options): each element as for BINARY, and refused when one is not UTF-8
+                parts.append(
+                    f"to_json(list_transform({c}, lambda b: coalesce(try(decode(b)), '')))::JSON AS {n}"
+                )
+                binary.append(
+                    f"CASE WHEN list_bool_or(list_transform({c}, lambda b: b IS NOT NULL AND try(decode(b)) IS NULL)) "
+                    f"THEN {_lit(n)} END"
+                )
             else:
                 parts.append(f"to_json({c})::JSON AS {n}")
         bad_utf8 = (
@@ -330,6 +385,8 @@ def stage_parquet(
             f"{bad_utf8} AS bad_utf8, 'OBJECT' AS jt, {', '.join(parts)} FROM read_parquet(?, file_row_number = true)",
             [path],
         )
+    except (duckdb.OutOfMemoryException, duckdb.IOException):
+        raise  # memory or a full disk (spill files), not the file: the caller says which
     except duckdb.Error as exc:
         raise StageError(str(exc).split("\n")[0]) from None
     return header
@@ -437,6 +494,29 @@ _ARR_N = f"{_ARR} AND n_opt IS NOT NULL"
 _N_OK = f"{_ARR_N} AND n_opt BETWEEN 2 AND {_MAX}"
 
 
+# characters that show as nothing: soft hyphen, zero-width and joiners, bidi marks and overrides, word joiner
+# and invisible operators, bidi isolates, BOM (RE2 syntax, so the SQL stays ASCII)
+_INVISIBLE = r"[\x{00ad}\x{200b}-\x{200f}\x{202a}-\x{202e}\x{2060}-\x{2064}\x{2066}-\x{2069}\x{feff}]"
+
+
+def _as_read(v: str) -> str:
+    """SQL: a text as a reader tells it apart: invisible characters dropped, runs of whitespace one space,
+    no outer spaces, NFC, lower case (options that are equal so are refused: they look identical)."""
+    return (
+        f"lower(nfc_normalize(trim(regexp_replace(regexp_replace({v}, '{_INVISIBLE}', '', 'g'), "
+        "'\\s+', ' ', 'g'))))"
+    )
+
+
+# a cheap guard before _as_read on every option (the flag pass reads every row): ASCII options without runs
+# of whitespace are told apart by lower(trim(v)) alone
+_MAY_LOOK_ALIKE = (
+    "strlen(array_to_string(opts, '')) <> length(array_to_string(opts, '')) "
+    "OR regexp_matches(array_to_string(opts, chr(31)), '\\s\\s|[\\t\\n\\r\\f\\v]') "
+    "OR len(list_distinct(list_transform(opts, lambda v: lower(trim(v))))) < n_opt"
+)
+
+
 def checks(default_arm: str | None) -> list[Check]:
     """Every problem visible within one row, in the order they are listed for a line."""
     out = [
@@ -464,6 +544,26 @@ def checks(default_arm: str | None) -> list[Check]:
     out += [
         Check("item_id", f"{_OK} AND t_item_id = 'VARCHAR' AND trim(s_item_id) = ''", "'must not be empty'"),
         Check("arm", f"{_OK} AND t_arm = 'VARCHAR' AND trim(s_arm) = ''", "'must not be empty'"),
+        # an arm name is compared by its characters but read by its look: `base` and `base\u200b` would be
+        # two arms that nobody can tell apart
+        Check(
+            "arm",
+            f"{_OK} AND t_arm = 'VARCHAR' AND strlen(s_arm) <> length(s_arm) AND regexp_matches(s_arm, '{_INVISIBLE}')",
+            f"'has an invisible character (' || printf('U+%04X', unicode(regexp_extract(s_arm, '{_INVISIBLE}'))) "
+            "|| '): it would look like another arm''s name'",
+        ),
+        Check(
+            "arm",
+            f"{_OK} AND t_arm = 'VARCHAR' AND trim(s_arm) <> '' AND "
+            "regexp_matches(left(s_arm, 1) || right(s_arm, 1), '\\s')",
+            "'has spaces at its start or end: it would look like another arm''s name'",
+        ),
+        Check(
+            "arm",
+            f"{_OK} AND t_arm = 'VARCHAR' AND strlen(s_arm) <> length(s_arm) AND nfc_normalize(s_arm) <> s_arm",
+            "'is not in Unicode NFC form (' || to_json(nfc_normalize(s_arm))::VARCHAR || ' composed): it would look "
+            "like another arm''s name'",
+        ),
         # an options object {"A": text, "B": text, ...} (keys the displayed letters in order) is its values
         Check(
             "options",
@@ -486,7 +586,19 @@ def checks(default_arm: str | None) -> list[Check]:
         ),
         Check(
             "options",
-            f"{_ARR_N} AND list_bool_or(list_transform(opts, lambda v: trim(v) = ''))",
+            f"{_ARR_N} AND len(list_distinct(opts)) = n_opt AND ({_MAY_LOOK_ALIKE}) AND "
+            f"len(list_distinct(list_transform(opts, lambda v: {_as_read('v')}))) < n_opt",
+            f"(SELECT 'options ' || chr((64 + list_position(r, r[j]))::INTEGER) || ' and ' || chr((64 + j)::INTEGER) || ' look the "
+            "same to a reader (' || to_json(opts[list_position(r, r[j])])::VARCHAR || ' and ' || "
+            "to_json(opts[j])::VARCHAR || '): they differ only in case, spaces, invisible characters or "
+            "Unicode form' FROM (SELECT r, list_filter(range(1, len(r) + 1), lambda i: list_position(r, r[i]) < i)[1] AS j "
+            f"FROM (SELECT list_transform(opts, lambda v: {_as_read('v')}) AS r)))",
+        ),
+        Check(
+            "options",
+            # (a non-UTF-8 option of a Parquet list<binary> is staged empty: its own reason says why)
+            f"{_ARR_N} AND list_bool_or(list_transform(opts, lambda v: trim(v) = '')) "
+            "AND NOT coalesce(list_contains(bad_utf8, 'options'), false)",
             "'an option text is empty'",
         ),
         Check(
@@ -527,6 +639,14 @@ def checks(default_arm: str | None) -> list[Check]:
             "AND NOT list_bool_and(list_transform(json_keys(option_logprobs), "
             "lambda k: json_type(json_extract(option_logprobs, '$.' || k)) IN ('BIGINT', 'UBIGINT', 'DOUBLE')))",
             "'values must be numbers (log-probabilities)'",
+        ),
+        Check(
+            "option_logprobs",
+            f"{_N_OK} AND t_option_logprobs = 'OBJECT' AND "
+            "list_bool_or(list_transform(json_keys(option_logprobs), lambda k: "
+            "NOT isfinite(TRY_CAST(json_extract(option_logprobs, '$.' || k) AS DOUBLE))))",
+            "'values must be finite numbers: NaN and Infinity are not JSON numbers (for a probability of 0, "
+            "leave the letter out)'",
         ),
         Check(
             "orientation",
@@ -711,20 +831,37 @@ def load(
     return res
 
 
+def _canonical_from_label(options: str, label: str) -> str:
+    """SQL: the canonical order a row's orientation label gives its displayed options (canonical letter k is
+    the option shown where the label has that letter)."""
+    return (
+        f"list_transform(range(1, len({options}) + 1), "
+        f"lambda k: {options}[instr({label}, chr((64 + k)::INTEGER))])"
+    )
+
+
 def _resolve(con: duckdb.DuckDBPyConnection, replace: bool) -> int:
     """``final``: the rows of ``parsed`` with their item's canonical order, orientation, row id and gold
     option; the problems between rows go to ``errs``. Returns the count of identical duplicates."""
-    # canonical orders: the study's items, else the first good row of this file
+    # canonical orders (docs/design.md §3): the study's items, else a row's own orientation label (the first
+    # labelled row of the item: a row labelled BCDA showing [x, y, z, w] says the canonical order is
+    # [w, x, y, z]), else the item's first row. So rows written in arrival order need no items file.
     con.execute(
-        """
+        f"""
         CREATE OR REPLACE TEMP TABLE canon AS
         SELECT *, list_sort(canon) AS canon_sorted FROM (
-            SELECT item_id, options AS canon, gold_index, origin, NULL::BIGINT AS first_line, false AS is_new
+            SELECT item_id, options AS canon, gold_index, origin, NULL::BIGINT AS first_line,
+                NULL::VARCHAR AS ref_label, false AS is_new
             FROM items
             UNION ALL
-            SELECT f.item_id, p.options, NULL, 'first-row', f.first_line, true
-            FROM (SELECT item_id, min(line) AS first_line FROM parsed
-                  WHERE item_id NOT IN (SELECT item_id FROM items) GROUP BY item_id) f
+            SELECT f.item_id,
+                CASE WHEN p.given_orientation IS NULL THEN p.options
+                     ELSE {_canonical_from_label("p.options", "p.given_orientation")} END,
+                NULL, CASE WHEN p.given_orientation IS NULL THEN 'first-row' ELSE 'row-label' END,
+                f.first_line, p.given_orientation, true
+            FROM (SELECT item_id,
+                         coalesce(min(line) FILTER (WHERE given_orientation IS NOT NULL), min(line)) AS first_line
+                  FROM parsed WHERE item_id NOT IN (SELECT item_id FROM items) GROUP BY item_id) f
             JOIN parsed p ON p.line = f.first_line
         )
         """
@@ -735,7 +872,7 @@ def _resolve(con: duckdb.DuckDBPyConnection, replace: bool) -> int:
         SELECT *,
             'r' || left(md5(arm || chr(31) || item_id || chr(31) || coalesce(derived, '') || chr(31) || sample::VARCHAR), 20) AS row_id
         FROM (
-            SELECT p.* EXCLUDE (bad), c.canon, c.origin, c.first_line,
+            SELECT p.* EXCLUDE (bad), c.canon, c.origin, c.first_line, c.ref_label,
                 list_sort(p.options) = c.canon_sorted AS same_set,
                 CASE WHEN list_sort(p.options) = c.canon_sorted
                      THEN array_to_string(list_transform(p.options, lambda o: chr(64 + list_position(c.canon, o))), '')
@@ -760,13 +897,20 @@ def _resolve(con: duckdb.DuckDBPyConnection, replace: bool) -> int:
         INSERT INTO errs
         SELECT line, 'options',
             'the option set differs from item ' || item_id || '''s ' ||
-            CASE WHEN origin = 'first-row' AND first_line IS NOT NULL THEN '(first seen at line ' || first_line || ')'
+            CASE WHEN origin IN ('first-row', 'row-label') AND first_line IS NOT NULL THEN '(first seen at line ' || first_line || ')'
                  ELSE '(' || CASE origin WHEN 'items' THEN 'items file' ELSE 'already in the study' END || ')' END ||
             ': ' || to_json(canon)::VARCHAR
         FROM final WHERE NOT same_set
         UNION ALL
         SELECT line, 'orientation',
-            '''' || given_orientation || ''' contradicts the option order, which is ''' || derived || ''''
+            CASE WHEN origin = 'row-label' AND first_line IS NOT NULL
+                 THEN '''' || given_orientation || ''' contradicts the orientation ''' || ref_label ||
+                      ''' of line ' || first_line || ' (same item): by that label this option order is ''' ||
+                      derived || ''''
+                 ELSE '''' || given_orientation || ''' contradicts the option order, which is ''' || derived ||
+                      ''' by item ' || item_id || '''s canonical order (' ||
+                      CASE origin WHEN 'items' THEN 'from the items file' ELSE 'already in the study' END || ')'
+            END
         FROM final WHERE same_set AND given_orientation IS NOT NULL AND given_orientation <> derived
         UNION ALL
         SELECT g.line, 'gold',
@@ -855,12 +999,13 @@ def _write(
             con.execute("DELETE FROM gen_rows WHERE row_id IN (SELECT row_id FROM _known)")
         con.execute("DROP TABLE _known")
 
-    # new items keep the canonical order of their first row (or the items file's, inserted earlier)
+    # new items keep the canonical order resolved above (a row label, else the first row; an items file's
+    # items were inserted earlier)
     res.new_items = _count(
         con,
         """
         INSERT INTO items
-        SELECT c.item_id, f.question, c.canon, list_position(c.canon, f.gold_option) - 1, NULL, 'first-row'
+        SELECT c.item_id, f.question, c.canon, list_position(c.canon, f.gold_option) - 1, NULL, c.origin
         FROM canon c
         JOIN (SELECT item_id, min(line) AS line FROM final GROUP BY item_id) m USING (item_id)
         JOIN final f ON f.line = m.line
