@@ -1319,9 +1319,15 @@ def reviews_import(
         )
         if n
     ]
+    queues = [
+        f"{n} spot-check queue{'s' if n != 1 else ''} {word}"
+        for n, word in ((res.queues_added, "recreated"), (res.queues_present, "already in the study"))
+        if n
+    ]
     console.print(
         f"{file}: {res.added} reviews imported; {res.already_present} already in the study"
-        + (f" (imported: {', '.join(kinds)})" if kinds else ""),
+        + (f" (imported: {', '.join(kinds)})" if kinds else "")
+        + (f"; {', '.join(queues)}" if queues else ""),
         markup=False,
         highlight=False,
     )
