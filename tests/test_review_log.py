@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from mcqaudit.api import build_report
-from mcqaudit.store import Study
+from mcqaudit.store import Study, StudyError
 from mcqaudit.store import reviews as rv
 from tests.conftest import run_cli
 
@@ -240,6 +240,9 @@ def test_import_on_a_full_disk_is_one_line_and_writes_nothing(full_disk: Path, t
     before = study.read_bytes()
     filler = fill(full_disk)
     proc = run_cli("reviews", "import", str(log), "--db", str(study))
+    # a review saved from the dashboard meets the same disk: the page shows this line ("Not saved …")
+    with pytest.raises(StudyError, match="no space left on the device; nothing was saved"):
+        rv.add_review(Study(study), rows[0], reviewer="ann", verdict="OTHER", note=long_note)
     filler.unlink()
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr

@@ -120,6 +120,8 @@ def current_verdict(page: Any) -> str:
 def test_a_whole_spot_check_session(review_db: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
+    # a first page can take 10 s on a loaded 2-core machine: every expectation waits up to 30 s for its condition
+    expect.set_options(timeout=30_000)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     made: list[tuple[str, str, str]] = []  # (row on screen, action, verdict) in the order entered
     dialogs: list[str] = []

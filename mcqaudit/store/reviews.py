@@ -233,7 +233,7 @@ def add_review(
     who = _reviewer(reviewer)
     if action not in (CONFIRM, OVERRIDE):
         raise ReviewError(f"action must be confirm or override, not {action!r}")
-    with study.write() as con:
+    with _writing(study, "nothing was saved") as con:
         st = _row_state(con, row_id)
         if action == OVERRIDE:
             verdict, _ = check_verdict(verdict, picked_letter, st.gold_letter, st.n_options)
@@ -275,7 +275,7 @@ def retract_review(
 ) -> int:
     """Withdraw an earlier confirm/override (appends a ``retract`` review); returns the new review_id."""
     who = _reviewer(reviewer)
-    with study.write() as con:
+    with _writing(study, "nothing was saved") as con:
         rec = con.execute(
             "SELECT row_id, action FROM reviews WHERE review_id = ?", [int(review_id)]
         ).fetchone()
