@@ -252,3 +252,28 @@ def test_import_on_a_full_disk_is_one_line_and_writes_nothing(full_disk: Path, t
     # with room again, the same import works
     assert run_cli("reviews", "import", str(log), "--db", str(study)).returncode == 0
     assert Study(study).query("SELECT count(*) FROM reviews")[0][0] == len(rows)
+
+
+def test_rows_csv_neutralises_formulas_and_parquet_stays_exact(ui_db: Path, tmp_path: Path) -> None:
+    """The Export page's rows CSV: a generation (or any text cell) that starts like a formula is written behind
+    a quote; the Parquet export keeps it exact."""
+    import pandas as pd
+
+    from mcqaudit.store.rows import export_rows
+
+    s = Study(ui_db)
+    rids = [r[0] for r in s.query("SELECT row_id FROM gen_rows ORDER BY row_id LIMIT 4")]
+    texts = ["=cmd|' /C calc'!A0", "@SUM(1)", "-2 is my answer", "'=quoted"]
+    with s.write() as con:  # a generation a model could write (set directly: the fixture has none such)
+        for rid, text in zip(rids, texts, strict=True):
+            con.execute("UPDATE gen_rows SET generation = ? WHERE row_id = ?", [text, rid])
+    export_rows(s, str(tmp_path / "rows.csv"), "csv")
+    export_rows(s, str(tmp_path / "rows.parquet"), "parquet")
+    by_csv = pd.read_csv(tmp_path / "rows.csv", keep_default_na=False).set_index("row_id")["generation"]
+    by_pq = pd.read_parquet(tmp_path / "rows.parquet").set_index("row_id")["generation"]
+    assert [by_csv[r] for r in rids] == ["'=cmd|' /C calc'!A0", "'@SUM(1)", "'-2 is my answer", "''=quoted"]
+    assert [by_pq[r] for r in rids] == texts
+    cells = [c for rec in csv.reader((tmp_path / "rows.csv").open(encoding="utf-8")) for c in rec]
+    assert not [
+        c for c in cells if c[:1] in ("=", "+", "@", "\t", "\r") or (c[:1] == "-" and not c[1:].isdigit())
+    ]

@@ -642,7 +642,8 @@ def queue_log(study: Study) -> pd.DataFrame:
 # tab or a carriage return. The CSV export prefixes such a cell with a single quote, which spreadsheets show
 # as text; so that the import can undo exactly that, a cell that starts with quotes followed by one of those
 # characters gets one more quote too (the import removes one quote from every cell of that shape).
-_FORMULA = re.compile(r"'*[=+\-@\t\r]")
+FORMULA_CELL = r"^'*[=+\-@\t\r]"  # Python's re and DuckDB's RE2 read it alike (store/rows.py export_rows)
+_FORMULA = re.compile(FORMULA_CELL)
 
 
 def neutralise_cell(text: str) -> str:
