@@ -10,7 +10,11 @@ at once without a window over every review on each read.
 Each write is one short transaction through :meth:`Study.write` (bounded retry on DuckDB's cross-process
 lock), which is what lets two review sessions and a ``grade`` run share a file.
 
-A review log (CSV or JSONL, columns :data:`LOG_COLUMNS`) carries reviews between copies of a study.
+A review log (CSV or JSONL, columns :data:`LOG_COLUMNS`) carries reviews between copies of a study, and
+after them its spot-check queues (lines with action ``queue``, columns :data:`QUEUE_COLUMNS`), which the import
+recreates, so judge agreement in the copy rests on the same uniform spot check. The CSV neutralises cells a
+spreadsheet would run as formulas (:func:`neutralise_cell`); the import restores them (:func:`restore_cell`).
+Saves and imported labels become a confirm or an override by one rule (:mod:`mcqaudit.review.rules`).
 Importing is idempotent: a review is identified by (row_id, action, reviewer, created_at), so importing the
 same log twice adds nothing. A log naming a row the study lacks, or carrying an illegal value, is refused
 whole with each problem named by line.
