@@ -1360,7 +1360,11 @@ def reviews_export(
 ) -> None:
     """Every review of the study, retractions included, oldest first, as CSV: row_id (and arm, item_id,
     orientation, sample), action, verdict, picked_letter, note, reviewer, created_at (UTC), prior_verdict,
-    prior_source, fingerprint, retracts, queue_id, origin.
+    prior_source, fingerprint, retracts, queue_id, origin. Then the spot-check queues, one line per row
+    (action `queue`, columns queue_name, queue_strategy, queue_seed, queue_size, queue_per_arm, queue_arms,
+    queue_position), so that `reviews import` recreates them in another copy of the study. A cell that
+    starts with = + - @, a tab or a carriage return is written behind a single quote, so that no spreadsheet
+    runs it as a formula; `reviews import` removes that quote again.
 
     With --inspect LOG --out NEW_LOG: the reviews of the rows that came from LOG, as score edits in a copy
     of it (CORRECT -> C; INCORRECT and OTHER -> I, OTHER with no answer and the explanation "OTHER: ...")."""
@@ -1432,8 +1436,9 @@ def reviews_import(
     """Bring reviews into the study: a collaborator's review log, or labels your team already has.
 
     A record with an `action` (confirm, override, retract) is a review-log record and keeps its time and
-    provenance. A record without one is a label: it is recorded as a confirm when its verdict equals the
-    row's current final verdict, else as an override, with the row's current verdict as the prior;
+    provenance; `queue` lines recreate the spot-check queues the study lacks. A record without one is a
+    label: it is recorded as a confirm when it keeps the row's current final verdict (and its picked letter,
+    when it names one), else as an override, with the row's current verdict as the prior;
     `reviewed_at` (ISO-8601) is its time, else the time of the import. Rows are named by row_id or by
     arm, item_id, orientation and sample.
 
@@ -1465,9 +1470,15 @@ def reviews_import(
         )
         if n
     ]
+    queues = [
+        f"{n} spot-check queue{'s' if n != 1 else ''} {word}"
+        for n, word in ((res.queues_added, "recreated"), (res.queues_present, "already in the study"))
+        if n
+    ]
     console.print(
         f"{file}: {res.added} reviews imported; {res.already_present} already in the study"
-        + (f" (imported: {', '.join(kinds)})" if kinds else ""),
+        + (f" (imported: {', '.join(kinds)})" if kinds else "")
+        + (f"; {', '.join(queues)}" if queues else ""),
         markup=False,
         highlight=False,
     )

@@ -67,12 +67,13 @@ def blur(page: Any) -> None:
 
 def _dropped(page: Any) -> bool:
     log = page.evaluate("window.__mcqauditKeyLog || []")
-    return bool(log) and ("dropped: stale" in log[-1] or "dropped: the row changed" in log[-1])
+    return bool(log) and "refused: the row changed" in log[-1]
 
 
 def press_saving(page: Any, key: str, db: Path, reviews_before: int) -> None:
-    """A key that saves (c, s): pressed on a settled page, it must add a review. A key dropped because the
-    panel was re-rendering (by design, see press_verdict) is pressed again; any other outcome fails."""
+    """A key that saves (c, s): pressed on a settled page, it must add a review. A key refused because the
+    row changed before it could be applied (by design, see press_verdict) is pressed again; any other outcome
+    fails."""
     for _ in range(3):
         settle(page)
         blur(page)
@@ -89,9 +90,10 @@ def press_saving(page: Any, key: str, db: Path, reviews_before: int) -> None:
 
 
 def press_verdict(page: Any, verdict: str) -> None:
-    """Keys 1 / 2 / 3 choose the verdict. A key pressed while the panel re-renders is dropped by design (it
-    must not act on a row not yet on screen), as the page's key log says; then, as a person would, wait for
-    the page to settle and press again. Any other outcome fails with the key log."""
+    """Keys 1 / 2 / 3 choose the verdict. A key pressed while the panel re-renders waits for the rerun and is
+    applied to the same row, or refused on screen when another row came (it must not act on a row not yet
+    seen), as the page's key log says; then, as a person would, press again. Any other outcome fails with
+    the key log (tests/test_review_keys.py presses keys without waiting)."""
     key = str(1 + ["CORRECT", "INCORRECT", "OTHER"].index(verdict))
     for _ in range(3):
         settle(page)
@@ -118,6 +120,8 @@ def current_verdict(page: Any) -> str:
 def test_a_whole_spot_check_session(review_db: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
+    # a first page can take 10 s on a loaded 2-core machine: every expectation waits up to 30 s for its condition
+    expect.set_options(timeout=30_000)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     made: list[tuple[str, str, str]] = []  # (row on screen, action, verdict) in the order entered
     dialogs: list[str] = []

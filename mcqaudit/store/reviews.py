@@ -10,7 +10,11 @@ at once without a window over every review on each read.
 Each write is one short transaction through :meth:`Study.write` (bounded retry on DuckDB's cross-process
 lock), which is what lets two review sessions and a ``grade`` run share a file.
 
-A review log (CSV or JSONL, columns :data:`LOG_COLUMNS`) carries reviews between copies of a study.
+A review log (CSV or JSONL, columns :data:`LOG_COLUMNS`) carries reviews between copies of a study, and
+after them its spot-check queues (lines with action ``queue``, columns :data:`QUEUE_COLUMNS`), which the import
+recreates, so judge agreement in the copy rests on the same uniform spot check. The CSV neutralises cells a
+spreadsheet would run as formulas (:func:`neutralise_cell`); the import restores them (:func:`restore_cell`).
+Saves and imported labels become a confirm or an override by one rule (:mod:`mcqaudit.review.rules`).
 Importing is idempotent: a review is identified by (row_id, action, reviewer, created_at), so importing the
 same log twice adds nothing. A log naming a row the study lacks, or carrying an illegal value, is refused
 whole with each problem named by line.
@@ -18,10 +22,12 @@ whole with each problem named by line.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,11 +36,12 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from mcqaudit.store.db import Study, utcnow
+from mcqaudit.review.rules import CONFIRM, OVERRIDE, decision_action
+from mcqaudit.store.db import Study, StudyError, utcnow
 from mcqaudit.store.schema import ROWS_IN_LIST, refresh_effective_reviews
 from mcqaudit.vocab import CORRECT, INCORRECT, LETTERS, VERDICTS, verdict_of
 
-CONFIRM, OVERRIDE, RETRACT = "confirm", "override", "retract"
+RETRACT = "retract"
 ACTIONS = (CONFIRM, OVERRIDE, RETRACT)
 UNIFORM, STRATIFIED = "uniform", "stratified"
 STRATEGIES = (UNIFORM, STRATIFIED)
@@ -59,6 +66,19 @@ LOG_COLUMNS = [
     "queue_id",
     "origin",
 ]
+
+
+QUEUE = "queue"  # the action of a review log's queue-membership lines (not a review)
+QUEUE_COLUMNS = [
+    "queue_name",
+    "queue_strategy",
+    "queue_seed",
+    "queue_size",
+    "queue_per_arm",
+    "queue_arms",
+    "queue_position",
+]
+EXPORT_COLUMNS = LOG_COLUMNS + QUEUE_COLUMNS  # what `reviews export` writes
 
 
 class ReviewError(ValueError):
@@ -120,6 +140,30 @@ def check_verdict(
     if verdict == CORRECT:
         letter = gold
     return verdict, letter
+
+
+@contextlib.contextmanager
+def _writing(study: Study, outcome: str) -> Iterator[duckdb.DuckDBPyConnection]:
+    """:meth:`Study.write`, with a full disk (or another failure to write the file) as one
+    :class:`StudyError` line that ends with ``outcome``: the transaction did not commit, so nothing of it is
+    in the study. DuckDB meets a full disk at COMMIT, writing the WAL (``TransactionException: Failed to
+    commit``), or while a large statement spills (``IOException``)."""
+    try:
+        with study.write() as con:
+            yield con
+    except (duckdb.IOException, duckdb.OutOfMemoryException, duckdb.TransactionException) as exc:
+        text = str(exc)
+        if isinstance(exc, duckdb.TransactionException) and "Failed to commit" not in text:
+            raise
+        if "No space left" in text or "disk is full" in text.lower():
+            reason = "no space left on the device"
+        else:
+            reason = (
+                text.splitlines()[0].removeprefix("TransactionContext Error: ")
+                if text
+                else type(exc).__name__
+            )
+        raise StudyError(f"{study.path}: cannot be written: {reason}; {outcome}") from None
 
 
 def _reviewer(name: str | None) -> str:
@@ -186,13 +230,19 @@ def add_review(
     """Append a confirm or override of one row's current verdict; returns the new review_id.
 
     ``confirm`` keeps the current final verdict (and its picked letter); ``override`` sets ``verdict``
-    (CORRECT / INCORRECT / OTHER) with an optional picked letter.
+    (CORRECT / INCORRECT / OTHER) with an optional picked letter. An override that keeps the row's verdict
+    and letter (:func:`mcqaudit.review.rules.decision_action`, read against the row as this write finds it)
+    is recorded as the confirm it is.
     """
     who = _reviewer(reviewer)
     if action not in (CONFIRM, OVERRIDE):
         raise ReviewError(f"action must be confirm or override, not {action!r}")
-    with study.write() as con:
+    with _writing(study, "nothing was saved") as con:
         st = _row_state(con, row_id)
+        if action == OVERRIDE:
+            verdict, _ = check_verdict(verdict, picked_letter, st.gold_letter, st.n_options)
+            picked_letter = (picked_letter or "").strip().upper() or None
+            action = decision_action(verdict, picked_letter, st.final_verdict, st.picked_letter)
         if action == CONFIRM:
             if st.final_verdict is None:
                 raise ReviewError(
@@ -229,7 +279,7 @@ def retract_review(
 ) -> int:
     """Withdraw an earlier confirm/override (appends a ``retract`` review); returns the new review_id."""
     who = _reviewer(reviewer)
-    with study.write() as con:
+    with _writing(study, "nothing was saved") as con:
         rec = con.execute(
             "SELECT row_id, action FROM reviews WHERE review_id = ?", [int(review_id)]
         ).fetchone()
@@ -572,19 +622,60 @@ def _iso(v: Any) -> str:
     return str(v)
 
 
+def queue_log(study: Study) -> pd.DataFrame:
+    """One line per row of every spot-check queue that is not deleted, in queue order, as the review log
+    carries them (action :data:`QUEUE`; columns :data:`EXPORT_COLUMNS`): the row (row_id, arm, item_id,
+    orientation, sample), the queue's id in this study, who drew it and when (reviewer, created_at), and its
+    definition (queue_name, queue_strategy, queue_seed, queue_size, queue_per_arm, queue_arms as a JSON
+    array, queue_position)."""
+    return study.query_df(
+        """SELECT NULL::BIGINT AS review_id, r.row_id, g.arm, g.item_id, g.orientation, g.sample,
+                  'queue' AS action, NULL AS verdict, NULL AS picked_letter, NULL AS note,
+                  s.created_by AS reviewer, s.created_at, NULL AS prior_verdict, NULL AS prior_source,
+                  NULL AS fingerprint, NULL::BIGINT AS retracts, s.queue_id, NULL AS origin,
+                  s.name AS queue_name, s.strategy AS queue_strategy, s.seed AS queue_seed,
+                  s.size AS queue_size, CASE WHEN s.per_arm THEN 'true' ELSE 'false' END AS queue_per_arm,
+                  to_json(s.arms)::VARCHAR AS queue_arms, r.position AS queue_position
+           FROM spot_checks s JOIN spot_check_rows r USING (queue_id) LEFT JOIN gen_rows g USING (row_id)
+           WHERE s.deleted_at IS NULL
+           ORDER BY s.queue_id, r.position"""
+    )
+
+
+# A cell that a spreadsheet would run as a formula (OWASP "CSV injection"): one that starts with = + - @, a
+# tab or a carriage return. The CSV export prefixes such a cell with a single quote, which spreadsheets show
+# as text; so that the import can undo exactly that, a cell that starts with quotes followed by one of those
+# characters gets one more quote too (the import removes one quote from every cell of that shape).
+FORMULA_CELL = r"^'*[=+\-@\t\r]"  # Python's re and DuckDB's RE2 read it alike (store/rows.py export_rows)
+_FORMULA = re.compile(FORMULA_CELL)
+
+
+def neutralise_cell(text: str) -> str:
+    """A CSV cell that no spreadsheet runs as a formula; :func:`restore_cell` undoes it."""
+    return "'" + text if _FORMULA.match(text) else text
+
+
+def restore_cell(text: str) -> str:
+    """The cell :func:`neutralise_cell` was given."""
+    return text[1:] if text.startswith("'") and _FORMULA.match(text) else text
+
+
 def review_log_csv(study: Study) -> str:
-    """The review log as CSV text (UTC ISO-8601 times; empty cell = no value)."""
-    df = review_log(study)
+    """The review log as CSV text (UTC ISO-8601 times; empty cell = no value): every review (columns
+    :data:`LOG_COLUMNS`), then one line per row of each spot-check queue (action ``queue``, with the
+    :data:`QUEUE_COLUMNS`), so that importing it into a copy of the study recreates the queues. Cells that a
+    spreadsheet would run as a formula are neutralised (:func:`neutralise_cell`); the import restores them."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(LOG_COLUMNS)
-    for rec in df.itertuples(index=False):
-        w.writerow(
-            [
-                "" if pd.isna(v) else _iso(v) if c == "created_at" else v
-                for c, v in zip(LOG_COLUMNS, rec, strict=True)
+    w.writerow(EXPORT_COLUMNS)
+    for df, columns in ((review_log(study), LOG_COLUMNS), (queue_log(study), EXPORT_COLUMNS)):
+        for rec in df.itertuples(index=False):
+            cells = [
+                "" if pd.isna(v) else _iso(v) if c == "created_at" else str(v)
+                for c, v in zip(columns, rec, strict=True)
             ]
-        )
+            cells += [""] * (len(EXPORT_COLUMNS) - len(cells))
+            w.writerow([neutralise_cell(v) for v in cells])
     return buf.getvalue()
 
 
@@ -596,6 +687,8 @@ class ImportResult:
     confirms: int = 0  # of the added reviews
     overrides: int = 0
     retractions: int = 0
+    queues_added: int = 0  # spot-check queues the log carried that the study lacked
+    queues_present: int = 0  # ... and that it had already
 
 
 ROW_KEY = ("arm", "item_id", "orientation", "sample")
@@ -624,7 +717,7 @@ def _read_log(path: Path) -> tuple[list[tuple[int, dict[str, str]]], set[str], b
             if not isinstance(obj, dict):
                 raise ReviewImportError([f"{path}:{k}: not a JSON object"])
             cols.update(obj)
-            out.append((k, {str(key): "" if v is None else str(v) for key, v in obj.items()}))
+            out.append((k, {str(key): _text(v) for key, v in obj.items()}))
         return out, cols, False
     try:
         reader = csv.DictReader(io.StringIO(text))
@@ -633,10 +726,22 @@ def _read_log(path: Path) -> tuple[list[tuple[int, dict[str, str]]], set[str], b
         for rec in reader:
             start = last + 1  # a quoted field may span lines: the record starts after the previous one ended
             last = reader.line_num
-            out.append((start, {k: (v or "") for k, v in rec.items() if k is not None}))
+            # undo the export's formula neutralisation (review_log_csv), cell by cell
+            out.append((start, {k: restore_cell(v or "") for k, v in rec.items() if k is not None}))
     except csv.Error as exc:
         raise ReviewImportError([f"{path}:{reader.line_num}: not readable as CSV ({exc})"]) from None
     return out, header, True
+
+
+def _text(v: Any) -> str:
+    """A JSONL value as the text a CSV cell would hold ("" for none; arrays and objects as JSON)."""
+    if v is None:
+        return ""
+    if isinstance(v, list | dict):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
 
 
 def _parse_time(s: str) -> datetime:
@@ -693,6 +798,154 @@ def _rows_for(
     return rows
 
 
+def _named_row(
+    where: str, r: dict[str, str], known: dict[str, _Row], by_key: dict[tuple[str, str, str, int], _Row]
+) -> tuple[_Row | None, list[str]]:
+    """The study's row a record names (by row_id, or by arm, item_id, orientation, sample), or the problems."""
+    errs: list[str] = []
+    row: _Row | None = None
+    rid = r.get("row_id", "").strip()
+    if rid:
+        row = known.get(rid)
+        if row is None:
+            errs.append(f"{where}: row_id: {rid!r} is not a row of this study")
+        else:
+            for col, have in zip(ROW_KEY, row.key, strict=True):
+                given = r.get(col, "").strip()
+                if given and given != str(have):
+                    errs.append(f"{where}: {col}: {given!r}, but row {rid!r} has {col} {have!r}")
+    elif all(r.get(k, "").strip() for k in ROW_KEY):
+        key = _row_key(r)
+        if key is None:
+            errs.append(f"{where}: sample: not an integer: {r['sample'].strip()!r}")
+        else:
+            row = by_key.get(key)
+            if row is None:
+                errs.append(
+                    f"{where}: {', '.join(ROW_KEY)}: no row of this study is arm {key[0]!r}, "
+                    f"item_id {key[1]!r}, orientation {key[2]!r}, sample {key[3]}"
+                )
+    else:
+        lacking = [k for k in ROW_KEY if not r.get(k, "").strip()]
+        errs.append(
+            f"{where}: row_id: missing, and so is {', '.join(lacking)}: name the row by row_id or by "
+            f"{', '.join(ROW_KEY)}"
+        )
+    return row, errs
+
+
+@dataclass
+class _Queue:
+    """A spot-check queue as a review log carries it: its definition and its rows in queue order."""
+
+    name: str
+    strategy: str
+    seed: int
+    size: int
+    per_arm: bool
+    arms: list[str]
+    created_by: str | None
+    created_at: datetime
+    line: int
+    rows: dict[int, str] = field(default_factory=dict)  # position -> row_id
+
+    def definition(self) -> tuple[Any, ...]:
+        return (self.name, self.strategy, self.seed, self.size, self.per_arm, tuple(self.arms))
+
+
+def _parse_queue_lines(
+    p: Path,
+    lines: list[tuple[int, dict[str, str]]],
+    known: dict[str, _Row],
+    by_key: dict[tuple[str, str, str, int], _Row],
+    problems: list[str],
+) -> dict[str, _Queue]:
+    """The queues of a review log's ``queue`` lines, by their id in the study that exported them; each
+    problem is appended to ``problems`` as "FILE:LINE: field: reason"."""
+    queues: dict[str, _Queue] = {}
+    for line, r in lines:
+        where = f"{p}:{line}"
+        row, errs = _named_row(where, r, known, by_key)
+        src = r.get("queue_id", "").strip()
+        if not src:
+            errs.append(f"{where}: queue_id: a queue line names its queue")
+        name = r.get("queue_name", "").strip()
+        if not name:
+            errs.append(f"{where}: queue_name: missing")
+        strategy = r.get("queue_strategy", "").strip()
+        if strategy not in STRATEGIES:
+            errs.append(f"{where}: queue_strategy: must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+        ints: dict[str, int] = {}
+        for col in ("queue_seed", "queue_size", "queue_position"):
+            raw = r.get(col, "").strip()
+            if not raw.lstrip("-").isdigit():
+                errs.append(f"{where}: {col}: not an integer: {raw!r}")
+            else:
+                ints[col] = int(raw)
+        per_arm = r.get("queue_per_arm", "").strip().lower()
+        if per_arm not in ("true", "false"):
+            errs.append(f"{where}: queue_per_arm: must be true or false, not {per_arm!r}")
+        try:
+            arms = json.loads(r.get("queue_arms", "") or "null")
+        except ValueError:
+            arms = None
+        if not (isinstance(arms, list) and all(isinstance(a, str) for a in arms)):
+            errs.append(f"{where}: queue_arms: not a JSON array of arm names")
+        try:
+            created = _parse_time(r.get("created_at", ""))
+        except ValueError:
+            errs.append(f"{where}: created_at: not an ISO-8601 time: {r.get('created_at', '')!r}")
+        if errs:
+            problems += errs
+            continue
+        assert row is not None
+        q = _Queue(name, strategy, ints["queue_seed"], ints["queue_size"], per_arm == "true", arms,
+                   r.get("reviewer", "").strip() or None, created, line)  # fmt: skip
+        have = queues.setdefault(src, q)
+        if have.definition() != q.definition():
+            problems.append(f"{where}: queue_id: queue {src} is defined otherwise on line {have.line}")
+        elif ints["queue_position"] in have.rows:
+            problems.append(
+                f"{where}: queue_position: queue {src} has position {ints['queue_position']} twice"
+            )
+        else:
+            have.rows[ints["queue_position"]] = row.row_id
+    return queues
+
+
+def _recreate_queues(con: duckdb.DuckDBPyConnection, queues: dict[str, _Queue]) -> tuple[dict[str, int], int]:
+    """Give each queue of a log its id in this study: the queue this study already has with the same strategy,
+    seed and rows in the same order (deleted or not, so an import never brings back a queue someone deleted),
+    else a new one with the log's name, seed, size, arms, author and time. Returns (log id -> id here, how
+    many were new)."""
+    have: dict[tuple[Any, ...], int] = {}
+    for qid, strategy, seed, rows in con.execute(
+        """SELECT s.queue_id, s.strategy, s.seed, list(r.row_id ORDER BY r.position)
+           FROM spot_checks s JOIN spot_check_rows r USING (queue_id) GROUP BY ALL ORDER BY s.queue_id"""
+    ).fetchall():
+        have.setdefault((strategy, int(seed), tuple(rows)), int(qid))
+    ids: dict[str, int] = {}
+    added = 0
+    for src, q in queues.items():
+        rows = [q.rows[k] for k in sorted(q.rows)]
+        key = (q.strategy, q.seed, tuple(rows))
+        if key not in have:
+            qid = int(con.execute("SELECT nextval('queue_seq')").fetchone()[0])  # type: ignore[index]
+            con.execute(
+                """INSERT INTO spot_checks (queue_id, name, strategy, seed, size, arms, created_by, created_at,
+                                            per_arm) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                [qid, q.name, q.strategy, q.seed, q.size, q.arms, q.created_by, q.created_at, q.per_arm],
+            )
+            con.execute(
+                "INSERT INTO spot_check_rows SELECT ?, (k - 1)::INTEGER, row_id FROM unnest(?) WITH ORDINALITY AS t(row_id, k)",
+                [qid, rows],
+            )
+            have[key] = qid
+            added += 1
+        ids[src] = have[key]
+    return ids, added
+
+
 def _check_letters(
     where: str, verdict: str | None, letter: str | None, row: _Row
 ) -> tuple[tuple[str, str | None] | None, str | None]:
@@ -744,7 +997,7 @@ def import_review_log(
         raise ReviewImportError(head)
     now = utcnow()
     problems: list[str] = []
-    with study.write() as con:
+    with _writing(study, "nothing was imported") as con:
         ids = sorted({r.get("row_id", "").strip() for _, r in records} - {""})
         keys = [
             key for _, r in records if not r.get("row_id", "").strip() and (key := _row_key(r)) is not None
@@ -768,37 +1021,12 @@ def import_review_log(
 
         parsed: list[dict[str, Any]] = []
         by_source_id: dict[str, tuple[Any, ...]] = {}
+        queue_lines = [(line, r) for line, r in records if r.get("action", "").strip().lower() == QUEUE]
+        records = [(line, r) for line, r in records if r.get("action", "").strip().lower() != QUEUE]
+        queues = _parse_queue_lines(p, queue_lines, known, by_key, problems)
         for line, r in records:
             where = f"{p}:{line}"
-            errs: list[str] = []
-            row: _Row | None = None
-            rid = r.get("row_id", "").strip()
-            if rid:
-                row = known.get(rid)
-                if row is None:
-                    errs.append(f"{where}: row_id: {rid!r} is not a row of this study")
-                else:
-                    for col, have in zip(ROW_KEY, row.key, strict=True):
-                        given = r.get(col, "").strip()
-                        if given and given != str(have):
-                            errs.append(f"{where}: {col}: {given!r}, but row {rid!r} has {col} {have!r}")
-            elif all(r.get(k, "").strip() for k in ROW_KEY):
-                key = _row_key(r)
-                if key is None:
-                    errs.append(f"{where}: sample: not an integer: {r['sample'].strip()!r}")
-                else:
-                    row = by_key.get(key)
-                    if row is None:
-                        errs.append(
-                            f"{where}: {', '.join(ROW_KEY)}: no row of this study is arm {key[0]!r}, "
-                            f"item_id {key[1]!r}, orientation {key[2]!r}, sample {key[3]}"
-                        )
-            else:
-                lacking = [k for k in ROW_KEY if not r.get(k, "").strip()]
-                errs.append(
-                    f"{where}: row_id: missing, and so is {', '.join(lacking)}: name the row by row_id or by "
-                    f"{', '.join(ROW_KEY)}"
-                )
+            row, errs = _named_row(where, r, known, by_key)
             action = r.get("action", "").strip().lower()
             if action and action not in ACTIONS:
                 errs.append(f"{where}: action: must be one of {', '.join(ACTIONS)}, not {action!r}")
@@ -858,7 +1086,7 @@ def import_review_log(
                     "prior_source": r.get("prior_source") or None,
                     "fingerprint": r.get("fingerprint") or None,
                     "retracts_src": retracts or None,
-                    "queue_id": int(queue) if queue.isdigit() else None,
+                    "queue_id": queue or None,
                 }
             )
         for rec in parsed:
@@ -868,7 +1096,12 @@ def import_review_log(
                 )
         if problems:
             raise ReviewImportError(problems)
-        result = ImportResult(lines=len(records))
+        queue_ids, queues_added = _recreate_queues(con, queues)
+        result = ImportResult(
+            lines=len(records) + len(queue_lines),
+            queues_added=queues_added,
+            queues_present=len(queues) - queues_added,
+        )
         touched: set[str] = set()
         retracted: list[int] = []
         seen: dict[tuple[Any, ...], int] = dict(existing)
@@ -889,11 +1122,8 @@ def import_review_log(
             action, verdict, letter = rec["action"], rec["verdict"], rec["picked_letter"]
             prior = (rec["prior_verdict"], rec["prior_source"], rec["fingerprint"])
             if not action:
-                same = verdict == row.final_verdict and (
-                    verdict == CORRECT or rec["given_letter"] in (None, row.picked_letter)
-                )
-                action = CONFIRM if same else OVERRIDE
-                if same and rec["given_letter"] is None:
+                action = decision_action(verdict, rec["given_letter"], row.final_verdict, row.picked_letter)
+                if action == CONFIRM and rec["given_letter"] is None:
                     letter = row.picked_letter if verdict != CORRECT else letter
                 prior = (row.final_verdict, row.verdict_source, row.fingerprint)
             target = None
@@ -916,7 +1146,7 @@ def import_review_log(
                 prior_source=prior[1],
                 fingerprint=prior[2],
                 retracts=target,
-                queue_id=None,  # queue ids are local to the study that drew them
+                queue_id=queue_ids.get(rec["queue_id"]) if rec["queue_id"] else None,  # its id in this study
                 origin=origin,
             )
             seen[key_] = new_id

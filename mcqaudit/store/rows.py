@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from mcqaudit.store.db import Study
+from mcqaudit.store.reviews import FORMULA_CELL
 from mcqaudit.vocab import PARSER_NAIVE, PARSER_STRICT, PARSER_USER, VERDICTS
 
 NO_VERDICT = "no verdict yet"  # filter value, not a verdict: rows the judge has not graded (pending or error)
@@ -206,7 +207,9 @@ def count_rows(study: Study, f: RowFilter) -> int:
 
 # the list's order (see _ordered_from) as one comparable value: ordinal NULLS LAST is (IS NULL, ordinal)
 _QUEUE_ORDER, _QUEUE_KEY = "q.position, g.row_id", "(q.position, g.row_id)"
-_LIST_ORDER = "a.ordinal NULLS LAST, g.arm, g.item_id, length(g.orientation), g.orientation, g.sample, g.row_id"
+_LIST_ORDER = (
+    "a.ordinal NULLS LAST, g.arm, g.item_id, length(g.orientation), g.orientation, g.sample, g.row_id"
+)
 _LIST_KEY = (
     "(a.ordinal IS NULL, coalesce(a.ordinal, 0), g.arm, g.item_id, length(g.orientation), g.orientation, "
     "g.sample, g.row_id)"
@@ -550,16 +553,31 @@ def study_choices(study: Study) -> dict[str, list[str]]:
 
 def export_rows(study: Study, path: str, fmt: str) -> None:
     """Write every row of ``graded_rows`` (final verdicts) to ``path`` as csv or parquet (options as a
-    JSON array in CSV)."""
+    JSON array in CSV). In CSV a text cell that a spreadsheet would run as a formula (it starts with = + -
+    @, a tab or a carriage return; a generation can) is written behind a single quote, as the review log's
+    cells are (:func:`mcqaudit.store.reviews.neutralise_cell`); Parquet keeps every value exact."""
     if fmt not in ("csv", "parquet"):
         raise ValueError(f"format must be csv or parquet, not {fmt!r}")
-    select = (
-        "SELECT * REPLACE (to_json(options)::VARCHAR AS options) FROM graded_rows ORDER BY arm, item_id, orientation, sample"
-        if fmt == "csv"
-        else "SELECT * FROM graded_rows ORDER BY arm, item_id, orientation, sample"
-    )
     # COPY cannot take the target as a parameter; the path is ours (a temp file), quoted defensively
     target = "'" + path.replace("'", "''") + "'"
     options = "(FORMAT csv, HEADER true)" if fmt == "csv" else "(FORMAT parquet)"
+    order = "FROM graded_rows ORDER BY arm, item_id, orientation, sample"
     with study.connect() as con:
+        select = f"SELECT * {order}"
+        if fmt == "csv":
+            # the view's own text columns (names from our schema, never from input)
+            text = [
+                str(c[0])
+                for c in con.execute("DESCRIBE SELECT * FROM graded_rows").fetchall()
+                if c[1] == "VARCHAR"
+            ]
+            neutral = [
+                f'CASE WHEN regexp_matches("{c}", ?) THEN \'\'\'\' || "{c}" ELSE "{c}" END AS "{c}"'
+                for c in text
+            ]
+            select = (
+                f"SELECT * REPLACE ({', '.join([*neutral, 'to_json(options)::VARCHAR AS options'])}) {order}"
+            )
+            con.execute(f"COPY ({select}) TO {target} {options}", [FORMULA_CELL] * len(text))
+            return
         con.execute(f"COPY ({select}) TO {target} {options}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -144,101 +143,3 @@ def highlighted_text(text: str, start: int, end: int, title: str) -> None:
         + esc(text[end:])
     )
     st.html(f'<pre data-testid="mq-generation" style="{_TEXT_STYLE}">{body}</pre>')
-
-
-# Keys → what they press (docs/design.md §8). ``click``: a button inside the element with this key prefix;
-# ``radio``: the n-th option of the radio with this key prefix. Ignored while the focus is in a text field
-# (typing a note never triggers one), with a modifier held, and while the target is still the previous
-# run's (stale) element; handled in the capture phase and stopped there, so Streamlit's own single-key
-# shortcuts never see them.
-REVIEW_KEYS: dict[str, dict[str, Any]] = {
-    "c": {"click": "confirm-"},
-    "s": {"click": "override-"},
-    "1": {"radio": "verdict-", "n": 0},
-    "2": {"radio": "verdict-", "n": 1},
-    "3": {"radio": "verdict-", "n": 2},
-    "j": {"click": "next"},
-    "k": {"click": "prev"},
-}
-
-_KEYS_JS = """
-<script>
-(function () {
-  const win = window.parent && window.parent.document ? window.parent : window;
-  const doc = win.document;
-  win.__mcqauditKeys = %s;
-  if (win.__mcqauditKeysInstalled) return;
-  win.__mcqauditKeysInstalled = true;
-  const TEXT_TYPES = ["text", "search", "number", "email", "password", "url", "tel", "date", "time"];
-  function typing(el) {
-    if (!el) return false;
-    if (el.isContentEditable) return true;
-    const tag = (el.tagName || "").toLowerCase();
-    if (tag === "textarea" || tag === "select") return true;
-    if (tag === "input") return TEXT_TYPES.includes((el.type || "text").toLowerCase()) || el.getAttribute("role") === "combobox";
-    return false;
-  }
-  function keyed(prefix) {
-    // Streamlit marks a keyed element with the class "st-key-" + key; the prefix is ours (confirm-, verdict-)
-    // (no angle brackets in this script: the HTML sanitiser drops a script whose text has a tag-like one)
-    const exact = doc.querySelector(".st-key-" + prefix);
-    if (exact) return exact;
-    const all = doc.querySelectorAll('[class*="st-key-' + prefix + '"]');
-    return all.length ? all[0] : null;
-  }
-  doc.addEventListener("keydown", function (e) {
-    if (e.ctrlKey || e.metaKey || e.altKey || e.repeat) return;
-    if (typing(e.target) || typing(doc.activeElement)) return;
-    const spec = (win.__mcqauditKeys || {})[e.key.toLowerCase()];
-    if (!spec) return;
-    e.preventDefault();
-    e.stopImmediatePropagation();
-    press(spec, 0, shownRow(), e.key);
-  }, true);
-  function note(key, outcome) {
-    // what became of each key, for diagnosis (window.__mcqauditKeyLog in the browser console)
-    const log = (win.__mcqauditKeyLog = win.__mcqauditKeyLog || []);
-    log.push(key + ": " + outcome);
-    if (log.length > 50) log.shift();
-  }
-  function shownRow() {
-    // the id of the row on screen (the panel's "Row `id` · arm …" line)
-    const line = doc.querySelector('[class*="st-key-mq-row-line"] code');
-    return line ? line.innerText : null;
-  }
-  function find(spec) {
-    if (spec.click) {
-      const box = keyed(spec.click);
-      return box ? box.querySelector("button") : null;
-    }
-    const box = keyed(spec.radio);
-    const inputs = box ? box.querySelectorAll('input[type="radio"]') : [];
-    const input = inputs[spec.n];
-    return input ? (input.closest("label") || input) : null;
-  }
-  function press(spec, tries, row, key) {
-    // another row came on screen meanwhile: never act on it unseen
-    if (shownRow() !== row) return note(key, "dropped: the row changed");
-    const target = find(spec);
-    // an element of the previous run (the panel is re-rendering): the row it belongs to is no longer the
-    // one being decided, so the key is dropped rather than applied to a row the reviewer has not seen
-    if (target && target.closest('[data-stale="true"]')) return note(key, "dropped: stale");
-    const off = !target || target.disabled || target.getAttribute("aria-disabled") === "true" ||
-      !!target.querySelector('input[disabled]');
-    if (off) {
-      // widgets are briefly disabled while the page connects: try again for up to a second
-      if (tries < 20) setTimeout(function () { press(spec, tries + 1, row, key); }, 50);
-      else note(key, "dropped: disabled or missing");
-      return;
-    }
-    target.click();
-    note(key, "pressed " + row);
-  }
-})();
-</script>
-"""
-
-
-def keyboard_shortcuts(keys: Mapping[str, Mapping[str, Any]] = REVIEW_KEYS) -> None:
-    """Install the single-key shortcuts once per browser tab (re-running only refreshes the key map)."""
-    st.html(_KEYS_JS % json.dumps(keys), unsafe_allow_javascript=True)

@@ -34,7 +34,7 @@ from mcqaudit.parsers import letter_spans
 from mcqaudit.store import StudyError
 from mcqaudit.store.reviews import CONFIRM, OVERRIDE, STRATEGIES, ReviewError
 from mcqaudit.store.rows import NO_VERDICT, VERDICT_FILTER_VALUES, ConfusionCell, RowFilter
-from mcqaudit.ui import components, data, state, tables
+from mcqaudit.ui import components, data, review_keys, state, tables
 from mcqaudit.vocab import LETTERS, PARSER_STRICT, PARSER_USER, VERDICTS, is_blank, verdict_of
 
 UNGRADED = (
@@ -459,15 +459,16 @@ def _save(
     after_save: str | None,
     reviewer: str,
     list_key: str | None = None,
-    blind_final: str | None = None,
 ) -> None:
     """Button callback: save the review of ``row_id`` — the row whose button was pressed, whatever the
-    session shows by now — then move on (in a queue: its next unreviewed row; else: the next row)."""
+    session shows by now — then move on (in a queue: its next unreviewed row; else: the next row).
+
+    An override is sent as chosen, verdict and letter; whether it is recorded as a confirm (it keeps the
+    row's verdict and letter) is decided by the store with the one rule (:mod:`mcqaudit.review.rules`), in
+    blind mode as in the open."""
     s = st.session_state
     verdict = s.get(f"verdict-{row_id}") if action == OVERRIDE else None
     letter = s.get(f"letter-{row_id}")
-    if action == OVERRIDE and blind_final is not None and verdict == blind_final:
-        action = CONFIRM  # blind mode: a decision that matches the current verdict is a confirmation
     try:
         rid = data.add_review(
             path,
@@ -549,9 +550,9 @@ def render_review_form(
         disabled=not reviewer or verdict is None,
         on_click=_save,
         args=(path, rid),
-        kwargs={"action": OVERRIDE, "blind_final": final if hidden else None, **common},
-        help="Record the verdict chosen above (key s). In blind mode a decision equal to the current verdict "
-        "is recorded as a confirmation.",
+        kwargs={"action": OVERRIDE, **common},
+        help="Record the verdict (and letter) chosen above (key s). A decision that keeps the row's verdict "
+        "and letter is recorded as a confirmation.",
     )
     st.caption(
         "Keys (outside text fields): **c** confirm · **1 / 2 / 3** verdict · **s** save · **j / k** next / previous"
@@ -872,7 +873,7 @@ def render_review(path: str) -> None:
             icon=":material/lock:",
         )
         reviewer = ""
-    components.keyboard_shortcuts()
+    review_keys.keyboard_shortcuts()
     render_queues(path, choices, queues, reviewer)
     f = current_filter(blind)
     if st.session_state.get(state.QUEUE) is None:
