@@ -111,8 +111,8 @@ def option_counts(report: Mapping[str, Any]) -> list[int]:
 
 def naive_range(counts: Iterable[int]) -> str:
     """The naive parser's letters for these option counts (docs/design.md §4): ``[A-Da-d]`` for one count,
-    ``[A-Ba-b] for 2-option items, [A-Ga-g] for 7-option items`` for several; ``[A-Za-z] in the option
-    range`` when none is known."""
+    ``[A-Ba-b] for 2-option items, [A-Ga-g] for 7-option items`` for several; ``[A-Za-z] within the
+    option range`` when none is known."""
     ns = sorted({int(n) for n in counts if 1 <= int(n) <= 26})
 
     def rng(n: int) -> str:

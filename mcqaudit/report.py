@@ -104,6 +104,8 @@ def findings(report: Mapping[str, Any]) -> list[Finding]:
     null is informative by its MDE), ``parser`` (the Δ the naive and the user's parser would have given),
     ``other_rate`` (the OTHER-rate change beside the answered-accuracy Δ), ``orientation`` (does the Δ hold
     per orientation); then ``control`` (a control picked only for being first), ``design`` and ``audit``.
+    While rows are pending (``pending_by_arm``) a ``pending`` finding opens the list and each per-arm finding
+    of a comparison with pending rows says it is provisional (``provisional``, ``pending``).
     Nothing is stated from fewer than 20 items: such a comparison reads "not enough shared items (n=2)".
     """
     out: list[Finding] = []
