@@ -148,7 +148,7 @@ def md_text(text: object, *, line_start: bool = True, after: str = "") -> str:
     """``text`` as Markdown that every renderer (GitHub's, Streamlit's, markdown-it's) shows literally: no
     emphasis, code, link, image, HTML, entity, table, math, emoji, icon or block starts from it. Only what
     could start markup is escaped, so numbers and brackets read as they are in the source: the characters
-    that always could (``\\ ` * < > & | ~ $``), ``_`` unless inside a word, ``]`` before ``(``/``[`` and
+    that always could (``\\ ` * < > & | ~ $``), ``_`` unless inside a word, ``[`` right after a word, ``]`` before ``(``/``[`` and
     ``!``/``^`` before ``[`` (or at the end, unless ``after``, what follows the text, says otherwise), and at the start of a line (``line_start``: the text may begin one) ``# > + - = [``, an
     ordered-list number's ``.``/``)`` and indentation. Newlines become hard line breaks."""
     s = _DEFUSE.sub(WORD_JOINER, str(text).replace("\r\n", "\n").replace("\r", "\n"))
@@ -181,6 +181,7 @@ def md_text(text: object, *, line_start: bool = True, after: str = "") -> str:
             c in _MD_ALWAYS
             or (c == "_" and not (prev.isalnum() and nxt.isalnum()))
             or (c == "]" and nxt in ("(", "[", ""))
+            or (c == "[" and (prev.isalnum() or prev in "_:!^" + WORD_JOINER))  # Streamlit's :red[…]
             or (c in "!^" and nxt in ("[", ""))
         ):
             out.append("\\" + c)
