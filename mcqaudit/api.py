@@ -90,6 +90,7 @@ def report_from_frames(
         "control_source": res["control_source"],
         "rows": sum(info.rows_by_arm.values()),
         "rows_by_arm": info.rows_by_arm,
+        "pending_by_arm": info.pending_by_arm,
         "judge_fingerprints": fingerprints,
         "bootstrap": {
             "resamples": int(n_boot),

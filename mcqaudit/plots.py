@@ -13,6 +13,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from mcqaudit.formatting import pairing_words, plotly_text
 from mcqaudit.report import FamilyView, family_entry, first_family, report_families
 from mcqaudit.vocab import VERDICTS
 
@@ -24,9 +25,7 @@ _LAYOUT: dict[str, Any] = {
 }
 
 
-def _txt(s: object) -> str:
-    # plotly.js interprets a few HTML tags in labels; user-supplied names are shown as text
-    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+_txt = plotly_text  # plotly.js reads a few HTML tags in labels: every name is shown as text
 
 
 def _err(ms: Sequence[Mapping[str, Any] | None], scale: float = 1.0) -> dict[str, Any]:
@@ -143,7 +142,7 @@ def fig_delta_by_orientation(report: Report, family: FamilyView | None = None) -
     fig.add_hline(y=0, line_dash="dot", line_color="grey")
     fig.update_layout(
         **_LAYOUT,
-        title="Δaccuracy vs control by orientation (95 % CI, paired item bootstrap)",
+        title=_txt(f"Δaccuracy vs control by orientation (95 % CI; {pairing_words(deltas)})"),
         scattermode="group",
     )
     fig.update_yaxes(title="Δ accuracy (pp)")
@@ -299,7 +298,8 @@ def fig_judge_agreement(report: Report) -> go.Figure:
 
 
 def fig_pairwise_delta(report: Report) -> go.Figure:
-    """With three or more arms: Δaccuracy of every pair on their shared items (row arm − column arm, pp),
+    """With three or more arms: Δaccuracy of every pair (row arm − column arm, pp; paired on shared items,
+    unpaired for a pair that shares none, and the title says which),
     each cell with its CI and n; a pair that could not be compared is left blank and says so."""
     pw = report.get("pairwise_delta")
     arms = list(report["arms"])
@@ -342,13 +342,19 @@ def fig_pairwise_delta(report: Report) -> go.Figure:
         )
     )
     fig.update_layout(
-        title="Δaccuracy between every pair of arms (row − column, pp, shared items)",
+        title=_txt(f"Δaccuracy between every pair of arms (row − column, pp; {_pair_words(arms, pw)})"),
         xaxis_title="minus this arm",
         yaxis_title="this arm",
         yaxis_autorange="reversed",
         height=120 + 70 * len(arms),
     )
     return fig
+
+
+def _pair_words(arms: Sequence[str], pw: Mapping[str, Any]) -> str:
+    return pairing_words(
+        {f"{a} − {b}": (pw.get(a) or {}).get(b) for k, a in enumerate(arms) for b in arms[k + 1 :]}
+    )
 
 
 def report_figures(report: Report) -> list[tuple[str, go.Figure]]:

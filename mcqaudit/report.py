@@ -9,12 +9,23 @@ resolve to it, so older imports keep working.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcqaudit.formatting import num, pct, pp, with_chance
+from mcqaudit.formatting import (
+    html_rich,
+    html_text,
+    md_rich,
+    md_text,
+    naive_words,
+    num,
+    pairing_words,
+    pct,
+    plural,
+    pp,
+    with_chance,
+)
 from mcqaudit.metrics import MIN_AUDIT_ROWS, MIN_ITEMS
 from mcqaudit.metrics.results import Finding
 from mcqaudit.vocab import LETTERS
@@ -67,7 +78,7 @@ CONTROL_WORDS = {
     "named control/base": "named control/base",
     "first ingested": "the first arm ingested",
 }
-_PARSER_WORDS = {"naive": "naive parser (first [A-D] letter)", "user": "user's own parser"}
+_PARSER_WORDS = {"naive": "naive parser ({naive})", "user": "user's own parser"}
 
 
 def _clear(m: Mapping[str, Any] | None) -> int:
@@ -94,6 +105,8 @@ def findings(report: Mapping[str, Any]) -> list[Finding]:
     null is informative by its MDE), ``parser`` (the Δ the naive and the user's parser would have given),
     ``other_rate`` (the OTHER-rate change beside the answered-accuracy Δ), ``orientation`` (does the Δ hold
     per orientation); then ``control`` (a control picked only for being first), ``design`` and ``audit``.
+    While rows are pending (``pending_by_arm``) a ``pending`` finding opens the list and each per-arm finding
+    of a comparison with pending rows says it is provisional (``provisional``, ``pending``).
     Nothing is stated from fewer than 20 items: such a comparison reads "not enough shared items (n=2)".
     """
     out: list[Finding] = []
@@ -112,8 +125,13 @@ def findings(report: Mapping[str, Any]) -> list[Finding]:
             "name it with --control (or `mcqaudit ingest --control`).",
             ctrl,
         ))  # fmt: skip
+    pending = _pending(report)
+    if pending:
+        out.insert(0, _pending_finding(report, pending))
     for arm, d in (report.get("delta_accuracy") or {}).items():
-        out += _arm_findings(report, arm, d, flags)
+        out += _provisional(
+            _arm_findings(report, arm, d, flags), pending.get(arm, 0) + pending.get(str(ctrl), 0)
+        )
     if design.get("reason"):
         out.append(_finding(
             "design",
@@ -126,6 +144,34 @@ def findings(report: Mapping[str, Any]) -> list[Finding]:
         ))  # fmt: skip
     out += _audit_findings(report)
     return out
+
+
+def _pending(report: Mapping[str, Any]) -> dict[str, int]:
+    """Rows per arm the judge has not graded yet, while grading is under way (an unaudited study's
+    unresolved rows are not waiting for anyone: its banner and audit finding say so)."""
+    if (report.get("study") or {}).get("unaudited"):
+        return {}
+    return {a: int(n) for a, n in (report.get("pending_by_arm") or {}).items() if n}
+
+
+def _pending_finding(report: Mapping[str, Any], pending: Mapping[str, int]) -> Finding:
+    n, rows = sum(pending.values()), int(report.get("rows") or 0)
+    share = f" ({n / rows * 100:.1f} %)" if rows else ""
+    text = (f"Grading is not finished: {n:,} of {rows:,} rows{share} are still pending (the judge has not graded "
+            "them yet), so every Δ and OTHER figure below is provisional until they are graded (`mcqaudit grade`).")  # fmt: skip
+    return _finding("pending", text, None, {"value": n / rows if rows else None}, None, n, pending=n)
+
+
+def _provisional(found: list[Finding], pending: int) -> list[Finding]:
+    """An arm's findings while rows of it or of the control are pending: each says so, none reads as final."""
+    if not pending:
+        return found
+    for f in found:
+        f["text"] = (
+            f"{f['text'].rstrip()} Provisional: {plural(pending, 'row')} of this comparison still pending."
+        )
+        f["provisional"], f["pending"] = True, pending
+    return found
 
 
 def _arm_findings(
@@ -163,7 +209,7 @@ def _arm_findings(
         informative = True
     else:
         informative = mde is not None and mde <= MDE_INFORMATIVE
-        same = ov["ci_low"] == ov["ci_high"] == ov["value"] == 0
+        same = pairing == "paired" and ov["ci_low"] == ov["ci_high"] == ov["value"] == 0
         text = (
             f"{vs}: Δaccuracy {pp(ov)} {on}, "
             + ("the two arms' verdicts agree on every shared item; " if same else "no effect the study can see; ")
@@ -179,7 +225,7 @@ def _arm_findings(
         m = by_parser.get(name)
         if name not in by_parser:
             continue
-        label = _PARSER_WORDS[name]
+        label = _PARSER_WORDS[name].format(naive=naive_words(report))
         if m is None:
             out.append(
                 _finding("parser", f"The {label}: not enough items to compare {vs}.", arm, parser=name)
@@ -263,7 +309,8 @@ def _orientation_findings(
                     f"{min(vals):+.1f} to {max(vals):+.1f} pp.")  # fmt: skip
             out.append(_finding("orientation", text, arm, None, n, nr, holds=True, **extra))
         else:
-            out.append(_finding("orientation", f"Not enough shared items per orientation{where} (at least "
+            shared = "shared items" if d.get("pairing", "paired") == "paired" else "items"
+            out.append(_finding("orientation", f"Not enough {shared} per orientation{where} (at least "
                                 f"{MIN_ITEMS} in two orientations) to check the Δ per orientation.", arm, None,
                                 n, nr, holds=None, **extra))  # fmt: skip
     return out
@@ -457,9 +504,9 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
             Section(
                 f"Δ vs control ({ctrl})",
                 paragraphs=[
-                    "Treated − control on the same items, in percentage points, with the minimum detectable effect "
-                    "(MDE ≈ 2.8 × SE: a null is informative only when the MDE is small). Arms that share no "
-                    f"items are compared unpaired; a Δ on fewer than {MIN_ITEMS} items is not computed. "
+                    f"Treated − control, {pairing_words(report['delta_accuracy'])}, in percentage points, with the "
+                    "minimum detectable effect (MDE ≈ 2.8 × SE: a null is informative only when the MDE is small); "
+                    f"a Δ on fewer than {MIN_ITEMS} items is not computed. "
                     "Per orientation, the Δ is shown within each item family (the items sharing one "
                     "orientation set): orientations are compared only within a family."
                 ],
@@ -474,8 +521,8 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
         out.append(
             Section(
                 "Pairwise Δaccuracy",
-                paragraphs=["Row arm − column arm, in percentage points, on the items both answered (unpaired "
-                            "when they share none); n/a: too few items or not comparable (see notes)."],
+                paragraphs=[f"Row arm − column arm, in percentage points, {_pairwise_words(arms, pw)}; n/a: too "
+                            "few items or not comparable (see notes)."],
                 tables=[Table(["", *arms], [[a, *["" if a == b else _pw_cell(pw.get(a, {}).get(b)) for b in arms]]
                                              for a in arms])],
             )
@@ -724,6 +771,12 @@ def _family_head(fam: str | None, items: int | None) -> str:
     return "arm" if fam is None else f"{fam} ({items} items)"
 
 
+def _pairwise_words(arms: Sequence[str], pw: Mapping[str, Mapping[str, Any]]) -> str:
+    """:func:`pairing_words` over every pair of arms (each pair once, in arm order)."""
+    pairs = {f"{a} − {b}": (pw.get(a) or {}).get(b) for k, a in enumerate(arms) for b in arms[k + 1 :]}
+    return pairing_words(pairs)
+
+
 def _pw_cell(m: Mapping[str, Any] | None) -> str:
     if m is None:
         return "n/a"
@@ -757,9 +810,29 @@ _NOTE_WORDS = {
 }
 
 
+def _split_path(path: str, arms: Sequence[str]) -> list[str]:
+    """A note's dotted path cut into its keys, an arm name whole even when it has dots in it
+    (``metrics.m-7b-0.2.rstd`` → ``metrics``, ``m-7b-0.2``, ``rstd``): where an arm can stand, the longest
+    arm name that the path continues with is one key."""
+    head, _, tail = path.partition(".")
+    out = [head]
+    slots = {"metrics": 1, "delta_accuracy": 1, "delta_accuracy_by_parser": 1, "pairwise_delta": 2}.get(
+        head, 0
+    )
+    by_length = sorted(arms, key=len, reverse=True)
+    while tail:
+        arm = next((a for a in by_length if slots and (tail == a or tail.startswith(a + "."))), None)
+        key = arm if arm is not None else tail.partition(".")[0]
+        out.append(key)
+        tail = tail[len(key) + 1 :]
+        slots = max(slots - 1, 0)
+    return out
+
+
 def note_label(path: str, report: Mapping[str, Any]) -> str:
-    """A note's dotted JSON path in words: ``metrics.steered.rstd`` → ``RStd (steered)``."""
-    parts = path.split(".")
+    """A note's dotted JSON path in words: ``metrics.steered.rstd`` → ``RStd (steered)``; arm names are
+    shown whole, dots and all."""
+    parts = _split_path(path, [str(a) for a in report.get("arms") or []])
     ctrl = report.get("control_arm")
     head, rest = parts[0], parts[1:]
 
@@ -785,29 +858,40 @@ def note_label(path: str, report: Mapping[str, Any]) -> str:
 
 
 # --- Markdown ---------------------------------------------------------------------------------------------
-def _md_cell(s: str) -> str:
-    return " ".join(s.replace("\\", "\\\\").replace("|", "\\|").split())
+def names_in(report: Mapping[str, Any]) -> list[str]:
+    """The user-supplied names a report's sentences quote (arms, judge models): their backticks are text
+    (:func:`mcqaudit.formatting.text_runs`)."""
+    models = [
+        str(c.get("model")) for c in (report.get("judge_fingerprints") or {}).values() if c.get("model")
+    ]
+    return [str(a) for a in report.get("arms") or []] + models
 
 
-def _md_table(t: Table) -> list[str]:
-    lines = ["| " + " | ".join(_md_cell(h) for h in t.header) + " |", "|" + "---|" * len(t.header)]
-    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in t.rows]
+def _md_cell(s: str, names: Sequence[str]) -> str:
+    return md_rich(" ".join(s.split()), names, line_start=False, end=" ")
+
+
+def _md_table(t: Table, names: Sequence[str]) -> list[str]:
+    lines = ["| " + " | ".join(_md_cell(h, names) for h in t.header) + " |", "|" + "---|" * len(t.header)]
+    lines += ["| " + " | ".join(_md_cell(c, names) for c in row) + " |" for row in t.rows]
     return lines
 
 
 def to_markdown(report: Mapping[str, Any]) -> str:
-    """The report as GitHub-flavoured Markdown: banners, flags with their evidence first, then tables."""
+    """The report as GitHub-flavoured Markdown: banners, flags with their evidence first, then tables.
+    Every text is escaped (:func:`mcqaudit.formatting.md_text`): a name's Markdown or HTML stays text."""
+    names = names_in(report)
     lines = ["# mcqaudit report", ""]
     for b in banners(report):
-        lines += [f"> **Warning:** {b}", ""]
+        lines += [f"> **Warning:** {md_text(b, line_start=False, after=chr(10))}", ""]
     for sec in sections(report):
-        lines += [f"## {sec.title}", ""]
+        lines += [f"## {md_text(' '.join(sec.title.split()), after=chr(10))}", ""]
         for p in sec.paragraphs:
-            lines += [p, ""]
+            lines += [md_rich(p, names, end="\n"), ""]
         if sec.bullets:
-            lines += [f"- {' '.join(b.split())}" for b in sec.bullets] + [""]
+            lines += [f"- {md_rich(' '.join(b.split()), names, end=chr(10))}" for b in sec.bullets] + [""]
         for t in sec.tables:
-            lines += [*_md_table(t), ""]
+            lines += [*_md_table(t, names), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -824,18 +908,11 @@ margin:.6rem 0;font-weight:600}.findings li{margin:.35rem 0;font-size:1.02rem}co
 """
 
 
-def _inline(s: str) -> str:
-    """Escape text, then turn the Markdown bits the sections use (**bold**, `code`) into tags."""
-    out = html.escape(s)
-    parts = out.split("**")
-    out = "".join(f"<strong>{p}</strong>" if k % 2 else p for k, p in enumerate(parts))
-    parts = out.split("`")
-    return "".join(f"<code>{p}</code>" if k % 2 else p for k, p in enumerate(parts))
-
-
-def _html_table(t: Table) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in t.header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in t.rows)
+def _html_table(t: Table, names: Sequence[str]) -> str:
+    head = "".join(f"<th>{html_text(h)}</th>" for h in t.header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html_rich(c, names)}</td>" for c in row) + "</tr>" for row in t.rows
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -846,20 +923,23 @@ def to_html(report: Mapping[str, Any], figures: Sequence[tuple[str, Any]] | None
     from mcqaudit.svgplot import figure_svg
 
     figs = list(figures) if figures is not None else report_figures(report)
+    names = names_in(report)
     parts = ["<h1>mcqaudit report</h1>"]
-    parts += [f'<div class="banner">{html.escape(b)}</div>' for b in banners(report)]
+    parts += [f'<div class="banner">{html_text(b)}</div>' for b in banners(report)]
     for sec in sections(report):
-        parts.append(f"<h2>{html.escape(sec.title)}</h2>")
-        parts += [f"<p>{_inline(p)}</p>" for p in sec.paragraphs]
+        parts.append(f"<h2>{html_text(sec.title)}</h2>")
+        parts += [f"<p>{html_rich(p, names)}</p>" for p in sec.paragraphs]
         if sec.bullets:
             cls = ' class="findings"' if sec.title == "Findings" else ""
-            parts.append(f"<ul{cls}>" + "".join(f"<li>{_inline(b)}</li>" for b in sec.bullets) + "</ul>")
-        parts += [_html_table(t) for t in sec.tables]
+            parts.append(
+                f"<ul{cls}>" + "".join(f"<li>{html_rich(b, names)}</li>" for b in sec.bullets) + "</ul>"
+            )
+        parts += [_html_table(t, names) for t in sec.tables]
     if figs:
         parts.append("<h2>Plots</h2>")
         for k, (title, fig) in enumerate(figs):
             parts.append(
-                f'<div class="fig" id="fig{k}" aria-label="{html.escape(title)}">{figure_svg(fig)}</div>'
+                f'<div class="fig" id="fig{k}" aria-label="{html_text(title)}">{figure_svg(fig)}</div>'
             )
     body = "\n".join(parts)
     return (

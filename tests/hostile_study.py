@@ -1,9 +1,12 @@
 """A study whose every user-supplied text is hostile: HTML, script, Markdown, links and LaTeX in generations,
-questions, options, item ids, arm names, reviewer names and review notes. Built through the real path
-(``ingest_file``, ``grade`` against the stand-in judge, ``reviews import``) for tests/test_hostile_dashboard.py.
+questions, options, item ids, arm names, reviewer names, review notes and a spot-check queue's name. Built
+through the real path (``ingest_file``, ``grade`` against the stand-in judge, ``reviews import``, ``reviews
+queue``) for tests/test_hostile_dashboard.py.
 
 Each payload would, if it were ever rendered as HTML or Markdown, leave a trace the test can see: a global
-``window.__pwned``, a console line ``PWNED``, a dialog, or an element marked ``hinj`` / text ``HBOLD``."""
+``window.__pwned``, a console line ``PWNED``, a dialog, an element marked ``hinj`` / text ``HBOLD``, a link
+to ``hlink`` or ``phish``, code ``HCODE``, a Material icon ``bug_report`` or an emoji 😄 (issue 18: an arm
+named ``[Session expired - log in again](http://127.0.0.1:8799/phish)`` was a live link on every page)."""
 
 from __future__ import annotations
 
@@ -20,7 +23,13 @@ PAYLOAD = (
     "<iframe class=hinj src=\"javascript:alert('PWNED')\"></iframe>"
 )
 SHORT = "<img src=x class=hinj onerror=\"window.__pwned=9;alert('PWNED')\">**HBOLD**"
-ARMS = ("base", "<b class=hinj>steer</b>**HBOLD**", "ft $$HLATEX$$ [HLINK](javascript:alert(1))")
+PHISH = "[Session expired - log in again](http://127.0.0.1:8799/phish)"
+ARMS = (
+    "base",
+    "<b class=hinj>steer</b>**HBOLD** `HCODE`",
+    f"ft $$HLATEX$$ [HLINK](javascript:alert(1)) {PHISH} www.hlink.com a@hlink.com :material/bug_report: :smile:",
+)
+QUEUE = f'{PHISH} **HBOLD** `HCODE` <img src=x class=hinj onerror="window.__pwned=8">'
 REVIEWER = '<img src=x class=hinj onerror="window.__pwned=7">**HBOLD**rev'
 NOTE = "note " + PAYLOAD
 
@@ -82,4 +91,6 @@ def build(path: Path) -> Path:
         encoding="utf-8",
     )
     run_cli("reviews", "import", str(labels), "--db", str(path), check=True)
+    run_cli("reviews", "queue", "--db", str(path), "--size", "4", "--per-arm", "--name", QUEUE, "--reviewer", REVIEWER,
+            check=True)  # fmt: skip
     return path

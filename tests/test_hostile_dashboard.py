@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.browser import ARGS, ARTIFACTS, CHROMIUM, free_port, serve, serve_command, settle
-from tests.hostile_study import REVIEWER, build
+from tests.hostile_study import ARMS, PHISH, QUEUE, REVIEWER, build
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 VIEWPORT = {"width": 1400, "height": 1000}
@@ -39,8 +39,13 @@ TRACES_JS = r"""() => {
     if (/^(HBOLD|HTAG|steer)$/.test(el.textContent.trim()) || el.textContent.startsWith('HBOLD'))
       out.push('rendered emphasis <' + el.tagName.toLowerCase() + '>' + el.textContent.slice(0, 20));
   for (const el of all('a'))
-    if (/HLINK|^HA$/.test(el.textContent.trim()) || (el.getAttribute('href') || '').startsWith('javascript'))
+    if (/HLINK|hlink|phish|Session expired|^HA$/.test(el.textContent.trim()) ||
+        /^javascript|phish|hlink/.test(el.getAttribute('href') || ''))
       out.push('rendered link ' + el.outerHTML.slice(0, 60));
+  for (const el of all('[role="img"], [data-testid="stIconMaterial"]'))
+    if (/bug_report/.test(el.textContent + (el.getAttribute('aria-label') || '')))
+      out.push('rendered icon ' + el.outerHTML.slice(0, 60));
+  if (document.body.innerText.includes('\u{1F604}')) out.push('rendered emoji');
   for (const el of all('.katex, math')) out.push('rendered LaTeX ' + el.textContent.slice(0, 20));
   for (const el of all('code')) if (el.textContent.trim() === 'HCODE') out.push('rendered inline code');
   for (const el of all('span')) if (el.textContent.trim() === 'HRED') out.push('rendered colour span');
@@ -73,8 +78,9 @@ def browser_page(hostile_db: Path) -> Iterator[tuple[Any, str, list[str]]]:
             browser.close()
 
 
-def look(page: Any, events: list[str], where: str) -> str:
-    """Settle, then fail on any trace of a payload; return the main area's visible text."""
+def look(page: Any, events: list[str], where: str, area: str = '[data-testid="stMain"]') -> str:
+    """Settle, then fail on any trace of a payload; return the visible text of ``area`` (the main area),
+    word joiners taken out (the Markdown escaper's, invisible: they keep `http://` and `:smile:` text)."""
     page.wait_for_timeout(800)
     settle(page, 400)
     page.wait_for_timeout(400)
@@ -82,7 +88,7 @@ def look(page: Any, events: list[str], where: str) -> str:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"hostile-{where}.png"))
     assert not traces, f"{where}: {sorted(set(traces))}"
-    return str(page.locator('[data-testid="stMain"]').inner_text())
+    return str(page.locator(area).first.inner_text()).replace("\u2060", "")
 
 
 def test_every_page_renders_hostile_text_as_text(
@@ -93,8 +99,11 @@ def test_every_page_renders_hostile_text_as_text(
         page.goto(f"{url}/{name}")
         page.get_by_role("heading", level=1).first.wait_for()
         text = look(page, events, name)
-        if name == "overview":  # the arm names, literally, in the findings and the cards
-            assert "<b class=hinj>steer</b>**HBOLD**" in text, text[:2000]
+        if name in ("overview", "other", "orientations"):  # the arm names, literally, in every sentence
+            for arm in ARMS[1:]:
+                assert arm in text, (name, arm, text[:3000])
+        if name == "overview":
+            assert "Control arm: base" in text and PHISH in text
 
 
 def test_review_panel_history_and_marked_spans(
@@ -127,6 +136,24 @@ def test_review_panel_history_and_marked_spans(
             marks.nth(k).check(force=True)
             look(page, events, f"review-{row_id}-mark{k}")
             assert page.locator("mark").count() >= 1
+    # the spot-check queue with a hostile name: its progress caption names every arm, its popover the queue
+    from mcqaudit.store import Study as _Study
+
+    (qid,) = _Study(hostile_db).query("SELECT queue_id FROM spot_checks")[0]
+    page.goto(f"{url}/review?queue={qid}")
+    page.get_by_role("heading", name="Review").wait_for()
+    page.locator('[data-testid="stProgress"]').get_by_text("rows reviewed").wait_for()
+    text = look(page, events, "review-queue")
+    assert f"{ARMS[2]} 0/4" in text, text[:3000]  # the progress caption, the arm name as text
+    shown = page.evaluate(
+        "(q) => Array.from(document.querySelectorAll('[data-testid=\"stSelectbox\"] *'))"
+        ".some(e => (e.value || e.getAttribute('title') || e.textContent || '').includes(q))",
+        f"#{qid} {QUEUE}",
+    )
+    assert shown  # the queue selector shows the queue's name as text
+    page.get_by_role("button", name="Spot-check queues").click()
+    pop = look(page, events, "review-queue-popover", '[data-testid="stPopoverBody"]')
+    assert "Draw a new spot check" in pop
     # a hostile reviewer name typed in the sidebar
     box = page.get_by_role("textbox", name="Reviewer")
     box.fill(REVIEWER)

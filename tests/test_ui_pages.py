@@ -23,7 +23,7 @@ def _bootstrap(monkeypatch: pytest.MonkeyPatch) -> None:
 # st.dataframe keeps no key unless it is selectable: tables are told apart by their columns
 COLUMNS = {
     "headline": ["arm", "rows", "accuracy %", "answered accuracy %"],
-    "deltas": ["arm", "shared items", "pairing", "Δaccuracy (pp)", "MDE (pp)"],
+    "deltas": ["arm", "items", "pairing", "Δaccuracy (pp)", "MDE (pp)"],
     "fingerprints": ["fingerprint", "model"],
     "acc_by_orientation": ["arm", "ABCD", "BCDA"],
     "delta_by_orientation": ["arm", "overall", "ABCD", "BCDA"],

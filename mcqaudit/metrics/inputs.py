@@ -77,6 +77,8 @@ class StudyInfo:
     uniform_spot_check_rows: int
     parsers: list[str]  # strict, naive, user (when any row has a user letter), then the frameworks
     frameworks: list[str] = field(default_factory=list)
+    # arm -> ungraded rows the judge has not answered yet (a failed request is not pending)
+    pending_by_arm: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass

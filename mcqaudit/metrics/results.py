@@ -163,6 +163,8 @@ class Flag(TypedDict):
     unreadable: NotRequired[list[str]]
     reviewed_rows: NotRequired[int]
     required_rows: NotRequired[int]
+    provisional: NotRequired[bool]
+    pending: NotRequired[int]
 
 
 class Results(TypedDict):
@@ -182,7 +184,7 @@ class Results(TypedDict):
 
 
 class Finding(TypedDict):
-    kind: str  # headline, parser, other_rate, orientation, control, design, audit
+    kind: str  # headline, parser, other_rate, orientation, pending, control, design, audit
     arm: str | None
     text: str
     value: float | None
@@ -199,6 +201,8 @@ class Finding(TypedDict):
     family: NotRequired[str]
     reviewed_rows: NotRequired[int]
     required_rows: NotRequired[int]
+    provisional: NotRequired[bool]
+    pending: NotRequired[int]
 
 
 class StudyFacts(TypedDict):
@@ -233,7 +237,7 @@ class BootstrapFacts(TypedDict):
 class Report(Results):
     """The whole report dict (``mcqaudit report --format json``): :class:`Results` and the study's facts.
     (The JSON prints ``schema_version``, ``mcqaudit_version``, ``study``, ``arms``, ``control_arm``,
-    ``control_source``, ``rows``, ``rows_by_arm``, ``judge_fingerprints``, ``bootstrap``, ``findings``, then
+    ``control_source``, ``rows``, ``rows_by_arm``, ``pending_by_arm``, ``judge_fingerprints``, ``bootstrap``, ``findings``, then
     the computed keys.)"""
 
     schema_version: int
@@ -242,6 +246,7 @@ class Report(Results):
     arms: list[str]
     rows: int
     rows_by_arm: dict[str, int]
+    pending_by_arm: dict[str, int]
     judge_fingerprints: dict[str, FingerprintUse]
     bootstrap: BootstrapFacts
     findings: list[Finding]

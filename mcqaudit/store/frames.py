@@ -66,6 +66,7 @@ WITH ax AS (
         g.strict_letter, g.naive_letter, g.user_letter,
         CASE WHEN j.status = 'ok' THEN j.verdict END AS judge_verdict, j.letter AS judge_letter,
         CASE WHEN j.status = 'ok' THEN j.fingerprint END AS judge_fp,
+        j.status AS judge_status,
         r.verdict AS review_verdict, r.picked_letter AS review_letter
     FROM gen_rows g
     JOIN ax USING (arm) JOIN ox USING (orientation) JOIN ix USING (item_id)
@@ -89,7 +90,8 @@ SELECT rn, ai, oi, ii, sample::INTEGER AS sample,
     {strict} AS strict_pos,
     {naive} AS naive_pos,
     {user} AS user_pos,
-    (coalesce(list_position(?::VARCHAR[], judge_fp), 0) - 1)::SMALLINT AS fp
+    (coalesce(list_position(?::VARCHAR[], judge_fp), 0) - 1)::SMALLINT AS fp,
+    ({verdict} = -1 AND coalesce(judge_status, 'pending') <> 'error') AS pending
 FROM f
 """
 
@@ -190,6 +192,8 @@ def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
     if uniform_rows is not None and len(uniform_rows):
         in_uniform[uniform_rows["row"]] = True
     rows["uniform"] = in_uniform
+    # ungraded rows the judge has not answered yet (not failed): the report says its figures are provisional
+    pending = np.asarray(rows.pop("pending"), dtype=bool)
 
     parsers = ["strict", "naive"]
     if (rows["user_pos"] >= 0).any():
@@ -219,6 +223,9 @@ def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
         arm_fingerprints=arm_fps,
         n_reviews=n_reviews,
         uniform_spot_check_rows=int(in_uniform.sum()),
+        pending_by_arm={
+            a: int(n) for a, n in zip(arms, np.bincount(ai[pending], minlength=len(arms)), strict=True) if n
+        },
         parsers=parsers,
         frameworks=frameworks,
     )

@@ -8,6 +8,7 @@ from typing import Any
 
 import streamlit as st
 
+from mcqaudit.formatting import md_rich
 from mcqaudit.report import STANDIN_BANNER, UNAUDITED_BANNER
 from mcqaudit.ui import state
 from mcqaudit.ui.tables import md_escape
@@ -96,7 +97,7 @@ def flags(
             count = f" ({len(instances)})" if len(instances) > 1 else ""
             st.markdown(f":material/flag: **{name}**{count} — {md_escape(FLAG_HELP.get(name, ''))}")
             if len(instances) == 1 and not instances[0].get("arm") and instances[0].get("items") is None:
-                st.markdown(md_escape(instances[0]["evidence"]))
+                st.markdown(md_rich(str(instances[0]["evidence"])))
             else:
                 st.dataframe(flag_table(instances), hide_index=True, key=f"flagtable-{name}")
             page = instances[0].get("page")

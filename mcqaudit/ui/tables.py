@@ -6,12 +6,12 @@ metric that could not be computed is ``n/a``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
+from mcqaudit.formatting import md_text
 from mcqaudit.report import FamilyView, family_entry, first_family, num, report_families, with_chance
 from mcqaudit.report import pct as _pct
 from mcqaudit.vocab import VERDICTS
@@ -19,14 +19,11 @@ from mcqaudit.vocab import VERDICTS
 Report = Mapping[str, Any]
 NA = "n/a"
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$&:=\"'])")
-
 
 def md_escape(text: object) -> str:
-    """Text that Markdown (and Streamlit's HTML sanitiser) shows literally: every punctuation character that
-    could start markup is backslash-escaped; newlines become hard breaks."""
-    s = _MD_SPECIAL.sub(r"\\\1", str(text))
-    return s.replace("\r\n", "\n").replace("\n", "  \n")
+    """Text that Streamlit's Markdown shows literally (in st.markdown, captions, labels, metrics, popovers,
+    tabs and progress texts): :func:`mcqaudit.formatting.md_text`, the one Markdown escaper."""
+    return md_text(text)
 
 
 def pct(m: Mapping[str, Any] | None, *, sign: bool = False, ci: bool = True) -> str:
@@ -73,7 +70,7 @@ def deltas(report: Report) -> pd.DataFrame:
         rows.append(
             {
                 "arm": a,
-                "shared items": d.get("items"),
+                "items": d.get("items"),
                 "pairing": d.get("pairing", ""),
                 "Δaccuracy (pp)": pct(ov, sign=True),
                 "MDE (pp)": f"{ov['mde'] * 100:.1f}" if ov and ov.get("mde") is not None else NA,

@@ -7,7 +7,8 @@ from typing import Any
 
 import streamlit as st
 
-from mcqaudit.report import ci_words
+from mcqaudit.formatting import md_rich, pairing_words
+from mcqaudit.report import ci_words, names_in, note_label
 from mcqaudit.ui import components, data, tables
 from mcqaudit.ui.pages import load
 
@@ -19,15 +20,9 @@ def render_findings(report: Mapping[str, Any]) -> None:
     if not found:
         st.caption("Nothing to report yet: no arm can be compared with the control.")
         return
-    st.markdown("\n".join(f"- {_with_code(f['text'])}" for f in found))
-
-
-def _with_code(text: str) -> str:
-    """A finding as Markdown: its words escaped, its `command` spans kept as code (shown literally)."""
-    parts = text.split("`")
-    if len(parts) % 2 == 0:  # an unpaired backtick: escape it all
-        return tables.md_escape(text)
-    return "".join(f"`{p}`" if k % 2 else tables.md_escape(p) for k, p in enumerate(parts))
+    names = names_in(report)
+    # each finding's words escaped (names are text), its `command` spans kept as code
+    st.markdown("\n".join(f"- {md_rich(' '.join(f['text'].split()), names)}" for f in found))
 
 
 def render_cards(report: Mapping[str, Any]) -> None:
@@ -83,7 +78,10 @@ def render_overview(
             st.dataframe(pw, key="pairwise_table")
     d = tables.deltas(report)
     if len(d):
-        st.markdown(f"Δ vs control ({tables.md_escape(ctrl)}), in percentage points, paired item bootstrap:")
+        how = pairing_words(report.get("delta_accuracy") or {})
+        st.markdown(
+            f"Δ vs control ({tables.md_escape(ctrl)}), in percentage points, {tables.md_escape(how)}:"
+        )
         st.dataframe(d, hide_index=True, key="deltas")
 
     st.subheader("Judge")
@@ -106,7 +104,7 @@ def render_overview(
     if notes:
         with st.expander(f"Notes ({len(notes)}): metrics that could not be computed, and why"):
             for k, v in notes.items():
-                st.markdown(f"- {tables.md_escape(k)}: {tables.md_escape(v)}")
+                st.markdown(f"- {tables.md_escape(note_label(k, report))}: {tables.md_escape(v)}")
 
 
 def page() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import streamlit as st
 
 from mcqaudit import plots
+from mcqaudit.formatting import naive_words
 from mcqaudit.metrics import PARSER_DISAGREEMENT_MAX
 from mcqaudit.store.rows import ConfusionCell, RowFilter
 from mcqaudit.ui import components, data, state, tables
@@ -20,7 +21,7 @@ LIST_LIMIT = 200
 
 PARSER_HELP = {
     "strict": "mcqaudit's pre-filter: only whole-answer replies; compared on the rows it resolved",
-    "naive": "first [A-Z] in range anywhere in the text — the fragile baseline",
+    "naive": "{naive} — the fragile baseline",
     "user": "the letter your own pipeline parsed (parsed_letter)",
 }
 
@@ -58,7 +59,9 @@ def render_parsers(report: Mapping[str, Any], meta: Mapping[str, str | None], pa
     )
     st.caption(
         tables.md_escape(
-            PARSER_HELP.get(parser, f"{parser}: a known framework's answer pattern, re-implemented")
+            PARSER_HELP.get(parser, f"{parser}: a known framework's answer pattern, re-implemented").format(
+                naive=naive_words(report)
+            )
         )
     )
     o = None if orient == state.ALL_ORIENTATIONS else orient

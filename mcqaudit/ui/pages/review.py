@@ -217,7 +217,7 @@ def render_queue_manager(
             else:
                 state.set_value(state.QUEUE, sc.queue_id)
                 st.session_state[state.ROW] = None
-                shares = ", ".join(f"{a}: {sum(v.values())}" for a, v in sc.strata.items())
+                shares = ", ".join(f"{tables.md_escape(a)}: {sum(v.values())}" for a, v in sc.strata.items())
                 state.flash(
                     "success",
                     f"Spot check #{sc.queue_id} drawn: {sc.rows} rows ({sc.strategy}, seed {sc.seed}; {shares}).",
@@ -767,7 +767,9 @@ def _resolve_row(path: str, key: str, f: RowFilter) -> Any:
 
 def render_progress(progress: pd.DataFrame) -> None:
     n, done = (int(progress["rows"].sum()), int(progress["reviewed"].sum())) if len(progress) else (0, 0)
-    per_arm = " · ".join(f"{r.arm} {int(r.reviewed)}/{int(r.rows)}" for r in progress.itertuples())
+    per_arm = " · ".join(
+        f"{tables.md_escape(r.arm)} {int(r.reviewed)}/{int(r.rows)}" for r in progress.itertuples()
+    )
     st.progress(
         done / n if n else 0.0, text=f"{done} of {n} rows reviewed" + (f" ({per_arm})" if per_arm else "")
     )
