@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcqaudit.formatting import num, pct, pp, with_chance
-from mcqaudit.metrics import MIN_AUDIT_ROWS, MIN_ITEMS
+from mcqaudit.formatting import num, pct, plural, pp, with_chance
+from mcqaudit.metrics import MIN_AUDIT_ROWS, MIN_CI_ROWS, MIN_ITEMS, PARSER_DISAGREEMENT_MIN_ROWS
+from mcqaudit.metrics.parsers import LETTER_KINDS
 from mcqaudit.metrics.results import Finding
 
 SCHEMA_VERSION = 1
@@ -113,6 +114,7 @@ def findings(report: Mapping[str, Any]) -> list[Finding]:
         ))  # fmt: skip
     for arm, d in (report.get("delta_accuracy") or {}).items():
         out += _arm_findings(report, arm, d, flags)
+    out += _letter_findings(report)
     if design.get("reason"):
         out.append(_finding(
             "design",
@@ -241,6 +243,41 @@ def _arm_findings(
             out.append(_finding("orientation", f"Not enough shared items per orientation (at least {MIN_ITEMS} "
                                 "in two orientations) to check the Δ per orientation.", arm, None, items, rows,
                                 holds=None))  # fmt: skip
+    return out
+
+
+_MISREAD_SPLIT = (
+    ("wrong_letter", "another letter on"),
+    ("fabricated", "a letter where the answer picks none on"),
+    ("missed", "no letter where it picks one on"),
+)
+
+
+def _letter_findings(report: Mapping[str, Any]) -> list[Finding]:
+    """Per arm, how many answers the naive and the user's parser misread (``parser_letters``), and how: the
+    question users come with (nothing when a parser misreads none). Under
+    :data:`PARSER_DISAGREEMENT_MIN_ROWS` answers, counts only."""
+    out: list[Finding] = []
+    for arm in report.get("arms") or []:
+        letters = report["metrics"][arm].get("parser_letters") or {}
+        for name in ("naive", "user"):
+            m = (letters.get(name) or {}).get("misread")
+            if not m or m.get("value") is None:
+                continue
+            n = int(m["n"])  # the four rates share their rows
+            count = {k: round(((letters[name].get(k) or {}).get("value") or 0.0) * n) for k in LETTER_KINDS}
+            if not count["misread"]:
+                continue  # a parser that reads every letter right needs no sentence
+            split = ", ".join(f"{words} {count[k]:,}" for k, words in _MISREAD_SPLIT)
+            head = f"{arm}: the {_PARSER_WORDS[name]} misreads {count['misread']:,} of {n:,} answers"
+            if n >= PARSER_DISAGREEMENT_MIN_ROWS:
+                ci = f" [{m['ci_low'] * 100:.1f}, {m['ci_high'] * 100:.1f}]" if m.get("ci_low") is not None else ""
+                text = f"{head} ({m['value'] * 100:.1f} %{ci}): {split}."
+            else:
+                text = (f"{head} whose letter is known ({split}); too few answers to read as a rate "
+                        f"(a rate needs {PARSER_DISAGREEMENT_MIN_ROWS}).")  # fmt: skip
+            shown = m if n >= PARSER_DISAGREEMENT_MIN_ROWS else None
+            out.append(_finding("parser_letters", text, arm, shown, None, n, parser=name))
     return out
 
 
@@ -521,20 +558,17 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
     )
 
     ag_rows = []
-    ag_groups: list[tuple[str, Mapping[str, Any]]] = []
-    if report.get("judge_agreement"):
-        ag_groups.append(("all arms", report["judge_agreement"]))
-    ag_groups += [(a, m[a]["judge_agreement"]) for a in arms if m[a].get("judge_agreement")]
+    ag_groups = agreement_groups(report)
     for name, ag in ag_groups:
-        prec = ag["precision"]
+        shown = agreement_cells(ag)
         ag_rows.append(
             [
                 name + (" (preliminary)" if ag.get("preliminary") else ""),
                 str(ag["agreement"]["n"]) if ag.get("agreement") else "0",
-                pct(ag["agreement"]),
-                num(ag["kappa"]),
-                *[pct(prec.get(v)) for v in ("CORRECT", "INCORRECT", "OTHER")],
-                pct(ag.get("corrected_accuracy")),
+                shown["agreement"],
+                shown["kappa"],
+                *[shown[f"precision {v}"] for v in ("CORRECT", "INCORRECT", "OTHER")],
+                shown["corrected_accuracy"],
             ]
         )
     if ag_rows:
@@ -549,6 +583,8 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
                     + (f" Preliminary: fewer than {MIN_AUDIT_ROWS} reviewed rows, so these figures, the "
                        "judge-corrected accuracy included, are no finding yet."
                        if any(g.get("preliminary") for _, g in ag_groups) else "")
+                    + f" Each share carries its n (rows); on fewer than {MIN_CI_ROWS} rows only the counts are "
+                    "shown, with no CI."
                 ],
                 tables=[
                     Table(
@@ -564,35 +600,31 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
     for a in arms:
         lp = m[a].get("logprob_crosscheck")
         if lp:
+            mm = lp.get("mismatch_rate")
             lp_rows.append(
                 [
                     a,
+                    f"{pct(mm)} (n={mm['n']})" if mm else "n/a",
                     str(lp["accuracy_text"]["n"]) if lp.get("accuracy_text") else "0",
                     pct(lp["accuracy_logprob"]),
                     pct(lp["accuracy_text"]),
                     pct(lp["difference"], sign=True),
-                    pct(lp["mismatch_rate"]),
                 ]
             )
     if lp_rows:
         out.append(
             Section(
                 "Log-prob cross-check",
+                paragraphs=[LOGPROB_WORDS],
                 tables=[
                     Table(
-                        [
-                            "arm",
-                            "rows",
-                            "accuracy by log-prob",
-                            "accuracy by text",
-                            "difference",
-                            "mismatch rate",
-                        ],
+                        ["arm", "row-level mismatch", "rows", "accuracy by log-prob", "accuracy by text",
+                         "difference"],
                         lp_rows,
                     )
                 ],
             )
-        )
+        )  # fmt: skip
 
     fps = report.get("judge_fingerprints") or {}
     if fps:
@@ -622,6 +654,52 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
     if notes:
         out.append(Section("Notes", bullets=[f"{note_label(k, report)}: {v}" for k, v in notes.items()]))
     return out
+
+
+LOGPROB_WORDS = (
+    "Row-level mismatch: the share of rows whose argmax log-prob letter is not the letter the text answer "
+    "picks (n: rows with a known text letter; an OTHER answer always mismatches; a tie in the argmax counts "
+    "as no pick, so it mismatches too). Then accuracy by argmax log-prob and by text on the rows that carry "
+    "option_logprobs."
+)
+
+
+def agreement_groups(report: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """Judge vs human, all arms pooled then per arm: (label, ``judge_agreement`` entry), those that exist."""
+    groups: list[tuple[str, Mapping[str, Any]]] = []
+    if report.get("judge_agreement"):
+        groups.append(("all arms", report["judge_agreement"]))
+    m = report["metrics"]
+    return groups + [(a, m[a]["judge_agreement"]) for a in report["arms"] if m[a].get("judge_agreement")]
+
+
+def agreement_cells(ag: Mapping[str, Any]) -> dict[str, str]:
+    """One ``judge_agreement`` entry as table cells: each share in percent with its CI and n, or — on fewer
+    than :data:`MIN_CI_ROWS` rows — the counts alone ("5 of 6 rows"), never a percentage from 3 rows."""
+    conf = ag.get("confusion") or {}
+
+    def share(x: Mapping[str, Any] | None, hits: int) -> str:
+        if x is None or x.get("value") is None:
+            return "n/a"
+        n = int(x["n"])
+        return f"{hits} of {plural(n, 'row')}" if n < MIN_CI_ROWS else f"{pct(x)} n={n}"
+
+    cells = {"agreement": share(ag.get("agreement"), sum(int(conf.get(v, {}).get(v, 0)) for v in conf))}
+    for v, x in (ag.get("precision") or {}).items():
+        cells[f"precision {v}"] = share(x, int(conf.get(v, {}).get(v, 0)))
+    kappa, corr = ag.get("kappa"), ag.get("corrected_accuracy")
+    cells["kappa"] = cells["corrected_accuracy"] = "n/a"
+    if kappa is not None and kappa.get("value") is not None:
+        k_n = int(kappa["n"])
+        cells["kappa"] = f"n/a ({plural(k_n, 'row')})" if k_n < MIN_CI_ROWS else f"{num(kappa)} n={k_n}"
+    if corr is not None and corr.get("value") is not None:
+        rev = int(corr.get("reviewed_rows", ag.get("reviewed_rows", 0)))
+        cells["corrected_accuracy"] = (
+            f"n/a ({plural(rev, 'reviewed row')})"
+            if rev < MIN_CI_ROWS
+            else f"{pct(corr)} n={corr['n']} items, {rev} reviewed rows"
+        )
+    return cells
 
 
 def _pw_cell(m: Mapping[str, Any] | None) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from mcqaudit.store.db import Study
-from mcqaudit.vocab import PARSER_NAIVE, PARSER_STRICT, PARSER_USER, VERDICTS
+from mcqaudit.vocab import LETTERS, OTHER, PARSER_NAIVE, PARSER_STRICT, PARSER_USER, VERDICTS
 
 NO_VERDICT = "no verdict yet"  # filter value, not a verdict: rows the judge has not graded (pending or error)
 VERDICT_FILTER_VALUES = (*VERDICTS, NO_VERDICT)
@@ -54,6 +54,21 @@ class ConfusionCell:
     parser_verdict: str
 
 
+NO_LETTER = "none"  # a letter cell's "no letter" (the reference of an OTHER row, a parser that read none)
+
+
+@dataclass(frozen=True)
+class LetterCell:
+    """One cell of a parser's letter confusion (``parser_letters``): graded rows whose reference letter (the
+    picked letter, ``none`` for OTHER; rows answered without a picked letter have none known) is
+    ``reference`` and whose ``parser`` letter is ``letter`` (``none``: no letter, or one beyond the displayed
+    options)."""
+
+    parser: str
+    reference: str
+    letter: str
+
+
 @dataclass(frozen=True)
 class RowFilter:
     """Which rows a list shows. Empty tuples mean "any"; every condition is ANDed."""
@@ -67,6 +82,7 @@ class RowFilter:
     search: str = ""  # case-insensitive substring of question, generation or item_id; or an exact row_id
     queue_id: int | None = None  # only the rows of this spot-check queue, in queue order
     cell: ConfusionCell | None = None
+    letter_cell: LetterCell | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,9 +91,14 @@ class RowFilter:
     def from_dict(cls, d: dict[str, Any]) -> RowFilter:
         d = dict(d)
         cell = d.pop("cell", None)
+        letter_cell = d.pop("letter_cell", None)
         for k in ("arms", "orientations", "verdicts", "judge_statuses"):
             d[k] = tuple(d.get(k) or ())
-        return cls(**d, cell=ConfusionCell(**cell) if cell else None)
+        return cls(
+            **d,
+            cell=ConfusionCell(**cell) if cell else None,
+            letter_cell=LetterCell(**letter_cell) if letter_cell else None,
+        )
 
 
 class UnknownParser(ValueError):
@@ -174,17 +195,48 @@ def _build(f: RowFilter) -> _Query:
         q.params += [c.verdict, c.parser_verdict]
         if c.parser == PARSER_STRICT:
             q.where.append(f"{letter} IS NOT NULL")
+    if f.letter_cell is not None:
+        _letter_cell(q, f.letter_cell)
     if f.queue_id is not None:
         q.joins.append("JOIN spot_check_rows q ON q.row_id = g.row_id AND q.queue_id = ?")
         q.join_params.append(int(f.queue_id))
     return q
 
 
+def _letter_of(letter: str) -> str:
+    """A displayed letter, or ``none``, as the SQL text a letter cell compares: no letter, or one beyond the
+    row's displayed options, is ``none`` (as in :mod:`mcqaudit.store.frames`, whose letters the metrics count)."""
+    return f"CASE WHEN {letter} IS NOT NULL AND ascii({letter}) - 65 < length(g.orientation) THEN {letter} ELSE '{NO_LETTER}' END"
+
+
+def _letter_cell(q: _Query, c: LetterCell) -> None:
+    """Rows of one letter-confusion cell: a known reference (OTHER → none, else the picked letter; an answered
+    row without one in range is left out) and the parser's letter, on the rows the parser is compared on
+    (strict: those it resolved; a framework parser: those it was run on)."""
+    for v in (c.reference, c.letter):
+        if not (v == NO_LETTER or (len(v) == 1 and v in LETTERS)):
+            raise ValueError(f"a letter cell takes a letter A-Z or {NO_LETTER!r}, not {v!r}")
+    letter, _ = q.parser_letter(c.parser, "pl")
+    reference = (
+        f"CASE WHEN g.final_verdict = '{OTHER}' THEN '{NO_LETTER}' "
+        "WHEN g.final_verdict IS NOT NULL AND ascii(g.picked_letter) - 65 < length(g.orientation) THEN g.picked_letter END"
+    )
+    q.where.append(f"({reference}) = ? AND ({_letter_of(letter)}) = ?")
+    q.params += [c.reference, c.letter]
+    if c.parser == PARSER_STRICT:
+        q.where.append(f"({_letter_of(letter)}) <> '{NO_LETTER}'")
+
+
 def _needs_verdicts(f: RowFilter) -> bool:
     """Whether the filter reads a verdict column. When not, a list reads ``gen_rows``, which has the same rows
     and the same values in every column the filter and the order use, without the view's joins."""
     return bool(
-        f.verdicts or f.judge_statuses or f.reviewed is not None or f.disagree_parser or f.cell is not None
+        f.verdicts
+        or f.judge_statuses
+        or f.reviewed is not None
+        or f.disagree_parser
+        or f.cell is not None
+        or f.letter_cell is not None
     )
 
 

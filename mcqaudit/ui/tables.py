@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from mcqaudit.report import num, with_chance
+from mcqaudit.report import agreement_cells, agreement_groups, num, with_chance
 from mcqaudit.report import pct as _pct
 from mcqaudit.vocab import VERDICTS
 
@@ -246,6 +246,7 @@ def recall_by_gold(report: Report) -> pd.DataFrame:
 
 
 def logprob(report: Report) -> pd.DataFrame:
+    """The log-prob cross-check per arm, the row-level mismatch first (see :data:`LOGPROB_WORDS`)."""
     rows = []
     for a in report["arms"]:
         lp = report["metrics"][a].get("logprob_crosscheck")
@@ -253,11 +254,11 @@ def logprob(report: Report) -> pd.DataFrame:
             rows.append(
                 {
                     "arm": arm_label(report, a),
+                    "row-level mismatch %": pct(lp.get("mismatch_rate")),
                     "rows": lp["accuracy_text"]["n"] if lp.get("accuracy_text") else 0,
                     "accuracy by log-prob %": pct(lp.get("accuracy_logprob")),
                     "accuracy by text %": pct(lp.get("accuracy_text")),
                     "difference (pp)": pct(lp.get("difference"), sign=True),
-                    "mismatch rate %": pct(lp.get("mismatch_rate")),
                 }
             )
     return pd.DataFrame(rows)
@@ -281,25 +282,21 @@ def fingerprints(report: Report) -> pd.DataFrame:
 
 
 def judge_agreement(report: Report) -> pd.DataFrame:
-    groups: list[tuple[str, Mapping[str, Any]]] = []
-    if report.get("judge_agreement"):
-        groups.append(("all arms", report["judge_agreement"]))
-    groups += [
-        (a, report["metrics"][a]["judge_agreement"])
-        for a in report["arms"]
-        if report["metrics"][a].get("judge_agreement")
-    ]
+    """Judge vs human, all arms then per arm: each share with its CI and n, or on fewer than 10 rows the
+    counts alone (:func:`mcqaudit.report.agreement_cells`)."""
     rows = []
-    for name, ag in groups:
+    for name, ag in agreement_groups(report):
+        cells = agreement_cells(ag)
         rows.append(
             {
                 "": name,
                 "reviewed rows": int(
                     ag.get("reviewed_rows") or (ag["agreement"]["n"] if ag.get("agreement") else 0)
                 ),
-                "agreement %": pct(ag.get("agreement")),
-                "Cohen's κ": num(ag.get("kappa"), 2),
-                "judge-corrected accuracy %": pct(ag.get("corrected_accuracy")),
+                "agreement %": cells["agreement"],
+                "Cohen's κ": cells["kappa"],
+                **{f"precision {v} %": cells.get(f"precision {v}", NA) for v in VERDICTS},
+                "judge-corrected accuracy %": cells["corrected_accuracy"],
                 "sample": ag.get("sample", ""),
                 "status": "preliminary (< 100 reviewed rows)" if ag.get("preliminary") else "",
             }
