@@ -276,3 +276,51 @@ def test_judge_agreement_tables_show_counts_under_10_rows(tmp_path: Path) -> Non
     shown = tables.judge_agreement(big).iloc[1].to_dict()
     assert shown["agreement %"].endswith(" n=12") and "[" in shown["agreement %"]
     assert shown["precision INCORRECT %"] == "2 of 2 rows"
+
+
+# --- the dashboard: Parsers vs judge ----------------------------------------------------------------------
+def test_parsers_page_letter_heatmap_counts_and_cell_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.ui_study import app, no_exceptions
+
+    monkeypatch.setenv("MCQAUDIT_DASHBOARD_BOOTSTRAP", "50")
+    db = hand_study(tmp_path).build().path
+    at = app(db, "parsers").run()
+    no_exceptions(at)
+    assert at.selectbox[0].value == "naive"
+    # the hand count of HAND, cell by cell (reference × naive letter), none included
+    hand = {("A", "A"): 1, ("A", "C"): 1, ("B", "B"): 2, ("B", "D"): 1, ("C", "A"): 1, ("C", "D"): 1,
+            ("D", "none"): 1, ("none", "B"): 1, ("none", "C"): 1, ("none", "none"): 1}  # fmt: skip
+    keys = ("A", "B", "C", "D", "none")
+    for r in keys:
+        for c in keys:
+            assert at.button(key=f"lcell-{r}-{c}").label == str(hand.get((r, c), 0)), (r, c)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["misread letters · naive · base"] == "63.6 %"  # 7 of 11
+    assert metrics["disagreement · naive · base"] == "50.0 %"  # 6 of 12: the verdicts miss two misreads
+    # the heatmap's shades are our CSS, one rule per non-empty cell
+    css = " ".join(h.proto.body for h in at.get("html"))
+    assert ".st-key-lcell-C-D button" in css and ".st-key-lcell-B-C button" not in css
+    # a cell lists exactly its rows: reference C, naive D is "I'd say C"
+    at.button(key="lcell-C-D").click().run()
+    no_exceptions(at)
+    rows = [d.value for d in at.dataframe if "gold_letter" in d.value.columns][0]
+    assert rows["row_id"].tolist() == ["base|i6|ABCD|0"]
+    assert "**1 rows** whose reference letter is C where naive reads D" in " ".join(m.value for m in at.markdown)
+    at.button(key="lcell-none-B").click().run()  # "Both B and D": a letter made up for an OTHER answer
+    rows = [d.value for d in at.dataframe if "gold_letter" in d.value.columns][0]
+    assert rows["row_id"].tolist() == ["base|i3|ABCD|0"]
+    # the same in one orientation; the per-parser table carries each rate's n and the split of misreads
+    at.selectbox[2].set_value("ABCD").run()
+    assert at.button(key="lcell-none-none").label == "1"
+    lr = [d.value for d in at.dataframe if list(d.value.columns) == ["parser", "base"]][-1]
+    naive_row = lr[lr["parser"] == "naive"].iloc[0]["base"]
+    assert naive_row.startswith("63.6 [") and "n=11" in naive_row and naive_row.endswith("missed: 4 / 2 / 1)")
+    # the verdict matrix still works beside it, and a framework parser reads its own rows only
+    at.button(key="cell-OTHER-INCORRECT").click().run()
+    assert [d.value for d in at.dataframe if "gold_letter" in d.value.columns][0]["row_id"].tolist() == [
+        "base|i3|ABCD|0",
+        "base|i4|ABCD|0",
+    ]
+    at.selectbox[0].set_value("simple_evals").run()
+    no_exceptions(at)
+    assert at.button(key="lcell-A-none").label == "1" and at.button(key="lcell-C-C").label == "1"

@@ -176,6 +176,37 @@ def parser_entry(report: Report, parser: str, arm: str, orientation: str | None)
     return (e.get("by_orientation") or {}).get(orientation)
 
 
+def letters_entry(report: Report, parser: str, arm: str, orientation: str | None) -> Mapping[str, Any] | None:
+    """The parser_letters entry (the four rates and the letter confusion) of one arm, overall or for one
+    orientation; None where no row with a known reference letter was compared."""
+    e = (report["metrics"][arm].get("parser_letters") or {}).get(parser)
+    if e is None or orientation is None:
+        return e
+    return (e.get("by_orientation") or {}).get(orientation)
+
+
+def letter_rates(report: Report) -> pd.DataFrame:
+    """Per parser and arm: the share of answers whose letter it misreads, with CI and n, and how many of
+    them were another letter, a letter made up (the answer picks none) and a letter missed."""
+    rows = []
+    for p in parsers_of(report):
+        row: dict[str, Any] = {"parser": p}
+        for a in report["arms"]:
+            e = (report["metrics"][a].get("parser_letters") or {}).get(p)
+            m = (e or {}).get("misread")
+            if not m:
+                row[a] = NA
+                continue
+            n = int(m["n"])
+            split = " / ".join(
+                str(round(((e or {}).get(k) or {}).get("value", 0.0) * n))
+                for k in ("wrong_letter", "fabricated", "missed")
+            )
+            row[a] = f"{pct(m)} (another / made up / missed: {split})"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def confusion_frame(conf: Mapping[str, Mapping[str, int]]) -> pd.DataFrame:
     return pd.DataFrame(
         [[int(conf[r][c]) for c in VERDICTS] for r in VERDICTS],
