@@ -115,19 +115,19 @@ def test_the_findings_say_how_many_answers_a_parser_misreads(tmp_path: Path) -> 
 def test_a_letter_cell_lists_exactly_its_rows(tmp_path: Path) -> None:
     study = hand_study(tmp_path).build()
     got = {
-        (ref, letter): count_rows(study, RowFilter(letter_cell=LetterCell("naive", ref, letter)))
+        (ref, letter): count_rows(study, RowFilter(cell=LetterCell("naive", ref, letter)))
         for ref in ("A", "B", "C", "D", "none")
         for letter in ("A", "B", "C", "D", "none")
     }
     conf = report_of(hand_study(tmp_path))["metrics"]["base"]["parser_letters"]["naive"]["confusion"]
     assert got == {(r, c): conf[r][c] for r in conf for c in conf[r]}
-    assert row_ids(study, RowFilter(letter_cell=LetterCell("naive", "C", "D"))) == ["base|i6|ABCD|0"]
+    assert row_ids(study, RowFilter(cell=LetterCell("naive", "C", "D"))) == ["base|i6|ABCD|0"]
     # strict: its resolved row only; a framework parser: the rows it was run on
-    assert count_rows(study, RowFilter(letter_cell=LetterCell("strict", "A", "A"))) == 1
-    assert count_rows(study, RowFilter(letter_cell=LetterCell("strict", "B", "none"))) == 0
-    assert count_rows(study, RowFilter(letter_cell=LetterCell("simple_evals", "A", "none"))) == 1
+    assert count_rows(study, RowFilter(cell=LetterCell("strict", "A", "A"))) == 1
+    assert count_rows(study, RowFilter(cell=LetterCell("strict", "B", "none"))) == 0
+    assert count_rows(study, RowFilter(cell=LetterCell("simple_evals", "A", "none"))) == 1
     with pytest.raises(ValueError, match="letter"):
-        count_rows(study, RowFilter(letter_cell=LetterCell("naive", "AB", "none")))
+        count_rows(study, RowFilter(cell=LetterCell("naive", "AB", "none")))
 
 
 def wrong_letter_study(tmp_path: Path, *, named: bool = True) -> StudyBuilder:
@@ -305,7 +305,7 @@ def test_parsers_page_letter_heatmap_counts_and_cell_rows(tmp_path: Path, monkey
     no_exceptions(at)
     rows = [d.value for d in at.dataframe if "gold_letter" in d.value.columns][0]
     assert rows["row_id"].tolist() == ["base|i6|ABCD|0"]
-    assert "**1 rows** whose reference letter is C where naive reads D" in " ".join(m.value for m in at.markdown)
+    assert "**1 rows** with reference letter C where the naive parser reads D" in " ".join(m.value for m in at.markdown)
     at.button(key="lcell-none-B").click().run()  # "Both B and D": a letter made up for an OTHER answer
     rows = [d.value for d in at.dataframe if "gold_letter" in d.value.columns][0]
     assert rows["row_id"].tolist() == ["base|i3|ABCD|0"]
@@ -324,3 +324,11 @@ def test_parsers_page_letter_heatmap_counts_and_cell_rows(tmp_path: Path, monkey
     at.selectbox[0].set_value("simple_evals").run()
     no_exceptions(at)
     assert at.button(key="lcell-A-none").label == "1" and at.button(key="lcell-C-C").label == "1"
+    # a letter cell goes to Review as the 3×3's cells do: exactly its rows, and it says which
+    at.button(key="lcell-A-none").click().run()
+    at.button(key="cell_to_review").click().run()
+    no_exceptions(at)
+    assert [t.value for t in at.title] == ["Review"]
+    shown = " ".join(m.value for m in at.markdown) + " ".join(i.value for i in at.info)
+    assert "of **1** matching rows" in shown
+    assert "reference letter A where the simple\\_evals parser reads none" in shown

@@ -53,6 +53,9 @@ class ConfusionCell:
     verdict: str
     parser_verdict: str
 
+    def describe(self) -> str:
+        return f"verdict {self.verdict} where the {self.parser} parser says {self.parser_verdict}"
+
 
 NO_LETTER = "none"  # a letter cell's "no letter" (the reference of an OTHER row, a parser that read none)
 
@@ -68,6 +71,17 @@ class LetterCell:
     reference: str
     letter: str
 
+    def describe(self) -> str:
+        return f"reference letter {self.reference} where the {self.parser} parser reads {self.letter}"
+
+
+Cell = ConfusionCell | LetterCell  # a cell of either matrix of Parsers vs judge
+
+
+def cell_of(d: dict[str, Any]) -> Cell:
+    """A cell from its :func:`dataclasses.asdict` form (a letter cell has a ``reference``)."""
+    return LetterCell(**d) if "reference" in d else ConfusionCell(**d)
+
 
 @dataclass(frozen=True)
 class RowFilter:
@@ -81,8 +95,7 @@ class RowFilter:
     reviewed: bool | None = None  # True: has an effective review; False: has none
     search: str = ""  # case-insensitive substring of question, generation or item_id; or an exact row_id
     queue_id: int | None = None  # only the rows of this spot-check queue, in queue order
-    cell: ConfusionCell | None = None
-    letter_cell: LetterCell | None = None
+    cell: Cell | None = None  # the rows of one cell of a verdict or a letter confusion matrix
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,14 +104,9 @@ class RowFilter:
     def from_dict(cls, d: dict[str, Any]) -> RowFilter:
         d = dict(d)
         cell = d.pop("cell", None)
-        letter_cell = d.pop("letter_cell", None)
         for k in ("arms", "orientations", "verdicts", "judge_statuses"):
             d[k] = tuple(d.get(k) or ())
-        return cls(
-            **d,
-            cell=ConfusionCell(**cell) if cell else None,
-            letter_cell=LetterCell(**letter_cell) if letter_cell else None,
-        )
+        return cls(**d, cell=cell_of(cell) if cell else None)
 
 
 class UnknownParser(ValueError):
@@ -186,7 +194,9 @@ def _build(f: RowFilter) -> _Query:
         q.params += [s, like, like, like]
     if f.disagree_parser:
         q.where.append(q.disagreement(f.disagree_parser, "pd"))
-    if f.cell is not None:
+    if isinstance(f.cell, LetterCell):
+        _letter_cell(q, f.cell)
+    elif f.cell is not None:
         c = f.cell
         if c.verdict not in VERDICTS or c.parser_verdict not in VERDICTS:
             raise ValueError(f"a confusion cell takes two of {', '.join(VERDICTS)}")
@@ -195,8 +205,6 @@ def _build(f: RowFilter) -> _Query:
         q.params += [c.verdict, c.parser_verdict]
         if c.parser == PARSER_STRICT:
             q.where.append(f"{letter} IS NOT NULL")
-    if f.letter_cell is not None:
-        _letter_cell(q, f.letter_cell)
     if f.queue_id is not None:
         q.joins.append("JOIN spot_check_rows q ON q.row_id = g.row_id AND q.queue_id = ?")
         q.join_params.append(int(f.queue_id))
@@ -231,12 +239,7 @@ def _needs_verdicts(f: RowFilter) -> bool:
     """Whether the filter reads a verdict column. When not, a list reads ``gen_rows``, which has the same rows
     and the same values in every column the filter and the order use, without the view's joins."""
     return bool(
-        f.verdicts
-        or f.judge_statuses
-        or f.reviewed is not None
-        or f.disagree_parser
-        or f.cell is not None
-        or f.letter_cell is not None
+        f.verdicts or f.judge_statuses or f.reviewed is not None or f.disagree_parser or f.cell is not None
     )
 
 
@@ -258,7 +261,9 @@ def count_rows(study: Study, f: RowFilter) -> int:
 
 # the list's order (see _ordered_from) as one comparable value: ordinal NULLS LAST is (IS NULL, ordinal)
 _QUEUE_ORDER, _QUEUE_KEY = "q.position, g.row_id", "(q.position, g.row_id)"
-_LIST_ORDER = "a.ordinal NULLS LAST, g.arm, g.item_id, length(g.orientation), g.orientation, g.sample, g.row_id"
+_LIST_ORDER = (
+    "a.ordinal NULLS LAST, g.arm, g.item_id, length(g.orientation), g.orientation, g.sample, g.row_id"
+)
 _LIST_KEY = (
     "(a.ordinal IS NULL, coalesce(a.ordinal, 0), g.arm, g.item_id, length(g.orientation), g.orientation, "
     "g.sample, g.row_id)"

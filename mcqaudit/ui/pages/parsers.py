@@ -5,14 +5,13 @@ misread rates against the 5 % line, and the Δ each parser would have reported b
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 import streamlit as st
 
 from mcqaudit import plots
 from mcqaudit.metrics import PARSER_DISAGREEMENT_MAX
-from mcqaudit.store.rows import ConfusionCell, LetterCell, RowFilter
+from mcqaudit.store.rows import Cell, ConfusionCell, LetterCell, RowFilter
 from mcqaudit.ui import components, data, state, tables
 from mcqaudit.ui.pages import load
 from mcqaudit.ui.pages.review import send_to_review
@@ -130,15 +129,17 @@ def _cell_rows(path: str, parser: str, arm: str, o: str | None) -> None:
     chosen = st.session_state.get(state.CELL)
     if not chosen or (chosen["parser"], chosen["arm"], chosen["orientation"]) != (parser, arm, o):
         return
-    base = RowFilter(arms=(arm,), orientations=(o,) if o else ())
-    if chosen.get("kind") == "letter":
-        f = replace(base, letter_cell=LetterCell(parser, chosen["reference"], chosen["letter"]))
-        what = f"whose reference letter is {chosen['reference']} where {tables.md_escape(parser)} reads {chosen['letter']}"
-    else:
-        f = replace(base, cell=ConfusionCell(parser, chosen["verdict"], chosen["parser_verdict"]))
-        what = f"with verdict {chosen['verdict']} where {tables.md_escape(parser)} says {chosen['parser_verdict']}"
+    cell: Cell = (
+        LetterCell(parser, chosen["reference"], chosen["letter"])
+        if chosen.get("kind") == "letter"
+        else ConfusionCell(parser, chosen["verdict"], chosen["parser_verdict"])
+    )
+    f = RowFilter(arms=(arm,), orientations=(o,) if o else (), cell=cell)
     df, total = data.rows(path, f, LIST_LIMIT, 0)
-    st.markdown(f"**{total} rows** {what}" + (f" (first {LIST_LIMIT} shown)" if total > LIST_LIMIT else ""))
+    st.markdown(
+        f"**{total} rows** with {tables.md_escape(cell.describe())}"
+        + (f" (first {LIST_LIMIT} shown)" if total > LIST_LIMIT else "")
+    )
     st.dataframe(
         df[
             [
@@ -154,10 +155,8 @@ def _cell_rows(path: str, parser: str, arm: str, o: str | None) -> None:
         hide_index=True,
         key="cell_rows",
     )
-    if f.cell is not None and st.button(
-        f"Review these {total} rows →", key="cell_to_review", disabled=total == 0
-    ):
-        send_to_review(arms=[arm], orientations=[o] if o else [], cell=f.cell)
+    if st.button(f"Review these {total} rows →", key="cell_to_review", disabled=total == 0):
+        send_to_review(arms=[arm], orientations=[o] if o else [], cell=cell)
 
 
 def render_parsers(report: Mapping[str, Any], meta: Mapping[str, str | None], path: str) -> None:
