@@ -305,7 +305,7 @@ def test_parsers_page_letter_heatmap_counts_and_cell_rows(tmp_path: Path, monkey
     no_exceptions(at)
     rows = [d.value for d in at.dataframe if "gold_letter" in d.value.columns][0]
     assert rows["row_id"].tolist() == ["base|i6|ABCD|0"]
-    assert "**1 rows** with reference letter C where the naive parser reads D" in " ".join(m.value for m in at.markdown)
+    assert "**1 row** with reference letter C where the naive parser reads D" in " ".join(m.value for m in at.markdown)
     at.button(key="lcell-none-B").click().run()  # "Both B and D": a letter made up for an OTHER answer
     rows = [d.value for d in at.dataframe if "gold_letter" in d.value.columns][0]
     assert rows["row_id"].tolist() == ["base|i3|ABCD|0"]

@@ -10,6 +10,7 @@ from typing import Any
 import streamlit as st
 
 from mcqaudit import plots
+from mcqaudit.formatting import plural
 from mcqaudit.metrics import PARSER_DISAGREEMENT_MAX
 from mcqaudit.store.rows import Cell, ConfusionCell, LetterCell, RowFilter
 from mcqaudit.ui import components, data, state, tables
@@ -137,7 +138,7 @@ def _cell_rows(path: str, parser: str, arm: str, o: str | None) -> None:
     f = RowFilter(arms=(arm,), orientations=(o,) if o else (), cell=cell)
     df, total = data.rows(path, f, LIST_LIMIT, 0)
     st.markdown(
-        f"**{total} rows** with {tables.md_escape(cell.describe())}"
+        f"**{plural(total, 'row')}** with {tables.md_escape(cell.describe())}"
         + (f" (first {LIST_LIMIT} shown)" if total > LIST_LIMIT else "")
     )
     st.dataframe(
