@@ -16,7 +16,7 @@ from typing import Any
 
 from mcqaudit.formatting import num, pct, plural, pp, with_chance
 from mcqaudit.metrics import MIN_AUDIT_ROWS, MIN_CI_ROWS, MIN_ITEMS, PARSER_DISAGREEMENT_MIN_ROWS
-from mcqaudit.metrics.parsers import LETTER_KINDS
+from mcqaudit.metrics.parsers import MISREAD_WORDS, misread_counts
 from mcqaudit.metrics.results import Finding
 
 SCHEMA_VERSION = 1
@@ -246,13 +246,6 @@ def _arm_findings(
     return out
 
 
-_MISREAD_SPLIT = (
-    ("wrong_letter", "another letter on"),
-    ("fabricated", "a letter where the answer picks none on"),
-    ("missed", "no letter where it picks one on"),
-)
-
-
 def _letter_findings(report: Mapping[str, Any]) -> list[Finding]:
     """Per arm, how many answers the naive and the user's parser misread (``parser_letters``), and how: the
     question users come with (nothing when a parser misreads none). Under
@@ -265,10 +258,10 @@ def _letter_findings(report: Mapping[str, Any]) -> list[Finding]:
             if not m or m.get("value") is None:
                 continue
             n = int(m["n"])  # the four rates share their rows
-            count = {k: round(((letters[name].get(k) or {}).get("value") or 0.0) * n) for k in LETTER_KINDS}
+            count = misread_counts(letters[name])
             if not count["misread"]:
                 continue  # a parser that reads every letter right needs no sentence
-            split = ", ".join(f"{words} {count[k]:,}" for k, words in _MISREAD_SPLIT)
+            split = ", ".join(f"{words} on {count[k]:,}" for k, words in MISREAD_WORDS.items())
             head = f"{arm}: the {_PARSER_WORDS[name]} misreads {count['misread']:,} of {n:,} answers"
             if n >= PARSER_DISAGREEMENT_MIN_ROWS:
                 ci = f" [{m['ci_low'] * 100:.1f}, {m['ci_high'] * 100:.1f}]" if m.get("ci_low") is not None else ""

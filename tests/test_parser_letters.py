@@ -332,3 +332,14 @@ def test_parsers_page_letter_heatmap_counts_and_cell_rows(tmp_path: Path, monkey
     shown = " ".join(m.value for m in at.markdown) + " ".join(i.value for i in at.info)
     assert "of **1** matching rows" in shown
     assert "reference letter A where the simple\\_evals parser reads none" in shown
+
+
+def test_judge_agreement_plot_draws_only_groups_of_10_rows(tmp_path: Path) -> None:
+    from mcqaudit.api import build_report
+    from mcqaudit.plots import fig_judge_agreement
+
+    big = build_report(reviewed_study(tmp_path, 10, 2).build(), n_boot=200, seed=0, verdicts="judge")
+    fig = fig_judge_agreement(big)
+    assert [list(t.x) for t in fig.data] == [["all arms", "base"], ["all arms", "base"]]
+    small = build_report(reviewed_study(tmp_path, 6, 2).build(), n_boot=200, seed=0, verdicts="judge")
+    assert not fig_judge_agreement(small).data

@@ -15,7 +15,7 @@ import numpy as np
 from mcqaudit.formatting import fmt_metric, fmt_value
 from mcqaudit.metrics.bootstrap import clustered_rate
 from mcqaudit.metrics.inputs import StudyInfo
-from mcqaudit.metrics.parsers import ParserTally, RateSums
+from mcqaudit.metrics.parsers import MISREAD_WORDS, ParserTally, RateSums
 from mcqaudit.metrics.results import ArmDelta, Flag, Metric, Results
 from mcqaudit.metrics.rules import (
     ARTIFACT_PARSERS_EXCLUDED,
@@ -177,9 +177,6 @@ def _flag_sample(sums: RateSums) -> tuple[str, np.ndarray] | None:
     return None
 
 
-_MISREAD_WORDS = ("another letter", "a letter where the answer picks none", "no letter where it picks one")
-
-
 def parser_disagreement_flags(tallies: Sequence[ParserTally]) -> list[Flag]:
     """A parser disagreeing with the verdicts on > 5 % of a ≥ 100-row sample: the uniform spot check
     when it has enough rows, else every graded row. Read on letters (``parser_letters.misread``) where
@@ -200,7 +197,7 @@ def parser_disagreement_flags(tallies: Sequence[ParserTally]) -> list[Flag]:
         resolved = " it resolved" if p.name == "strict" else ""
         if level == "letter":
             split = ", ".join(
-                f"{w} on {int(round(d))}" for w, d in zip(_MISREAD_WORDS, sums[1:, 2], strict=True)
+                f"{w} on {int(round(d))}" for w, d in zip(MISREAD_WORDS.values(), sums[1:, 2], strict=True)
             )
             evidence = (
                 f"the {p.name} parser misreads the answer's letter on {fmt_metric(m, pct=True)} of {m['n']} "

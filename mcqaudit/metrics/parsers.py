@@ -13,7 +13,9 @@ INCORRECT) and disagree as letters: this is why the two families differ.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +35,12 @@ ROW_PARSERS = ("strict", "naive", "user")  # parsers with a letter column in the
 # parser_letters rates, each over the same rows (those whose reference letter is known), so that
 # misread = wrong_letter + fabricated + missed
 LETTER_KINDS = ("misread", "wrong_letter", "fabricated", "missed")
+# the three ways of misreading, in words (flag evidence, findings)
+MISREAD_WORDS = {
+    "wrong_letter": "another letter",
+    "fabricated": "a letter where the answer picks none",
+    "missed": "no letter where it picks one",
+}
 # the confusion's key for "no letter": the reference of an OTHER row, or a parser that read none
 NO_LETTER = "none"
 STRICT_COMPARED = "rows the pre-filter resolved; a letter-less row was deferred to the judge"
@@ -254,3 +262,10 @@ def parser_letters(tallies: list[ParserTally], orientations: list[str], a: int) 
             entry["compared"] = STRICT_COMPARED
         out[p.name] = entry
     return out
+
+
+def misread_counts(entry: Mapping[str, Any]) -> dict[str, int]:
+    """The rows behind each of a ``parser_letters`` entry's four rates (they share their ``n``)."""
+    m = entry.get("misread")
+    n = int(m["n"]) if m else 0
+    return {k: round(((entry.get(k) or {}).get("value") or 0.0) * n) for k in LETTER_KINDS}

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from mcqaudit.metrics.parsers import misread_counts
 from mcqaudit.report import agreement_cells, agreement_groups, num, with_chance
 from mcqaudit.report import pct as _pct
 from mcqaudit.vocab import VERDICTS
@@ -197,11 +198,8 @@ def letter_rates(report: Report) -> pd.DataFrame:
             if not m:
                 row[a] = NA
                 continue
-            n = int(m["n"])
-            split = " / ".join(
-                str(round(((e or {}).get(k) or {}).get("value", 0.0) * n))
-                for k in ("wrong_letter", "fabricated", "missed")
-            )
+            count = misread_counts(e or {})
+            split = " / ".join(str(count[k]) for k in ("wrong_letter", "fabricated", "missed"))
             row[a] = f"{pct(m)} (another / made up / missed: {split})"
         rows.append(row)
     return pd.DataFrame(rows)
