@@ -16,7 +16,7 @@ from typing import Any
 
 from mcqaudit.formatting import num, pct, plural, pp, with_chance
 from mcqaudit.metrics import MIN_AUDIT_ROWS, MIN_CI_ROWS, MIN_ITEMS, PARSER_DISAGREEMENT_MIN_ROWS
-from mcqaudit.metrics.parsers import MISREAD_WORDS, misread_counts
+from mcqaudit.metrics.parsers import misread_counts
 from mcqaudit.metrics.results import Finding
 
 SCHEMA_VERSION = 1
@@ -247,30 +247,37 @@ def _arm_findings(
 
 
 def _letter_findings(report: Mapping[str, Any]) -> list[Finding]:
-    """Per arm, how many answers the naive and the user's parser misread (``parser_letters``), and how: the
-    question users come with (nothing when a parser misreads none). Under
-    :data:`PARSER_DISAGREEMENT_MIN_ROWS` answers, counts only."""
+    """For the naive and the user's parser, one sentence: how many answers it misreads in each arm
+    (``parser_letters``) — the question users come with; nothing when it misreads none. An arm under
+    :data:`PARSER_DISAGREEMENT_MIN_ROWS` answers gets its counts only, no rate. A sentence about one arm
+    carries that arm and its rate (``value``, ``ci``); ``n_rows`` is the answers it counts."""
     out: list[Finding] = []
-    for arm in report.get("arms") or []:
-        letters = report["metrics"][arm].get("parser_letters") or {}
-        for name in ("naive", "user"):
-            m = (letters.get(name) or {}).get("misread")
-            if not m or m.get("value") is None:
+    arms = list(report.get("arms") or [])
+    for name in ("naive", "user"):
+        said: list[tuple[str, int, int, Mapping[str, Any]]] = []  # arm, misread, answers, the rate
+        for arm in arms:
+            e = (report["metrics"][arm].get("parser_letters") or {}).get(name)
+            m = (e or {}).get("misread")
+            if m and m.get("value") is not None:
+                said.append((arm, misread_counts(e or {})["misread"], int(m["n"]), m))
+        if not any(bad for _, bad, _, _ in said):
+            continue  # a parser that reads every letter right needs no sentence
+        parts = []
+        for arm, bad, n, m in said:
+            where = f" in {arm}" if len(arms) > 1 else ""
+            if n < PARSER_DISAGREEMENT_MIN_ROWS:
+                parts.append(f"{bad:,} of {n:,} answers{where} (too few for a rate)")
                 continue
-            n = int(m["n"])  # the four rates share their rows
-            count = misread_counts(letters[name])
-            if not count["misread"]:
-                continue  # a parser that reads every letter right needs no sentence
-            split = ", ".join(f"{words} on {count[k]:,}" for k, words in MISREAD_WORDS.items())
-            head = f"{arm}: the {_PARSER_WORDS[name]} misreads {count['misread']:,} of {n:,} answers"
-            if n >= PARSER_DISAGREEMENT_MIN_ROWS:
-                ci = f" [{m['ci_low'] * 100:.1f}, {m['ci_high'] * 100:.1f}]" if m.get("ci_low") is not None else ""
-                text = f"{head} ({m['value'] * 100:.1f} %{ci}): {split}."
-            else:
-                text = (f"{head} whose letter is known ({split}); too few answers to read as a rate "
-                        f"(a rate needs {PARSER_DISAGREEMENT_MIN_ROWS}).")  # fmt: skip
-            shown = m if n >= PARSER_DISAGREEMENT_MIN_ROWS else None
-            out.append(_finding("parser_letters", text, arm, shown, None, n, parser=name))
+            ci = f" [{m['ci_low'] * 100:.1f}, {m['ci_high'] * 100:.1f}]" if m.get("ci_low") is not None else ""
+            parts.append(f"{bad:,} of {n:,} answers{where} ({m['value'] * 100:.1f} %{ci})")
+        text = f"The {_PARSER_WORDS[name]} misreads the letter of " + " and ".join(
+            [", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts
+        ) + "."
+        arm1, _, n1, m1 = said[0]
+        single = len(said) == 1
+        rate = m1 if single and n1 >= PARSER_DISAGREEMENT_MIN_ROWS else None
+        rows = sum(n for _, _, n, _ in said)
+        out.append(_finding("parser_letters", text, arm1 if single else None, rate, None, rows, parser=name))
     return out
 
 

@@ -98,18 +98,23 @@ def test_the_findings_say_how_many_answers_a_parser_misreads(tmp_path: Path) -> 
 
     rep = build_report(hand_study(tmp_path).build(), n_boot=200, seed=0)
     (f,) = [f for f in rep["findings"] if f["kind"] == "parser_letters" and f["parser"] == "naive"]
-    assert "misreads 7 of 11 answers" in f["text"]
-    assert "another letter on 4" in f["text"] and "none on 2" in f["text"] and "one on 1" in f["text"]
+    assert f["text"] == "The naive parser (first [A-D] letter) misreads the letter of 7 of 11 answers (too few for a rate)."
     assert (f["n_rows"], f["arm"]) == (11, "base")
-    # 11 rows: counts, not a rate dressed as a finding
-    assert "too few" in f["text"] and "%" not in f["text"] and f["value"] is None
+    assert f["value"] is None and f["ci"] is None  # 11 rows: counts, not a rate dressed as a finding
     assert f["text"] in to_markdown(rep)
     assert findings(rep) == rep["findings"]
     big = build_report(wrong_letter_study(tmp_path).build(), n_boot=200, seed=0)
     (f,) = [f for f in big["findings"] if f["kind"] == "parser_letters"]
-    assert f["text"].startswith("base: the naive parser") and "misreads 30 of 300 answers (10.0 % [" in f["text"]
-    assert f["text"].endswith("another letter on 30, a letter where the answer picks none on 0, no letter where it picks one on 0.")
-    assert f["value"] == pytest.approx(0.1) and f["ci"] is not None
+    assert f["text"].startswith("The naive parser (first [A-D] letter) misreads the letter of 30 of 300 answers (10.0 % [")
+    assert f["value"] == pytest.approx(0.1) and f["ci"] is not None and f["n_rows"] == 300
+    # two arms: one sentence, each arm with its own count, rate and CI
+    b = wrong_letter_study(tmp_path)
+    b.path = tmp_path / "two.duckdb"
+    for k in range(300):
+        b.row("steered", f"i{k}", "ABCD", "C" if k < 60 else "A", naive="D" if k < 60 else "same")
+    (f,) = [f for f in build_report(b.build(), n_boot=200, seed=0)["findings"] if f["kind"] == "parser_letters"]
+    assert "30 of 300 answers in base (10.0 % [" in f["text"] and "and 60 of 300 answers in steered (20.0 % [" in f["text"]
+    assert (f["arm"], f["value"], f["n_rows"]) == (None, None, 600)
 
 
 def test_a_letter_cell_lists_exactly_its_rows(tmp_path: Path) -> None:
