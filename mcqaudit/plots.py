@@ -273,15 +273,18 @@ def fig_position_picks(report: Report) -> go.Figure:
 
 def fig_judge_agreement(report: Report) -> go.Figure:
     """Judge-vs-human agreement and Cohen's κ per arm (and pooled), on reviewed rows."""
-    groups: list[tuple[str, Mapping[str, Any]]] = []
-    if report.get("judge_agreement"):
-        groups.append(("all arms", report["judge_agreement"]))
-    for arm in report["arms"]:
-        ag = report["metrics"][arm].get("judge_agreement")
-        if ag:
-            groups.append((_txt(arm), ag))
-    if not groups:
+    from mcqaudit.metrics import MIN_CI_ROWS
+    from mcqaudit.report import agreement_groups
+
+    every = agreement_groups(report)
+    if not every:
         return _empty("Judge vs human", "no reviewed rows yet")
+    # a bar from 3 rows would read as a finding: groups under MIN_CI_ROWS are in the table, as counts only
+    groups = [
+        (_txt(name), ag) for name, ag in every if (ag.get("agreement") or {}).get("n", 0) >= MIN_CI_ROWS
+    ]
+    if not groups:
+        return _empty("Judge vs human", f"fewer than {MIN_CI_ROWS} reviewed rows: counts only, in the table")
     fig = go.Figure()
     for key, label in (("agreement", "agreement"), ("kappa", "Cohen's κ")):
         ms = [g[key] for _, g in groups]

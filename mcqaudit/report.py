@@ -26,7 +26,8 @@ from mcqaudit.formatting import (
     pp,
     with_chance,
 )
-from mcqaudit.metrics import MIN_AUDIT_ROWS, MIN_ITEMS
+from mcqaudit.metrics import MIN_AUDIT_ROWS, MIN_CI_ROWS, MIN_ITEMS, PARSER_DISAGREEMENT_MIN_ROWS
+from mcqaudit.metrics.parsers import misread_counts
 from mcqaudit.metrics.results import Finding
 from mcqaudit.vocab import LETTERS
 
@@ -132,6 +133,7 @@ def findings(report: Mapping[str, Any]) -> list[Finding]:
         out += _provisional(
             _arm_findings(report, arm, d, flags), pending.get(arm, 0) + pending.get(str(ctrl), 0)
         )
+    out += _letter_findings(report)
     if design.get("reason"):
         out.append(_finding(
             "design",
@@ -313,6 +315,41 @@ def _orientation_findings(
             out.append(_finding("orientation", f"Not enough {shared} per orientation{where} (at least "
                                 f"{MIN_ITEMS} in two orientations) to check the Δ per orientation.", arm, None,
                                 n, nr, holds=None, **extra))  # fmt: skip
+    return out
+
+
+def _letter_findings(report: Mapping[str, Any]) -> list[Finding]:
+    """For the naive and the user's parser, one sentence: how many answers it misreads in each arm
+    (``parser_letters``) — the question users come with; nothing when it misreads none. An arm under
+    :data:`PARSER_DISAGREEMENT_MIN_ROWS` answers gets its counts only, no rate. A sentence about one arm
+    carries that arm and its rate (``value``, ``ci``); ``n_rows`` is the answers it counts."""
+    out: list[Finding] = []
+    arms = list(report.get("arms") or [])
+    for name in ("naive", "user"):
+        said: list[tuple[str, int, int, Mapping[str, Any]]] = []  # arm, misread, answers, the rate
+        for arm in arms:
+            e = (report["metrics"][arm].get("parser_letters") or {}).get(name)
+            m = (e or {}).get("misread")
+            if m and m.get("value") is not None:
+                said.append((arm, misread_counts(e or {})["misread"], int(m["n"]), m))
+        if not any(bad for _, bad, _, _ in said):
+            continue  # a parser that reads every letter right needs no sentence
+        parts = []
+        for arm, bad, n, m in said:
+            where = f" in {arm}" if len(arms) > 1 else ""
+            if n < PARSER_DISAGREEMENT_MIN_ROWS:
+                parts.append(f"{bad:,} of {n:,} answers{where} (too few for a rate)")
+                continue
+            ci = f" [{m['ci_low'] * 100:.1f}, {m['ci_high'] * 100:.1f}]" if m.get("ci_low") is not None else ""
+            parts.append(f"{bad:,} of {n:,} answers{where} ({m['value'] * 100:.1f} %{ci})")
+        text = f"The {_PARSER_WORDS[name].format(naive=naive_words(report))} misreads the letter of " + " and ".join(
+            [", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts
+        ) + "."
+        arm1, _, n1, m1 = said[0]
+        single = len(said) == 1
+        rate = m1 if single and n1 >= PARSER_DISAGREEMENT_MIN_ROWS else None
+        rows = sum(n for _, _, n, _ in said)
+        out.append(_finding("parser_letters", text, arm1 if single else None, rate, None, rows, parser=name))
     return out
 
 
@@ -586,20 +623,17 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
     )
 
     ag_rows = []
-    ag_groups: list[tuple[str, Mapping[str, Any]]] = []
-    if report.get("judge_agreement"):
-        ag_groups.append(("all arms", report["judge_agreement"]))
-    ag_groups += [(a, m[a]["judge_agreement"]) for a in arms if m[a].get("judge_agreement")]
+    ag_groups = agreement_groups(report)
     for name, ag in ag_groups:
-        prec = ag["precision"]
+        shown = agreement_cells(ag)
         ag_rows.append(
             [
                 name + (" (preliminary)" if ag.get("preliminary") else ""),
                 str(ag["agreement"]["n"]) if ag.get("agreement") else "0",
-                pct(ag["agreement"]),
-                num(ag["kappa"]),
-                *[pct(prec.get(v)) for v in ("CORRECT", "INCORRECT", "OTHER")],
-                pct(ag.get("corrected_accuracy")),
+                shown["agreement"],
+                shown["kappa"],
+                *[shown[f"precision {v}"] for v in ("CORRECT", "INCORRECT", "OTHER")],
+                shown["corrected_accuracy"],
             ]
         )
     if ag_rows:
@@ -614,6 +648,8 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
                     + (f" Preliminary: fewer than {MIN_AUDIT_ROWS} reviewed rows, so these figures, the "
                        "judge-corrected accuracy included, are no finding yet."
                        if any(g.get("preliminary") for _, g in ag_groups) else "")
+                    + f" Each share carries its n (rows); on fewer than {MIN_CI_ROWS} rows only the counts are "
+                    "shown, with no CI."
                 ],
                 tables=[
                     Table(
@@ -629,35 +665,31 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
     for a in arms:
         lp = m[a].get("logprob_crosscheck")
         if lp:
+            mm = lp.get("mismatch_rate")
             lp_rows.append(
                 [
                     a,
+                    f"{pct(mm)} (n={mm['n']})" if mm else "n/a",
                     str(lp["accuracy_text"]["n"]) if lp.get("accuracy_text") else "0",
                     pct(lp["accuracy_logprob"]),
                     pct(lp["accuracy_text"]),
                     pct(lp["difference"], sign=True),
-                    pct(lp["mismatch_rate"]),
                 ]
             )
     if lp_rows:
         out.append(
             Section(
                 "Log-prob cross-check",
+                paragraphs=[LOGPROB_WORDS],
                 tables=[
                     Table(
-                        [
-                            "arm",
-                            "rows",
-                            "accuracy by log-prob",
-                            "accuracy by text",
-                            "difference",
-                            "mismatch rate",
-                        ],
+                        ["arm", "row-level mismatch", "rows", "accuracy by log-prob", "accuracy by text",
+                         "difference"],
                         lp_rows,
                     )
                 ],
             )
-        )
+        )  # fmt: skip
 
     fps = report.get("judge_fingerprints") or {}
     if fps:
@@ -775,6 +807,50 @@ def _pairwise_words(arms: Sequence[str], pw: Mapping[str, Mapping[str, Any]]) ->
     """:func:`pairing_words` over every pair of arms (each pair once, in arm order)."""
     pairs = {f"{a} − {b}": (pw.get(a) or {}).get(b) for k, a in enumerate(arms) for b in arms[k + 1 :]}
     return pairing_words(pairs)
+LOGPROB_WORDS = (
+    "Row-level mismatch: the share of rows whose argmax log-prob letter is not the letter the text answer "
+    "picks (n: rows with a known text letter; an OTHER answer always mismatches; a tie in the argmax counts "
+    "as no pick, so it mismatches too). Then accuracy by argmax log-prob and by text on the rows that carry "
+    "option_logprobs."
+)
+
+
+def agreement_groups(report: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """Judge vs human, all arms pooled then per arm: (label, ``judge_agreement`` entry), those that exist."""
+    groups: list[tuple[str, Mapping[str, Any]]] = []
+    if report.get("judge_agreement"):
+        groups.append(("all arms", report["judge_agreement"]))
+    m = report["metrics"]
+    return groups + [(a, m[a]["judge_agreement"]) for a in report["arms"] if m[a].get("judge_agreement")]
+
+
+def agreement_cells(ag: Mapping[str, Any]) -> dict[str, str]:
+    """One ``judge_agreement`` entry as table cells: each share in percent with its CI and n, or — on fewer
+    than :data:`MIN_CI_ROWS` rows — the counts alone ("5 of 6 rows"), never a percentage from 3 rows."""
+    conf = ag.get("confusion") or {}
+
+    def share(x: Mapping[str, Any] | None, hits: int) -> str:
+        if x is None or x.get("value") is None:
+            return "n/a"
+        n = int(x["n"])
+        return f"{hits} of {plural(n, 'row')}" if n < MIN_CI_ROWS else f"{pct(x)} n={n}"
+
+    cells = {"agreement": share(ag.get("agreement"), sum(int(conf.get(v, {}).get(v, 0)) for v in conf))}
+    for v, x in (ag.get("precision") or {}).items():
+        cells[f"precision {v}"] = share(x, int(conf.get(v, {}).get(v, 0)))
+    kappa, corr = ag.get("kappa"), ag.get("corrected_accuracy")
+    cells["kappa"] = cells["corrected_accuracy"] = "n/a"
+    if kappa is not None and kappa.get("value") is not None:
+        k_n = int(kappa["n"])
+        cells["kappa"] = f"n/a ({plural(k_n, 'row')})" if k_n < MIN_CI_ROWS else f"{num(kappa)} n={k_n}"
+    if corr is not None and corr.get("value") is not None:
+        rev = int(corr.get("reviewed_rows", ag.get("reviewed_rows", 0)))
+        cells["corrected_accuracy"] = (
+            f"n/a ({plural(rev, 'reviewed row')})"
+            if rev < MIN_CI_ROWS
+            else f"{pct(corr)} n={corr['n']} items, {rev} reviewed rows"
+        )
+    return cells
 
 
 def _pw_cell(m: Mapping[str, Any] | None) -> str:

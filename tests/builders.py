@@ -27,7 +27,9 @@ class StudyBuilder:
     """Writes a study directly into the tables (arms, items, gen_rows, judge_verdicts, reviews, ...).
 
     ``pick`` is the displayed letter the row picks, ``"OTHER"``, or ``None`` for a row whose judge failed
-    (``status="error"``) or has not answered yet (``status="pending"``).
+    (``status="error"``) or has not answered yet (``status="pending"``). ``generation`` is the row's text
+    (default: the picked letter, or "I cannot answer"); ``named=False`` is a gold-shape judge's verdict,
+    which names no letter.
     """
 
     path: Path
@@ -65,6 +67,8 @@ class StudyBuilder:
         fp: str = "fp-a",
         logprobs: dict[str, float] | None = None,
         frameworks: dict[str, str | None] | None = None,
+        generation: str | None = None,
+        named: bool = True,
     ) -> str:
         if arm not in self.arms:
             self.arms.append(arm)
@@ -87,6 +91,8 @@ class StudyBuilder:
                 "user": None if user == "none" else (letter if user == "same" else user),
                 "fp": fp,
                 "logprobs": logprobs,
+                "generation": generation,
+                "named": named,
             }
         )
         for name, lt in (frameworks or {}).items():
@@ -114,7 +120,7 @@ class StudyBuilder:
                     "row_id": r["row_id"], "arm": r["arm"], "item_id": r["item_id"], "orientation": r["orientation"],
                     "sample": r["sample"], "question": f"Q {r['item_id']}?",
                     "options": orient.apply(opts, r["orientation"]), "gold_letter": gold,
-                    "generation": "" if blank else (r["letter"] or "I cannot answer"), "is_blank": blank,
+                    "generation": "" if blank else r["generation"] or r["letter"] or "I cannot answer", "is_blank": blank,
                     "option_logprobs": json.dumps(r["logprobs"]) if r["logprobs"] is not None else None,
                     "user_letter": r["user"], "naive_letter": r["naive"],
                     "strict_letter": r["letter"] if r["source"] == "strict" else None,
@@ -125,7 +131,7 @@ class StudyBuilder:
                 verdicts.append(
                     {
                         "row_id": r["row_id"], "fingerprint": r["fp"], "status": "ok" if ok else "error",
-                        "letter": r["letter"] if ok else None,
+                        "letter": r["letter"] if ok and r["named"] else None,
                         "verdict": verdict_of(r["letter"], gold) if ok else None, "reply": r["pick"] or "??",
                     }
                 )  # fmt: skip

@@ -10,12 +10,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from mcqaudit.metrics.bootstrap import Sums, safe_div, summarize
-from mcqaudit.metrics.results import JudgeAgreement, LogprobCrosscheck, Notes
-from mcqaudit.metrics.rules import MIN_AUDIT_ROWS
+from mcqaudit.formatting import plural
+from mcqaudit.metrics.bootstrap import Sums, clustered_rate, safe_div, summarize
+from mcqaudit.metrics.results import JudgeAgreement, LogprobCrosscheck, Metric, Notes
+from mcqaudit.metrics.rules import MIN_AUDIT_ROWS, MIN_CI_ROWS
 from mcqaudit.vocab import VERDICTS
 
-LOGPROB_COLUMNS = ("n", "lp_correct", "text_correct", "mismatch")
+LOGPROB_COLUMNS = ("n", "lp_correct", "text_correct")
+
+
+def _counts_only(m: Metric | None, n: int, what: str, thin: list[str]) -> None:
+    """A figure on fewer than :data:`MIN_CI_ROWS` rows keeps its value and n, not its CI (a CI from 2 rows
+    reads [0, 100] or [100, 100]): it is shown as counts; ``thin`` collects it for the group's note."""
+    if m is None or n >= MIN_CI_ROWS:
+        return
+    m["ci_low"] = m["ci_high"] = None
+    thin.append(f"{what} ({plural(n, 'row')})")
 
 
 def judge_agreement(
@@ -49,11 +59,15 @@ def judge_agreement(
         },
     }
     where = "judge_agreement" if arm is None else f"metrics.{arm}.judge_agreement"
+    thin: list[str] = []
+    _counts_only(out["agreement"], n, "agreement", thin)
+    _counts_only(out["kappa"], n, "κ", thin)
     for k in range(3):
-        if out["precision"][VERDICTS[k]] is None:
-            notes[f"{where}.precision.{VERDICTS[k]}"] = (
-                f"no reviewed row with automated verdict {VERDICTS[k]}"
-            )
+        v = VERDICTS[k]
+        if out["precision"][v] is None:
+            notes[f"{where}.precision.{v}"] = f"no reviewed row with automated verdict {v}"
+        else:
+            _counts_only(out["precision"][v], int(round(row[k][0])), f"precision {v}", thin)
     if scope != "uniform":
         out["caveat"] = "reviewed rows are not a uniform spot check: agreement may be biased"
     if arm is not None:
@@ -72,25 +86,30 @@ def judge_agreement(
         m = summarize(corr, int(round(S.point(("auto_den", key)))))
         if m is not None:
             m["preliminary"] = n < MIN_AUDIT_ROWS
+            m["reviewed_rows"] = n
+            _counts_only(m, n, "judge-corrected accuracy", thin)
         if m is not None and assumed:
             m["assumed_exact"] = assumed
-            notes[f"metrics.{arm}.judge_agreement.corrected_accuracy"] = (
-                f"no reviewed row with automated verdict {', '.join(assumed)}: taken as exact"
-            )
+            key = f"{where}.corrected_accuracy"
+            exact = f"no reviewed row with automated verdict {', '.join(assumed)}: taken as exact"
+            notes[key] = exact
         out["corrected_accuracy"] = m
+    if thin:
+        notes[where] = f"counts only, no CI (a CI needs {MIN_CI_ROWS} rows): {', '.join(thin)}"
     return out
 
 
-def logprob_crosscheck(S: Sums, a: int, items: int) -> LogprobCrosscheck:
-    """Accuracy by argmax log-prob vs by text on arm ``a``'s graded rows that carry option_logprobs."""
+def logprob_crosscheck(S: Sums, a: int, items: int, mismatch: np.ndarray) -> LogprobCrosscheck:
+    """Accuracy by argmax log-prob vs by text on arm ``a``'s graded rows that carry option_logprobs, and the
+    row-level mismatch rate from its item-cluster sums (``mismatch``, see ``compute._logprob_tables``)."""
     n = S["logprob", "n", a]
     n_lp = int(n[0])
     lp_acc = safe_div(S["logprob", "lp_correct", a], n)
     tx_acc = safe_div(S["logprob", "text_correct", a], n)
     return {
+        "mismatch_rate": clustered_rate(mismatch),
         "accuracy_logprob": summarize(lp_acc, n_lp),
         "accuracy_text": summarize(tx_acc, n_lp),
         "difference": summarize(lp_acc - tx_acc, n_lp),
-        "mismatch_rate": summarize(safe_div(S["logprob", "mismatch", a], n), n_lp),
         "items": items,
     }

@@ -15,10 +15,19 @@ import numpy as np
 
 from mcqaudit.metrics import accuracy, agreement, bias, rules
 from mcqaudit.metrics.bootstrap import ItemBootstrap, Sums, ratio, round6, safe_div
-from mcqaudit.metrics.cells import Cells, Families, ItemGrid, Rows, cells_of, item_families, rows_of
+from mcqaudit.metrics.cells import (
+    Cells,
+    Families,
+    ItemGrid,
+    Rows,
+    cells_of,
+    cluster_sums,
+    item_families,
+    rows_of,
+)
 from mcqaudit.metrics.diagnostics import diagnose
 from mcqaudit.metrics.inputs import StudyFrames, column
-from mcqaudit.metrics.parsers import ParserTally, parser_disagreement, parser_tallies
+from mcqaudit.metrics.parsers import ParserTally, parser_disagreement, parser_letters, parser_tallies
 from mcqaudit.metrics.results import (
     ArmDelta,
     ArmMetrics,
@@ -105,6 +114,7 @@ class _Tables:
     auto_share: dict[str, np.ndarray]
     auto_present: np.ndarray
     logprob: dict[str, np.ndarray] | None  # agreement.LOGPROB_COLUMNS -> (n_arms, n_items)
+    logprob_mismatch: np.ndarray | None  # (n_arms, 6) cluster sums of the row-level mismatch
     logprob_items: np.ndarray  # (n_arms,)
     items: np.ndarray  # (n_arms,) items with any row
     uniform_reviewed_rows: int
@@ -177,7 +187,8 @@ def _tables(frames: StudyFrames, R: Rows, C: Cells, notes: Notes) -> _Tables:
         grid.sum([R.ai[rj], R.auto_verdict[rj], R.review[rj]], [n_arms, 3, 3], R.ii[rj]) if rj.any() else None
     )
 
-    logprob = _logprob_tables(frames, R, grid)
+    lp_tables = _logprob_tables(frames, R, grid)
+    logprob, lp_mismatch = lp_tables if lp_tables is not None else (None, None)
     families = item_families(R, frames.info.orientations)
     reported = _reported_families(families, notes)
     return _Tables(
@@ -206,6 +217,7 @@ def _tables(frames: StudyFrames, R: Rows, C: Cells, notes: Notes) -> _Tables:
         auto_share=auto_share,
         auto_present=acells_ai > 0,
         logprob=logprob,
+        logprob_mismatch=lp_mismatch,
         logprob_items=(logprob["n"] > 0).sum(axis=1) if logprob is not None else np.zeros(n_arms),
         items=(counts["rows"] > 0).sum(axis=1),
         uniform_reviewed_rows=int(((R.review >= 0) & R.uniform).sum()),
@@ -234,8 +246,13 @@ def _reported_families(F: Families, notes: Notes) -> list[int]:
     return keep
 
 
-def _logprob_tables(frames: StudyFrames, R: Rows, grid: ItemGrid) -> dict[str, np.ndarray] | None:
-    """Graded rows with option_logprobs: per (arm, item) rows, log-prob and text correct, mismatches."""
+def _logprob_tables(
+    frames: StudyFrames, R: Rows, grid: ItemGrid
+) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
+    """Graded rows with option_logprobs: per (arm, item) rows, log-prob and text correct
+    (:data:`agreement.LOGPROB_COLUMNS`); and per arm the item-cluster sums of the row-level mismatch between
+    the argmax letter and the text's letter, on the rows whose text letter is known (a picked letter, or
+    none for OTHER; a tie in the argmax is no letter): ``(n_arms, 6)``."""
     if frames.logprob is None or not len(frames.logprob):
         return None
     v = R.verdict
@@ -249,9 +266,12 @@ def _logprob_tables(frames: StudyFrames, R: Rows, grid: ItemGrid) -> dict[str, n
         "n": np.ones(li.size),
         "lp_correct": (lpos == R.gold[li]).astype(np.float64),
         "text_correct": (v[li] == 0).astype(np.float64),
-        "mismatch": ((v[li] == 2) | (R.pick[li] < 0) | (lpos < 0) | (lpos != R.pick[li])).astype(np.float64),
     }
-    return {k: grid.sum([R.ai[li]], [R.n_arms], R.ii[li], w) for k, w in ws.items()}
+    pick, other = R.pick[li], v[li] == 2
+    known = (other | (pick >= 0)).astype(np.float64)
+    mismatch = known * (other | (lpos < 0) | (lpos != pick))
+    n_k, d_k = (grid.sum([R.ai[li]], [R.n_arms], R.ii[li], w) for w in (known, mismatch))
+    return {k: grid.sum([R.ai[li]], [R.n_arms], R.ii[li], w) for k, w in ws.items()}, cluster_sums(n_k, d_k)
 
 
 @dataclass
@@ -456,10 +476,16 @@ def _arm_metrics(
             "rstd": fam_rstd[lab][0],
             "recall_by_gold_letter": fam_rstd[lab][1],
         }
-    if T.answered_rows[a] > T.picked[a].sum():
-        key = f"metrics.{arm}.position_pick_rate"
+    letters = parser_letters(tallies, info.orientations, a)
+    unpicked = int(T.answered_rows[a] - T.picked[a].sum())
+    if unpicked:
         extra = "answered rows without a picked letter (gold-shape judge, or a review that gave none) are left out"
+        key = f"metrics.{arm}.position_pick_rate"
         notes[key] = f"{notes[key]}; {extra}" if key in notes else extra
+        if letters:
+            note("parser_letters", f"{unpicked} {extra}: their reference letter is unknown")
+    if not letters:
+        note("parser_letters", "no graded row with a known reference letter (a picked letter, or OTHER)")
     ag: JudgeAgreement | None = None
     if T.review_vs_auto is not None and ("review_vs_auto", a, 0, 0) in S:
         ag = agreement.judge_agreement(S, notes, a, arm, T.review_scope)
@@ -469,7 +495,13 @@ def _arm_metrics(
     if T.logprob is None or S.point(("logprob", "n", a)) == 0:
         note("logprob_crosscheck", "no graded row carries option_logprobs")
     else:
-        lp = agreement.logprob_crosscheck(S, a, int(T.logprob_items[a]))
+        assert T.logprob_mismatch is not None  # computed with T.logprob
+        lp = agreement.logprob_crosscheck(S, a, int(T.logprob_items[a]), T.logprob_mismatch[a])
+        if lp["mismatch_rate"] is None:
+            note(
+                "logprob_crosscheck.mismatch_rate",
+                "no such row has a known text letter (a picked letter, or OTHER)",
+            )
     return {
         "rows": int(S.point(("rows", a))),
         "graded": int(S.point(("graded", a))),
@@ -488,6 +520,7 @@ def _arm_metrics(
         "pick_share": share,
         "consistency": cons,
         "parser_disagreement": parser_disagreement(tallies, info.orientations, a),
+        "parser_letters": letters,
         "items": int(T.items[a]),
         "judge_agreement": ag,
         "logprob_crosscheck": lp,

@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from mcqaudit.formatting import fmt_metric, fmt_value
 from mcqaudit.metrics.bootstrap import clustered_rate
 from mcqaudit.metrics.inputs import StudyInfo
-from mcqaudit.metrics.parsers import ParserTally
+from mcqaudit.metrics.parsers import MISREAD_WORDS, ParserTally, RateSums
 from mcqaudit.metrics.results import ArmDelta, Flag, Metric, Results
 from mcqaudit.metrics.rules import (
     ARTIFACT_PARSERS_EXCLUDED,
@@ -186,50 +188,79 @@ def _judge_config_flag(info: StudyInfo, n_rows: int) -> Flag | None:
     )
 
 
+def _flag_sample(sums: RateSums) -> tuple[str, np.ndarray] | None:
+    """The rows a parser flag reads, and their sums (``(k, 6)``): the uniform spot check when it has enough
+    rows, else every row; None when neither has."""
+    if sums.spot is not None and sums.spot[0, 1] >= PARSER_DISAGREEMENT_MIN_ROWS:
+        return "the uniform spot check", sums.spot
+    if sums.pooled[0, 1] >= PARSER_DISAGREEMENT_MIN_ROWS:
+        return "all graded rows", sums.pooled
+    return None
+
+
 def parser_disagreement_flags(tallies: Sequence[ParserTally]) -> list[Flag]:
     """A parser disagreeing with the verdicts on > 5 % of a ≥ 100-row sample: the uniform spot check
-    when it has enough rows, else every graded row."""
+    when it has enough rows, else every graded row. Read on letters (``parser_letters.misread``) where
+    that sample has enough rows with a known reference letter, else on verdicts."""
     out: list[Flag] = []
     for p in tallies:
-        if p.spot is not None and p.spot[1] >= PARSER_DISAGREEMENT_MIN_ROWS:
-            src, sums = "the uniform spot check", p.spot
-        elif p.pooled[1] >= PARSER_DISAGREEMENT_MIN_ROWS:
-            src, sums = "all graded rows", p.pooled
-        else:
+        got = _flag_sample(p.letters.rates) if p.letters is not None else None
+        level = "letter" if got is not None else "verdict"
+        got = got or _flag_sample(p.disagreement)
+        if got is None:
             continue
-        m = clustered_rate(sums)
-        if m and m["value"] is not None and m["value"] > PARSER_DISAGREEMENT_MAX and sums[0] >= MIN_ITEMS:
-            what = "rows it resolved" if p.name == "strict" else "rows"
-            out.append(
-                _flag(
-                    "parser_disagreement",
-                    None,
-                    f"the {p.name} parser disagrees with the verdicts on {fmt_metric(m, pct=True)} of {m['n']} "
-                    f"{what} ({src})",
-                    int(sums[0]),
-                    m["n"],
-                    parser=p.name,
-                )
+        src, sums = got
+        m = clustered_rate(sums[0])
+        if not (
+            m and m["value"] is not None and m["value"] > PARSER_DISAGREEMENT_MAX and sums[0, 0] >= MIN_ITEMS
+        ):
+            continue
+        resolved = " it resolved" if p.name == "strict" else ""
+        if level == "letter":
+            split = ", ".join(
+                f"{w} on {int(round(d))}" for w, d in zip(MISREAD_WORDS.values(), sums[1:, 2], strict=True)
             )
+            evidence = (
+                f"the {p.name} parser misreads the answer's letter on {fmt_metric(m, pct=True)} of {m['n']} "
+                f"rows{resolved} whose letter is known ({src}): {split}"
+            )
+        else:
+            evidence = (
+                f"the {p.name} parser disagrees with the verdicts on {fmt_metric(m, pct=True)} of {m['n']} "
+                f"rows{resolved} ({src})"
+            )
+        out.append(
+            _flag("parser_disagreement", None, evidence, int(sums[0, 0]), m["n"], parser=p.name, level=level)
+        )
     return out
 
 
 def _logprob_flag(arm: str, lp: Mapping[str, Any] | None) -> Flag | None:
-    if not (lp and lp["difference"] and lp["items"] >= MIN_ITEMS):
+    """The argmax log-prob letter disagrees with the text's on more than 5 % of rows (the rate's CI low
+    above 5 %), or the two accuracies differ by more than 5 pp."""
+    if not (lp and lp["items"] >= MIN_ITEMS):
         return None
-    diff: Metric = lp["difference"]
-    if diff["value"] is None or not abs(diff["value"]) > LOGPROB_MISMATCH_MAX:
+    mm: Metric | None = lp["mismatch_rate"]
+    diff: Metric | None = lp["difference"]
+    rows_off = bool(mm and mm["ci_low"] is not None and mm["ci_low"] > LOGPROB_MISMATCH_MAX)
+    acc_off = bool(diff and diff["value"] is not None and abs(diff["value"]) > LOGPROB_MISMATCH_MAX)
+    if not (rows_off or acc_off):
         return None
-    return _flag(
-        "logprob_mismatch",
-        arm,
-        f"accuracy by argmax log-prob {fmt_value(lp['accuracy_logprob']['value'], True)} vs by text "
-        f"{fmt_value(lp['accuracy_text']['value'], True)} (difference "
-        f"{fmt_metric(diff, pct=True, sign=True)}, {diff['n']} rows): "
-        "log-prob accuracy is diagnostic only",
-        lp["items"],
-        diff["n"],
-    )
+    parts = []
+    if mm is not None:
+        parts.append(
+            f"the argmax log-prob letter differs from the text's on {fmt_metric(mm, pct=True)} of {mm['n']} rows "
+            "(a tie in the argmax counts as no pick)"
+        )
+    if diff is not None:
+        parts.append(
+            f"accuracy by argmax log-prob {fmt_value(lp['accuracy_logprob']['value'], True)} vs by text "
+            f"{fmt_value(lp['accuracy_text']['value'], True)} (difference {fmt_metric(diff, pct=True, sign=True)}, "
+            f"{diff['n']} rows)"
+        )
+    rows = max(m["n"] for m in (mm, diff) if m is not None)
+    return _flag("logprob_mismatch", arm, "; ".join(parts) + ": log-prob accuracy is diagnostic only",
+                 lp["items"], rows)  # fmt: skip
 
 
 def _ungraded_flag(arm: str, rows: int, graded: int, items: int) -> Flag | None:

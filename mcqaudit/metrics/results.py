@@ -12,6 +12,7 @@ from typing import Literal, NotRequired, TypedDict
 
 Notes = dict[str, str]  # a note's dotted JSON path -> why the value there is null (or how to read it)
 Confusion = dict[str, dict[str, int]]  # verdict -> verdict -> rows
+LetterConfusion = dict[str, dict[str, int]]  # reference letter or "none" -> parser letter or "none" -> rows
 Pairing = Literal["paired", "unpaired"]
 
 
@@ -27,6 +28,7 @@ class Metric(TypedDict):
     chance: NotRequired[float | None]  # circular accuracy, position pick rates: the chance level
     preliminary: NotRequired[bool]  # judge-corrected accuracy from fewer than MIN_AUDIT_ROWS reviewed rows
     assumed_exact: NotRequired[list[str]]  # judge-corrected accuracy: automated verdicts with no review
+    reviewed_rows: NotRequired[int]  # judge-corrected accuracy: the reviewed rows it rests on
     items: NotRequired[int]  # pairwise Δ: the items it rests on ...
     rows: NotRequired[int]
     pairing: NotRequired[Pairing]  # ... and how the two arms were paired
@@ -49,6 +51,22 @@ class ParserDisagreement(TypedDict):
     compared: NotRequired[str]  # strict: only the rows it resolved
 
 
+class LetterRates(TypedDict):
+    """A parser's letters against the reference letters (each rate over the same rows: those whose
+    reference is known; misread = wrong_letter + fabricated + missed)."""
+
+    misread: Metric | None
+    wrong_letter: Metric | None
+    fabricated: Metric | None
+    missed: Metric | None
+    confusion: LetterConfusion  # rows: the reference letter; columns: the parser's
+
+
+class ParserLetters(LetterRates):
+    by_orientation: dict[str, LetterRates]
+    compared: NotRequired[str]  # strict: only the rows it resolved
+
+
 class JudgeAgreement(TypedDict):
     sample: Literal["uniform", "all"]
     reviewed_rows: int
@@ -62,10 +80,10 @@ class JudgeAgreement(TypedDict):
 
 
 class LogprobCrosscheck(TypedDict):
+    mismatch_rate: Metric | None  # row level: the argmax letter is not the text's (clustered interval)
     accuracy_logprob: Metric | None
     accuracy_text: Metric | None
     difference: Metric | None
-    mismatch_rate: Metric | None
     items: int
 
 
@@ -97,6 +115,7 @@ class ArmMetrics(TypedDict):
     pick_share: dict[str, Metric | None] | None
     consistency: Consistency
     parser_disagreement: dict[str, ParserDisagreement]
+    parser_letters: dict[str, ParserLetters]
     items: int
     judge_agreement: JudgeAgreement | None
     logprob_crosscheck: LogprobCrosscheck | None
@@ -159,6 +178,7 @@ class Flag(TypedDict):
     page: str
     family: NotRequired[str]  # orientation_instability: the item family it was judged within
     parser: NotRequired[str]
+    level: NotRequired[Literal["letter", "verdict"]]  # parser_disagreement: read on letters or on verdicts
     ungraded: NotRequired[int]
     unreadable: NotRequired[list[str]]
     reviewed_rows: NotRequired[int]

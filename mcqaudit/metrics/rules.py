@@ -18,6 +18,7 @@ BALANCE_TOLERANCE = 0.02  # a gold-position share within 2 pp of 1/n counts as b
 ARTIFACT_PARSERS_EXCLUDED = ("strict",)  # strict defers rather than answers: its Δ is coverage, not letters
 MIN_ITEMS = 20  # a Δ between two arms, and any statistical flag, needs this many items of evidence
 MIN_AUDIT_ROWS = 100  # reviewed rows of a uniform spot check that audit the judge; fewer: preliminary
+MIN_CI_ROWS = 10  # judge vs human: a figure on fewer reviewed rows keeps its value and n but gets no CI
 IMBALANCE_RATIO = 0.5  # a displayed position holding under (1 - r) / n or over (1 + r) / n of gold letters
 MAX_ORIENTATIONS_WITH_CI = 48  # beyond this, the rarest orientations get point estimates only
 # Item families (the items sharing one orientation set) that get per-family figures: a study's only family,

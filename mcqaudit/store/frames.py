@@ -108,13 +108,19 @@ JOIN spot_checks q USING (queue_id) JOIN gen_rows g USING (row_id)
 WHERE q.strategy = 'uniform' AND q.deleted_at IS NULL  -- a deleted queue is no spot check any more
 """
 
+# The argmax letter of each row's option_logprobs: single-letter keys with a finite value only (NaN and
+# ±Infinity are no log-prob of a pick); a tie at the maximum is no pick (-1), as is a row with no such key.
 _LOGPROB_SQL = """
-SELECT rn, coalesce(CASE WHEN length(lp) = 1 THEN ascii(upper(lp)) - 65 END, -1)::TINYINT AS lp_pos FROM (
-    SELECT g.rowid AS rn, arg_max(e.key, TRY_CAST(e.value AS DOUBLE)) AS lp
-    FROM gen_rows g, json_each(g.option_logprobs) e
-    WHERE g.option_logprobs IS NOT NULL AND TRY_CAST(e.value AS DOUBLE) IS NOT NULL
-    GROUP BY g.rowid
+SELECT rn, (CASE WHEN count(DISTINCT pos) FILTER (lp = top) = 1 THEN min(pos) FILTER (lp = top) ELSE -1 END
+    )::TINYINT AS lp_pos
+FROM (
+    SELECT rn, pos, lp, max(lp) OVER (PARTITION BY rn) AS top FROM (
+        SELECT g.rowid AS rn, ascii(upper(e.key)) - 65 AS pos, TRY_CAST(e.value AS DOUBLE) AS lp
+        FROM gen_rows g, json_each(g.option_logprobs) e
+        WHERE g.option_logprobs IS NOT NULL AND length(e.key) = 1 AND upper(e.key) BETWEEN 'A' AND 'Z'
+    ) WHERE isfinite(lp)
 )
+GROUP BY rn
 """
 
 

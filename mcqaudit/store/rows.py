@@ -17,7 +17,7 @@ import pandas as pd
 
 from mcqaudit.store.db import Study
 from mcqaudit.store.reviews import FORMULA_CELL
-from mcqaudit.vocab import PARSER_NAIVE, PARSER_STRICT, PARSER_USER, VERDICTS
+from mcqaudit.vocab import LETTERS, OTHER, PARSER_NAIVE, PARSER_STRICT, PARSER_USER, VERDICTS
 
 NO_VERDICT = "no verdict yet"  # filter value, not a verdict: rows the judge has not graded (pending or error)
 VERDICT_FILTER_VALUES = (*VERDICTS, NO_VERDICT)
@@ -54,6 +54,35 @@ class ConfusionCell:
     verdict: str
     parser_verdict: str
 
+    def describe(self) -> str:
+        return f"verdict {self.verdict} where the {self.parser} parser says {self.parser_verdict}"
+
+
+NO_LETTER = "none"  # a letter cell's "no letter" (the reference of an OTHER row, a parser that read none)
+
+
+@dataclass(frozen=True)
+class LetterCell:
+    """One cell of a parser's letter confusion (``parser_letters``): graded rows whose reference letter (the
+    picked letter, ``none`` for OTHER; rows answered without a picked letter have none known) is
+    ``reference`` and whose ``parser`` letter is ``letter`` (``none``: no letter, or one beyond the displayed
+    options)."""
+
+    parser: str
+    reference: str
+    letter: str
+
+    def describe(self) -> str:
+        return f"reference letter {self.reference} where the {self.parser} parser reads {self.letter}"
+
+
+Cell = ConfusionCell | LetterCell  # a cell of either matrix of Parsers vs judge
+
+
+def cell_of(d: dict[str, Any]) -> Cell:
+    """A cell from its :func:`dataclasses.asdict` form (a letter cell has a ``reference``)."""
+    return LetterCell(**d) if "reference" in d else ConfusionCell(**d)
+
 
 @dataclass(frozen=True)
 class RowFilter:
@@ -67,7 +96,7 @@ class RowFilter:
     reviewed: bool | None = None  # True: has an effective review; False: has none
     search: str = ""  # case-insensitive substring of question, generation or item_id; or an exact row_id
     queue_id: int | None = None  # only the rows of this spot-check queue, in queue order
-    cell: ConfusionCell | None = None
+    cell: Cell | None = None  # the rows of one cell of a verdict or a letter confusion matrix
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,7 +107,7 @@ class RowFilter:
         cell = d.pop("cell", None)
         for k in ("arms", "orientations", "verdicts", "judge_statuses"):
             d[k] = tuple(d.get(k) or ())
-        return cls(**d, cell=ConfusionCell(**cell) if cell else None)
+        return cls(**d, cell=cell_of(cell) if cell else None)
 
 
 class UnknownParser(ValueError):
@@ -166,7 +195,9 @@ def _build(f: RowFilter) -> _Query:
         q.params += [s, like, like, like]
     if f.disagree_parser:
         q.where.append(q.disagreement(f.disagree_parser, "pd"))
-    if f.cell is not None:
+    if isinstance(f.cell, LetterCell):
+        _letter_cell(q, f.cell)
+    elif f.cell is not None:
         c = f.cell
         if c.verdict not in VERDICTS or c.parser_verdict not in VERDICTS:
             raise ValueError(f"a confusion cell takes two of {', '.join(VERDICTS)}")
@@ -179,6 +210,30 @@ def _build(f: RowFilter) -> _Query:
         q.joins.append("JOIN spot_check_rows q ON q.row_id = g.row_id AND q.queue_id = ?")
         q.join_params.append(int(f.queue_id))
     return q
+
+
+def _letter_of(letter: str) -> str:
+    """A displayed letter, or ``none``, as the SQL text a letter cell compares: no letter, or one beyond the
+    row's displayed options, is ``none`` (as in :mod:`mcqaudit.store.frames`, whose letters the metrics count)."""
+    return f"CASE WHEN {letter} IS NOT NULL AND ascii({letter}) - 65 < length(g.orientation) THEN {letter} ELSE '{NO_LETTER}' END"
+
+
+def _letter_cell(q: _Query, c: LetterCell) -> None:
+    """Rows of one letter-confusion cell: a known reference (OTHER → none, else the picked letter; an answered
+    row without one in range is left out) and the parser's letter, on the rows the parser is compared on
+    (strict: those it resolved; a framework parser: those it was run on)."""
+    for v in (c.reference, c.letter):
+        if not (v == NO_LETTER or (len(v) == 1 and v in LETTERS)):
+            raise ValueError(f"a letter cell takes a letter A-Z or {NO_LETTER!r}, not {v!r}")
+    letter, _ = q.parser_letter(c.parser, "pl")
+    reference = (
+        f"CASE WHEN g.final_verdict = '{OTHER}' THEN '{NO_LETTER}' "
+        "WHEN g.final_verdict IS NOT NULL AND ascii(g.picked_letter) - 65 < length(g.orientation) THEN g.picked_letter END"
+    )
+    q.where.append(f"({reference}) = ? AND ({_letter_of(letter)}) = ?")
+    q.params += [c.reference, c.letter]
+    if c.parser == PARSER_STRICT:
+        q.where.append(f"({_letter_of(letter)}) <> '{NO_LETTER}'")
 
 
 def _needs_verdicts(f: RowFilter) -> bool:

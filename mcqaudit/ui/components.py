@@ -22,11 +22,11 @@ FLAG_HELP = {
     "suspected_parser_artifact": "a parser's letters give a different Δ than the judge: the parser, not the model, made (or hid) the effect",
     "orientation_instability": "the effect depends on the option order: position bias, not the intervention",
     "other_rate_rise": "the treated arm says OTHER more often: recompute with OTHER excluded",
-    "parser_disagreement": "a parser disagrees with the verdicts on more than 5 % of rows",
+    "parser_disagreement": "a parser misreads the answer's letter (or, where no letter is known, disagrees with the verdict) on more than 5 % of rows",
     "judge_config_mixed": "arms were graded by different judge configurations",
     "judge_unaudited": "no person has checked the judge yet",
     "ungraded_rows": "some rows have no verdict (judge error or pending)",
-    "logprob_mismatch": "log-prob and text accuracy differ by more than 5 pp",
+    "logprob_mismatch": "the argmax log-prob letter differs from the text's answer on more than 5 % of rows, or the two accuracies differ by more than 5 pp",
     "design_imbalance": "the design cannot separate position from content: position figures are unreadable",
 }
 

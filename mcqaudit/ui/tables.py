@@ -12,7 +12,17 @@ from typing import Any
 import pandas as pd
 
 from mcqaudit.formatting import md_text
-from mcqaudit.report import FamilyView, family_entry, first_family, num, report_families, with_chance
+from mcqaudit.metrics.parsers import misread_counts
+from mcqaudit.report import (
+    FamilyView,
+    agreement_cells,
+    agreement_groups,
+    family_entry,
+    first_family,
+    num,
+    report_families,
+    with_chance,
+)
 from mcqaudit.report import pct as _pct
 from mcqaudit.vocab import VERDICTS
 
@@ -185,6 +195,34 @@ def parser_entry(report: Report, parser: str, arm: str, orientation: str | None)
     return (e.get("by_orientation") or {}).get(orientation)
 
 
+def letters_entry(report: Report, parser: str, arm: str, orientation: str | None) -> Mapping[str, Any] | None:
+    """The parser_letters entry (the four rates and the letter confusion) of one arm, overall or for one
+    orientation; None where no row with a known reference letter was compared."""
+    e = (report["metrics"][arm].get("parser_letters") or {}).get(parser)
+    if e is None or orientation is None:
+        return e
+    return (e.get("by_orientation") or {}).get(orientation)
+
+
+def letter_rates(report: Report) -> pd.DataFrame:
+    """Per parser and arm: the share of answers whose letter it misreads, with CI and n, and how many of
+    them were another letter, a letter made up (the answer picks none) and a letter missed."""
+    rows = []
+    for p in parsers_of(report):
+        row: dict[str, Any] = {"parser": p}
+        for a in report["arms"]:
+            e = (report["metrics"][a].get("parser_letters") or {}).get(p)
+            m = (e or {}).get("misread")
+            if not m:
+                row[a] = NA
+                continue
+            count = misread_counts(e or {})
+            split = " / ".join(str(count[k]) for k in ("wrong_letter", "fabricated", "missed"))
+            row[a] = f"{pct(m)} (another / made up / missed: {split})"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def confusion_frame(conf: Mapping[str, Mapping[str, int]]) -> pd.DataFrame:
     return pd.DataFrame(
         [[int(conf[r][c]) for c in VERDICTS] for r in VERDICTS],
@@ -281,6 +319,7 @@ def recall_by_gold(report: Report, family: FamilyView | None = None) -> pd.DataF
 
 
 def logprob(report: Report) -> pd.DataFrame:
+    """The log-prob cross-check per arm, the row-level mismatch first (see :data:`LOGPROB_WORDS`)."""
     rows = []
     for a in report["arms"]:
         lp = report["metrics"][a].get("logprob_crosscheck")
@@ -288,11 +327,11 @@ def logprob(report: Report) -> pd.DataFrame:
             rows.append(
                 {
                     "arm": arm_label(report, a),
+                    "row-level mismatch %": pct(lp.get("mismatch_rate")),
                     "rows": lp["accuracy_text"]["n"] if lp.get("accuracy_text") else 0,
                     "accuracy by log-prob %": pct(lp.get("accuracy_logprob")),
                     "accuracy by text %": pct(lp.get("accuracy_text")),
                     "difference (pp)": pct(lp.get("difference"), sign=True),
-                    "mismatch rate %": pct(lp.get("mismatch_rate")),
                 }
             )
     return pd.DataFrame(rows)
@@ -316,25 +355,21 @@ def fingerprints(report: Report) -> pd.DataFrame:
 
 
 def judge_agreement(report: Report) -> pd.DataFrame:
-    groups: list[tuple[str, Mapping[str, Any]]] = []
-    if report.get("judge_agreement"):
-        groups.append(("all arms", report["judge_agreement"]))
-    groups += [
-        (a, report["metrics"][a]["judge_agreement"])
-        for a in report["arms"]
-        if report["metrics"][a].get("judge_agreement")
-    ]
+    """Judge vs human, all arms then per arm: each share with its CI and n, or on fewer than 10 rows the
+    counts alone (:func:`mcqaudit.report.agreement_cells`)."""
     rows = []
-    for name, ag in groups:
+    for name, ag in agreement_groups(report):
+        cells = agreement_cells(ag)
         rows.append(
             {
                 "": name,
                 "reviewed rows": int(
                     ag.get("reviewed_rows") or (ag["agreement"]["n"] if ag.get("agreement") else 0)
                 ),
-                "agreement %": pct(ag.get("agreement")),
-                "Cohen's κ": num(ag.get("kappa"), 2),
-                "judge-corrected accuracy %": pct(ag.get("corrected_accuracy")),
+                "agreement %": cells["agreement"],
+                "Cohen's κ": cells["kappa"],
+                **{f"precision {v} %": cells.get(f"precision {v}", NA) for v in VERDICTS},
+                "judge-corrected accuracy %": cells["corrected_accuracy"],
                 "sample": ag.get("sample", ""),
                 "status": "preliminary (< 100 reviewed rows)" if ag.get("preliminary") else "",
             }

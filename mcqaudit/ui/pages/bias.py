@@ -8,6 +8,7 @@ from typing import Any
 import streamlit as st
 
 from mcqaudit import plots
+from mcqaudit.report import LOGPROB_WORDS
 from mcqaudit.ui import components, tables
 from mcqaudit.ui.pages import load
 
@@ -51,6 +52,7 @@ def render_bias(report: Mapping[str, Any], meta: Mapping[str, str | None]) -> No
     if len(lp):
         st.subheader("Log-prob cross-check")
         st.dataframe(lp, hide_index=True, key="logprob")
+        st.caption(LOGPROB_WORDS)
 
 
 def page() -> None:

@@ -33,7 +33,7 @@ import streamlit as st
 from mcqaudit.parsers import letter_spans
 from mcqaudit.store import StudyError
 from mcqaudit.store.reviews import CONFIRM, OVERRIDE, STRATEGIES, ReviewError
-from mcqaudit.store.rows import NO_VERDICT, VERDICT_FILTER_VALUES, ConfusionCell, RowFilter
+from mcqaudit.store.rows import NO_VERDICT, VERDICT_FILTER_VALUES, Cell, RowFilter, cell_of
 from mcqaudit.ui import components, data, review_keys, state, tables
 from mcqaudit.vocab import LETTERS, PARSER_STRICT, PARSER_USER, VERDICTS, is_blank, verdict_of
 
@@ -53,7 +53,7 @@ def send_to_review(
     arms: Sequence[str] = (),
     orientations: Sequence[str] = (),
     verdicts: Sequence[str] = (),
-    cell: ConfusionCell | None = None,
+    cell: Cell | None = None,
 ) -> None:
     """Open the Review page on these rows (every other filter cleared)."""
     for key, value in (
@@ -89,7 +89,7 @@ def current_filter(blind: bool) -> RowFilter:
         disagree_parser=None if blind else s.get(state.F_DISAGREE),
         reviewed=reviewed,
         search=s.get(state.F_SEARCH) or "",
-        cell=None if blind or not cell else ConfusionCell(**cell),
+        cell=None if blind or not cell else cell_of(cell),
     )
 
 
@@ -331,7 +331,7 @@ def _filter_parts(f: RowFilter) -> list[str]:
     if f.search.strip():
         parts.append(f"search “{f.search.strip()}”")
     if f.cell is not None:
-        parts.append(f"cell {f.cell.parser} {f.cell.parser_verdict} / verdict {f.cell.verdict}")
+        parts.append(f"cell: {f.cell.describe()}")
     return parts
 
 
@@ -884,10 +884,7 @@ def render_review(path: str) -> None:
         cell = st.session_state.get(state.F_CELL)
         if cell and not blind:
             c1, c2 = st.columns([6, 1])
-            c1.info(
-                f"Confusion cell from Parsers vs judge: rows with verdict {cell['verdict']} where the "
-                f"{tables.md_escape(cell['parser'])} parser says {cell['parser_verdict']}"
-            )
+            c1.info(f"Confusion cell from Parsers vs judge: rows with {tables.md_escape(cell_of(cell).describe())}")
             c2.button("Clear cell", key="clear_cell", on_click=_clear_cell)
     review_panel(path, PARSER_USER in choices["parsers"])
 
