@@ -995,6 +995,7 @@ def _grade_batch(study, options, secret: str, *, no_wait: bool, max_lines: int, 
     from mcqaudit.grade import batch as batching
     from mcqaudit.judge.client import scrub
     from mcqaudit.store import StudyError
+    from mcqaudit.store.db import disk_failure
 
     opts = batching.BatchOptions(wait=not no_wait, max_lines=max_lines, poll_interval_s=poll_interval)
     try:
@@ -1010,6 +1011,10 @@ def _grade_batch(study, options, secret: str, *, no_wait: bool, max_lines: int, 
     except StudyError as exc:
         raise _fail(f"error: {scrub(str(exc), secret)}") from None
     except Exception as exc:  # anything else: exit 1 with a one-line reason, never a traceback with locals
+        disk = disk_failure(study.path, exc)
+        if disk is not None:  # a full disk met while recording submissions or collected replies
+            raise _fail(f"error: {disk}; the submitted batches keep running at the provider: re-run "
+                        "`mcqaudit grade --batch` once there is room to collect them") from None
         raise _fail(f"error: batch grading failed: {type(exc).__name__}: {scrub(str(exc), secret)}") from None
     if as_json:
         sys.stdout.write(json.dumps(batching.batch_summary_json(summary), indent=2) + "\n")

@@ -291,9 +291,19 @@ def _orientation_findings(
                          "shared items: the Δ cannot be checked per orientation.", arm, None, items, rows,
                          holds=None)]  # fmt: skip
     out: list[Finding] = []
+    ctrl = str(report.get("control_arm"))
+    m = report.get("metrics") or {}
+
+    def in_arm(a: str, fam: str) -> int:
+        return int(((m.get(a) or {}).get("by_family") or {}).get(fam, {}).get("items") or 0)
+
+    apart: list[str] = []  # families that only one of the two arms was asked
     for fam, fd in fams.items():
         if fam in known and len(known[fam]["orientations"]) < 2:
             continue  # one orientation: nothing to compare within this family
+        if fam is not None and "by_family" in (m.get(arm) or {}) and min(in_arm(arm, fam), in_arm(ctrl, fam)) == 0:
+            apart.append(fam)
+            continue  # a family one arm never answered: no Δ within it, so nothing to say per orientation
         n, nr = fd.get("items", 0), fd.get("rows", 0)
         where = f" within {fam} ({n} items)" if fam is not None else ""
         extra = {"family": fam} if fam is not None else {}
@@ -315,7 +325,16 @@ def _orientation_findings(
             out.append(_finding("orientation", f"Not enough {shared} per orientation{where} (at least "
                                 f"{MIN_ITEMS} in two orientations) to check the Δ per orientation.", arm, None,
                                 n, nr, holds=None, **extra))  # fmt: skip
+    if apart and not out:
+        out.append(_finding("orientation", f"The Δ cannot be checked per orientation: {arm} and {ctrl} answered "
+                            f"no item family in common (of {_and(apart)}, none was answered by both), so no "
+                            "orientation is shown to both arms' items.", arm, None, items, rows,
+                            holds=None))  # fmt: skip
     return out
+
+
+def _and(words: Sequence[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 def _letter_findings(report: Mapping[str, Any]) -> list[Finding]:

@@ -254,3 +254,27 @@ def test_grade_no_judge_on_a_read_only_study_is_one_clear_line(tmpfs: Path) -> N
         assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
         (line,) = [x for x in proc.stderr.splitlines() if x.strip()]
         assert line == f"error: {db}: the study file is read-only (file, folder or disk): nothing can be written to it"
+
+
+def test_a_full_disk_during_grade_batch_is_one_line_and_the_rerun_collects(tmpfs: Path) -> None:
+    """A batch run whose disk fills while it records what the provider returned ends with one line naming the
+    study and the OS's reason (never DuckDB's `TransactionException`), and once there is room a re-run
+    collects the batch it submitted instead of submitting again."""
+    n = 2000
+    db = tmpfs / "study.duckdb"
+    add_rows(Study(db, create=True), judge_rows(n))
+    filler = fill(tmpfs, 900_000)
+    with StandinServer() as judge:
+        cmd = grade_cmd(db, judge.base_url, "--batch", "--poll-interval", "0.05", model=STANDIN_MODEL)
+        first = run(cmd)
+        why = f"{first.stdout[-800:]} {first.stderr[-1500:]}"
+        assert first.returncode == 1 and "Traceback" not in first.stderr, why
+        lines = [x for x in first.stderr.splitlines() if x.strip() and x.startswith("error:")]
+        assert len(lines) == 1 and "no space left on the device" in lines[0], why
+        assert "TransactionException" not in first.stderr, why
+        filler.unlink()
+        again = run(cmd)
+        stats = judge.batch_stats()
+    why = f"{again.stdout[-800:]} {again.stderr[-800:]}; {stats}"
+    assert again.returncode == 0, why
+    assert Study(db).query("SELECT count(*) FROM judge_verdicts WHERE status = 'ok'") == [(n,)], why

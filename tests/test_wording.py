@@ -300,3 +300,18 @@ def test_a_failed_judge_call_is_not_pending(tmp_path: Path) -> None:
     rep = build_report(fixture_study(tmp_path / "s.duckdb").build(), n_boot=20)
     assert rep["metrics"]["hedging"]["ungraded_rate"]["value"] > 0  # one judge call failed
     assert rep["pending_by_arm"] == {} and not any(f.get("provisional") for f in rep["findings"])
+
+
+def test_arms_with_no_item_family_in_common_get_one_orientation_sentence(tmp_path: Path) -> None:
+    """m1 was asked only 2-option items and m2 only 4-option ones: no orientation is shown to both arms'
+    items, so the findings say that once — never "not enough items within 4-option items (0 items)"."""
+    rng = np.random.default_rng(5)
+    db = _study(tmp_path, _rows("m1", range(0, 30), rng, n_opt=2) + _rows("m2", range(50, 80), rng, p=0.4),
+                "--no-judge")  # fmt: skip
+    rep = build_report(db, n_boot=100)
+    said = [f["text"] for f in rep["findings"] if f["kind"] == "orientation" and f.get("arm") == "m2"]
+    assert said == [
+        "The Δ cannot be checked per orientation: m2 and m1 answered no item family in common (of 2-option "
+        "items and 4-option items, none was answered by both), so no orientation is shown to both arms' items."
+    ]
+    assert "(0 items)" not in to_markdown(rep)

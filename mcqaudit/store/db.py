@@ -58,6 +58,16 @@ _OS_PHRASES = {
 }
 
 
+def disk_failure(path: Path, exc: BaseException) -> str | None:
+    """:func:`write_failure`'s line when ``exc`` is the OS refusing a write (a full disk, a quota, a
+    read-only file system, an I/O error), however DuckDB wrapped it; ``None`` for any other error."""
+    if isinstance(exc, OSError) and exc.errno in _OS_PHRASES.values():
+        return write_failure(path, exc)
+    if any(phrase in str(exc) for phrase in _OS_PHRASES):
+        return write_failure(path, exc)
+    return None
+
+
 def write_failure(path: Path, exc: BaseException) -> str:
     """One line saying why a write to the study at ``path`` failed: the OS's reason when DuckDB's message
     carries one (``no space left on the device``), else the first line of the message."""
