@@ -22,6 +22,7 @@ import pytest
 from mcqaudit.judge.standin import BatchKnobs, StandinServer
 from mcqaudit.store import Study
 from mcqaudit.vocab import STANDIN_MODEL
+from tests.conftest import mounted_tmpfs
 from tests.judge_servers import Action, Call, Reply, ScriptedJudge, Status, add_rows, heuristic
 from tests.test_sigkill import env, judge_rows
 
@@ -49,17 +50,8 @@ def ok_once(study: Study, n: int) -> None:
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Path]:
     """A real 8 MB tmpfs (unmounted after the test)."""
-    if not IS_ROOT:
-        pytest.skip("mounting a tmpfs needs root")
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], capture_output=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.decode(errors='replace').strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", "8m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def fill(folder: Path, leave: int) -> Path:

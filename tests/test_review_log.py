@@ -10,7 +10,6 @@ import errno
 import io
 import json
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import pytest
 from mcqaudit.api import build_report
 from mcqaudit.store import Study, StudyError
 from mcqaudit.store import reviews as rv
-from tests.conftest import run_cli
+from tests.conftest import mounted_tmpfs, run_cli
 
 NEXT = {"CORRECT": "INCORRECT", "INCORRECT": "OTHER", "OTHER": "CORRECT"}
 
@@ -187,19 +186,8 @@ def test_neutralise_then_restore_is_the_identity(value: str) -> None:
 def full_disk(tmp_path: Path) -> Iterator[Path]:
     """A real tmpfs (as in tests/test_write_errors.py), to be filled by the test: 8 MB, as the smallest study
     file DuckDB writes is 3.4 MB."""
-    import os
-
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mnt = tmp_path / "full"
-    mnt.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], capture_output=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.decode(errors='replace').strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "full", "8m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def fill(folder: Path) -> Path:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from mcqaudit.files import WriteFailed, write_atomic
+from tests.conftest import mounted_tmpfs
 
 ROOT = Path(__file__).resolve().parent.parent
 ITEMS = ROOT / "sample_runs" / "items.jsonl"
@@ -51,14 +52,7 @@ def listing(folder: Path) -> dict[str, int]:
 @pytest.fixture
 def full_disk(tmp_path: Path) -> Iterator[Path]:
     """A 2 MB tmpfs with no space left, holding one earlier file per output name."""
-    if not IS_ROOT:
-        pytest.skip("mounting a tmpfs needs root")
-    mnt = tmp_path / "full"
-    mnt.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.decode(errors='replace').strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "full", "2m") as mnt:
         for name in ("report.md", "reviews.csv", "prompts.jsonl"):
             (mnt / name).write_text(OLD, encoding="utf-8")
         with (mnt / "filler").open("wb") as fh, pytest.raises(OSError) as exc:
@@ -67,8 +61,6 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
                 fh.flush()
         assert exc.value.errno == errno.ENOSPC
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 @pytest.fixture
