@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from mcqaudit.formatting import (
     html_rich,
@@ -145,6 +145,19 @@ def findings(report: Mapping[str, Any]) -> list[Finding]:
             rows=report.get("rows"),
         ))  # fmt: skip
     out += _audit_findings(report)
+    return _naive_described_once(report, out)
+
+
+def _naive_described_once(report: Mapping[str, Any], out: list[Finding]) -> list[Finding]:
+    """The naive parser's description (its letter range, §4) in the first finding that names it; later
+    findings call it the naive parser, so the first screen is findings, not the same definition again."""
+    full = _PARSER_WORDS["naive"].format(naive=naive_words(report))
+    seen = False
+    for f in out:
+        if full in f["text"]:
+            if seen:
+                f["text"] = f["text"].replace(full, "naive parser")
+            seen = True
     return out
 
 
@@ -251,6 +264,7 @@ def _arm_findings(
             text = (f"The {label} would have reported Δaccuracy {pp(m)} instead ({n}): the parser, not the "
                     f"model, {verb} ({pp(ov)} by the verdicts).")  # fmt: skip
         out.append(_finding("parser", text, arm, m, m["n"], rows, parser=name, artifact=artifact))
+    _both_in_line(out)
 
     o, aa = d.get("other_rate"), d.get("answered_accuracy")
     if o is not None:
@@ -270,6 +284,25 @@ def _arm_findings(
 
     out += _orientation_findings(report, arm, d, flags)
     return out
+
+
+def _both_in_line(out: list[Finding]) -> None:
+    """The naive and the user's parser both in line with the verdicts: one sentence for the two (the
+    finding is the naive parser's, and its ``also`` holds the user's parser's Δ)."""
+    if len(out) < 2:
+        return
+    a, b = out[-2], out[-1]
+    tail = ", in line with the verdicts."
+    if not (a.get("parser") == "naive" and b.get("parser") == "user" and a["text"].endswith(tail)
+            and b["text"].endswith(tail)):  # fmt: skip
+        return
+    head, rest = a["text"][: -len(tail)].split(" would have reported Δaccuracy ", 1)
+    user_rest = b["text"][: -len(tail)].split(" would have reported Δaccuracy ", 1)[1]
+    merged = dict(a)
+    merged["text"] = (f"{head} and the user's own parser would have reported Δaccuracy {rest} and {user_rest}, "
+                      "both in line with the verdicts.")  # fmt: skip
+    merged["also"] = {"parser": "user", "value": b.get("value"), "ci": b.get("ci")}
+    out[-2:] = [cast(Finding, merged)]
 
 
 def _orientation_findings(
@@ -344,6 +377,7 @@ def _letter_findings(report: Mapping[str, Any]) -> list[Finding]:
     carries that arm and its rate (``value``, ``ci``); ``n_rows`` is the answers it counts."""
     out: list[Finding] = []
     arms = list(report.get("arms") or [])
+    naive_said: str | None = None  # the naive parser's counts, arm by arm, to say them once for both parsers
     for name in ("naive", "user"):
         said: list[tuple[str, int, int, Mapping[str, Any]]] = []  # arm, misread, answers, the rate
         for arm in arms:
@@ -361,9 +395,14 @@ def _letter_findings(report: Mapping[str, Any]) -> list[Finding]:
                 continue
             ci = f" [{m['ci_low'] * 100:.1f}, {m['ci_high'] * 100:.1f}]" if m.get("ci_low") is not None else ""
             parts.append(f"{bad:,} of {n:,} answers{where} ({m['value'] * 100:.1f} %{ci})")
-        text = f"The {_PARSER_WORDS[name].format(naive=naive_words(report))} misreads the letter of " + " and ".join(
-            [", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts
-        ) + "."
+        counts = " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
+        if name == "user" and counts == naive_said and out:
+            # the user's parser misreads as many letters as naive does in every arm: one sentence for both
+            out[-1]["text"] = out[-1]["text"].replace(" misreads the letter of ", " and the user's own parser "
+                                                      "each misread the letter of ", 1)  # fmt: skip
+            continue
+        naive_said = counts if name == "naive" else None
+        text = f"The {_PARSER_WORDS[name].format(naive=naive_words(report))} misreads the letter of {counts}."
         arm1, _, n1, m1 = said[0]
         single = len(said) == 1
         rate = m1 if single and n1 >= PARSER_DISAGREEMENT_MIN_ROWS else None

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from mcqaudit import parsers
+from mcqaudit.formatting import md_text
 from mcqaudit.metrics import compute
 from mcqaudit.report import findings, to_markdown
 from mcqaudit.store.frames import load_frames
@@ -98,14 +99,20 @@ def test_the_findings_say_how_many_answers_a_parser_misreads(tmp_path: Path) -> 
 
     rep = build_report(hand_study(tmp_path).build(), n_boot=200, seed=0)
     (f,) = [f for f in rep["findings"] if f["kind"] == "parser_letters" and f["parser"] == "naive"]
-    assert f["text"] == "The naive parser (first [A-D] letter) misreads the letter of 7 of 11 answers (too few for a rate)."
+    assert f["text"] == (
+        "The naive parser (the first letter within the option range, in either case, anywhere in the text: "
+        "[A-Da-d]) misreads the letter of 7 of 11 answers (too few for a rate)."
+    )
     assert (f["n_rows"], f["arm"]) == (11, "base")
     assert f["value"] is None and f["ci"] is None  # 11 rows: counts, not a rate dressed as a finding
     assert f["text"] in to_markdown(rep)
     assert findings(rep) == rep["findings"]
     big = build_report(wrong_letter_study(tmp_path).build(), n_boot=200, seed=0)
     (f,) = [f for f in big["findings"] if f["kind"] == "parser_letters"]
-    assert f["text"].startswith("The naive parser (first [A-D] letter) misreads the letter of 30 of 300 answers (10.0 % [")
+    assert f["text"].startswith(
+        "The naive parser (the first letter within the option range, in either case, anywhere in the text: "
+        "[A-Da-d]) misreads the letter of 30 of 300 answers (10.0 % ["
+    )
     assert f["value"] == pytest.approx(0.1) and f["ci"] is not None and f["n_rows"] == 300
     # two arms: one sentence, each arm with its own count, rate and CI
     b = wrong_letter_study(tmp_path)
@@ -336,7 +343,7 @@ def test_parsers_page_letter_heatmap_counts_and_cell_rows(tmp_path: Path, monkey
     assert [t.value for t in at.title] == ["Review"]
     shown = " ".join(m.value for m in at.markdown) + " ".join(i.value for i in at.info)
     assert "of **1** matching rows" in shown
-    assert "reference letter A where the simple\\_evals parser reads none" in shown
+    assert md_text("reference letter A where the simple_evals parser reads none") in shown
 
 
 def test_judge_agreement_plot_draws_only_groups_of_10_rows(tmp_path: Path) -> None:

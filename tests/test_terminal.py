@@ -19,7 +19,9 @@ from mcqaudit.terminal import visible
 
 ROOT = Path(__file__).resolve().parent.parent
 RLO, ESC, ZWSP, NBSP, TAG_A = "\u202e", "\x1b", "\u200b", "\u00a0", "\U000e0041"
-ARMS = ["base", f"evil{RLO}esab", f"esc{ESC}[2Jcls", f"zw{ZWSP}"]
+# ingest refuses an arm name with an invisible character (U+202E, U+200B: it would look like another arm), so
+# the arms here carry escape sequences, which it keeps; bidi overrides are in the model, queue and reviewer
+ARMS = ["base", f"esc{ESC}[2Jcls", f"title{ESC}]0;pwned{ESC}\\"]
 RAW = (RLO, ESC, ZWSP)
 
 

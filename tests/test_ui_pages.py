@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from mcqaudit.formatting import md_text
 from mcqaudit.report import STANDIN_BANNER
 from mcqaudit.store import Study
 from mcqaudit.ui import tables
@@ -347,6 +348,6 @@ def test_orientations_page_compares_orientations_within_each_item_family(tmp_pat
                                                  ["arm", "overall", "ABCD", "BCDA", "CDAB", "DABC", "items"]]  # fmt: skip
     assert deltas[0].loc[0, "overall"].startswith("-50.0") and deltas[0].loc[0, "items"] == 20
     captions = [m.value for m in at.markdown if m.value.startswith("**") and "items" in m.value]
-    assert any("2\\-option items \\(20 items" in c for c in captions)
+    assert any(md_text("2-option items (20 items") in c for c in captions)
     specs = [c.proto.spec for c in at.get("plotly_chart")]
     assert len(specs) == 4 and sum("4-option items (20 items)" in s for s in specs) == 2

@@ -8,7 +8,7 @@ them; ``NotRequired`` keys appear only where the schema says so.
 
 from __future__ import annotations
 
-from typing import Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 Notes = dict[str, str]  # a note's dotted JSON path -> why the value there is null (or how to read it)
 Confusion = dict[str, dict[str, int]]  # verdict -> verdict -> rows
@@ -223,6 +223,7 @@ class Finding(TypedDict):
     required_rows: NotRequired[int]
     provisional: NotRequired[bool]
     pending: NotRequired[int]
+    also: NotRequired[dict[str, Any]]  # a second parser said in the same sentence (parser, value, ci)
 
 
 class StudyFacts(TypedDict):
