@@ -64,7 +64,7 @@ class Server:
 
     def __enter__(self) -> Server:
         try:
-            import mcqaudit.judge.standin  # noqa: F401
+            import mcqaudit.standin.server  # noqa: F401
 
             self.kind = "standin"
         except ImportError:

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 from mcqaudit import __version__
 from mcqaudit.metrics import CI_FLAGS, CI_LEVEL, StudyFrames, compute, sort_flags
-from mcqaudit.metrics.native import no_hugepages
 from mcqaudit.metrics.results import FingerprintUse, Flag, Report
 from mcqaudit.metrics.rules import ci_method
+from mcqaudit.native import fast_arrays
 from mcqaudit.report import SCHEMA_VERSION, findings
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def build_report(
 ) -> Report:
     """The report dict of a study file (path or open :class:`~mcqaudit.store.db.Study`). ``ci``: how the CIs
     are computed (``auto``: the item bootstrap, from ``rules.NORMAL_MIN_ITEMS`` items its normal approximation)."""
-    with no_hugepages():
+    with fast_arrays():
         frames = load_frames(study, verdicts)
         return report_from_frames(frames, control=control, n_boot=n_boot, seed=seed, ci=ci)
 
@@ -57,7 +57,7 @@ def report_from_frames(
     """The report dict from already loaded frames (pure: metrics, then the study's facts and the findings)."""
     info = frames.info
     method = ci_method(info.n_items, n_boot, ci)
-    with no_hugepages():
+    with fast_arrays():
         res = compute(frames, control=control, n_boot=n_boot, seed=seed, ci=method)
     used = {fp for fps in info.arm_fingerprints.values() for fp in fps}
     fingerprints: dict[str, FingerprintUse] = {}
@@ -123,7 +123,7 @@ def study_flags(study: str | Path | Study) -> tuple[list[Flag], tuple[str, ...]]
     """The flags that need no bootstrap (for ``mcqaudit info``), most important first, and the names of
     the flags that could not be checked here: those read off CIs (:data:`~mcqaudit.metrics.CI_FLAGS`),
     which need two or more arms to compare and a bootstrap (``mcqaudit report``)."""
-    with no_hugepages():
+    with fast_arrays():
         res = compute(load_frames(study), n_boot=0)
     unchecked = CI_FLAGS if res["delta_accuracy"] else ()
     return sort_flags(res["flags"]), unchecked

@@ -1188,7 +1188,7 @@ def standin_judge(
     `mcqaudit grade --judge-model standin-heuristic --judge-base-url http://127.0.0.1:PORT/v1`.
     Every view of its verdicts says they come from a heuristic. Stops on Ctrl-C.
     """
-    from mcqaudit.judge.standin import BatchKnobs, StandinOptions, serve
+    from mcqaudit.standin.server import BatchKnobs, StandinOptions, serve
 
     try:
         opts = StandinOptions(latency_ms=latency_ms, fail_rate=fail_rate, rate_limit_rate=rate_limit_rate,

@@ -121,7 +121,7 @@ def _build(path: Path, gens: Path, items: Path, digest: str, reporter: Reporter 
     from mcqaudit.grade import GradeOptions, grade
     from mcqaudit.ingest import ingest_file
     from mcqaudit.judge.prompts import JudgeConfig
-    from mcqaudit.judge.standin import StandinOptions, StandinServer
+    from mcqaudit.standin.server import StandinOptions, StandinServer
     from mcqaudit.store import Study
 
     study = Study(path, create=True)

@@ -100,7 +100,7 @@ def build_graded_study(
     from mcqaudit.grade import GradeOptions, grade
     from mcqaudit.ingest import ingest_file
     from mcqaudit.judge.prompts import JudgeConfig
-    from mcqaudit.judge.standin import StandinServer
+    from mcqaudit.standin.server import StandinServer
     from mcqaudit.vocab import STANDIN_MODEL
 
     study = Study(path, create=True)

@@ -21,7 +21,7 @@ import pytest
 from mcqaudit.grade import GradeOptions, grade
 from mcqaudit.grade.batch import BatchJudge, BatchOptions, _split, grade_batch
 from mcqaudit.judge.prompts import JudgeConfig
-from mcqaudit.judge.standin import BatchKnobs, StandinServer
+from mcqaudit.standin.server import BatchKnobs, StandinServer
 from mcqaudit.store import Study
 from mcqaudit.store import batches as batch_store
 from mcqaudit.store.batches import BatchLine

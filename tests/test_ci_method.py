@@ -209,7 +209,7 @@ def test_method_by_size_and_the_report_says_which(review_frames: StudyFrames) ->
 
 def test_process_settings_are_restored() -> None:
     """The report's numpy/OpenBLAS settings (one BLAS thread, no huge pages) hold only inside their block."""
-    from mcqaudit.metrics.native import _openblas, no_hugepages, one_blas_thread
+    from mcqaudit.native import _openblas, no_hugepages, one_blas_thread
 
     setter = np._core.multiarray._set_madvise_hugepage
     before = setter(True)

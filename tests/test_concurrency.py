@@ -20,7 +20,7 @@ from pathlib import Path
 from mcqaudit.demo import GENERATIONS, ITEMS
 from mcqaudit.ingest import ingest_file
 from mcqaudit.judge.client import STANDIN_MODEL
-from mcqaudit.judge.standin import StandinOptions, StandinServer
+from mcqaudit.standin.server import StandinOptions, StandinServer
 from mcqaudit.store import Study
 from mcqaudit.store.rows import RowFilter, count_rows
 from tests.conftest import REPO

@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 
 from mcqaudit.ingest.items import read_items
-from mcqaudit.judge.heuristic import pick_letter
 from mcqaudit.orient import apply, scheme_labels
 from mcqaudit.parsers import naive, strict
+from mcqaudit.standin.heuristic import pick_letter
 from mcqaudit.vocab import CORRECT, LETTERS, OTHER
 
 REPO = Path(__file__).resolve().parents[1]

@@ -18,8 +18,8 @@ import pytest
 
 from mcqaudit import orient
 from mcqaudit.demo import build_demo
-from mcqaudit.judge.standin import StandinOptions, StandinServer
 from mcqaudit.report import build_report, findings, to_html, to_markdown
+from mcqaudit.standin.server import StandinOptions, StandinServer
 from tests.conftest import run_cli, write_jsonl
 
 LABELS = orient.scheme_labels(4, "cyclic")

@@ -17,7 +17,7 @@ import pytest
 
 from mcqaudit.grade import GradeOptions, grade
 from mcqaudit.judge.prompts import FENCE_CLOSE, FENCE_OPEN, JudgeConfig, neutralise
-from mcqaudit.judge.standin import StandinOptions, StandinServer
+from mcqaudit.standin.server import StandinOptions, StandinServer
 from mcqaudit.store import Study
 from mcqaudit.store.judging import fingerprint_summary, is_unaudited
 from tests.judge_servers import (

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from mcqaudit.judge.standin import BatchKnobs, StandinServer
+from mcqaudit.standin.server import BatchKnobs, StandinServer
 from mcqaudit.store import Study
 from mcqaudit.vocab import STANDIN_MODEL
 from tests.conftest import mounted_tmpfs

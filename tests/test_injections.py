@@ -28,7 +28,7 @@ import openai
 import pytest
 
 from mcqaudit.judge import prompts
-from mcqaudit.judge.standin import MODEL_NAME, StandinServer
+from mcqaudit.standin.server import MODEL_NAME, StandinServer
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS_PATH = ROOT / "tests" / "cases" / "injections.jsonl"

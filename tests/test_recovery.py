@@ -26,8 +26,8 @@ import numpy as np
 import pytest
 
 from mcqaudit import orient
-from mcqaudit.judge.standin import StandinOptions, StandinServer
 from mcqaudit.report import build_report
+from mcqaudit.standin.server import StandinOptions, StandinServer
 from tests.conftest import run_cli, write_jsonl
 
 N_ITEMS = 80

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from mcqaudit.grade import GradeOptions, grade
 from mcqaudit.ingest import ingest_file
 from mcqaudit.judge.prompts import JudgeConfig
-from mcqaudit.judge.standin import StandinOptions, StandinServer
+from mcqaudit.standin.server import StandinOptions, StandinServer
 from mcqaudit.store import Study
 from mcqaudit.store.schema import MIGRATIONS
 from mcqaudit.vocab import (

@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionMessageParam
 
 from mcqaudit.judge import prompts
-from mcqaudit.judge.heuristic import _quote, judge_reply, pick_letter
 from mcqaudit.judge.replies import parse_reply
-from mcqaudit.judge.standin import GARBAGE_REPLIES, MODEL_NAME, StandinOptions, StandinServer
+from mcqaudit.standin.heuristic import _quote, judge_reply, pick_letter
+from mcqaudit.standin.server import GARBAGE_REPLIES, MODEL_NAME, StandinOptions, StandinServer
 from mcqaudit.vocab import LETTERS, OTHER, verdict_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -561,7 +561,7 @@ def test_options_are_validated() -> None:
 
 
 def test_serve_prints_banner_and_stops_on_sigterm() -> None:
-    code = "from mcqaudit.judge.standin import serve, StandinOptions; serve(0, StandinOptions())"
+    code = "from mcqaudit.standin.server import serve, StandinOptions; serve(0, StandinOptions())"
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert proc.stdout is not None

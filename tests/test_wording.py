@@ -272,7 +272,7 @@ def test_naive_is_described_by_the_studys_range(tmp_path: Path, monkeypatch: pyt
 
 
 def test_findings_say_rows_are_pending_until_the_judge_grades_them(tmp_path: Path) -> None:
-    from mcqaudit.judge.standin import StandinServer
+    from mcqaudit.standin.server import StandinServer
 
     rng = np.random.default_rng(11)
     rows = _rows("m1", range(0, 30), rng, prose=0.3) + _rows("m2", range(0, 30), rng, prose=0.3, p=0.5)

@@ -16,7 +16,6 @@ Modules, by what they own:
 - :mod:`~mcqaudit.metrics.cells` — rows → cells → per-item sums;
 - :mod:`~mcqaudit.metrics.bootstrap` — the item bootstrap (from ``rules.NORMAL_MIN_ITEMS`` items, normal
   draws of the item sums with the bootstrap's covariance) and the metric value;
-- :mod:`~mcqaudit.metrics.native` — numpy/OpenBLAS settings for large arrays on a busy machine;
 - families: :mod:`~mcqaudit.metrics.accuracy` (accuracy, Δs), :mod:`~mcqaudit.metrics.bias` (position,
   RStd, consistency, design), :mod:`~mcqaudit.metrics.parsers` (parser vs verdicts),
   :mod:`~mcqaudit.metrics.agreement` (judge vs reviews, log-probs);

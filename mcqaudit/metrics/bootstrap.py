@@ -14,7 +14,6 @@ from collections.abc import Hashable, Iterable
 
 import numpy as np
 
-from mcqaudit.metrics.native import one_blas_thread
 from mcqaudit.metrics.results import Metric
 from mcqaudit.metrics.rules import CI_LEVEL, MDE_FACTOR, CIMethod
 
@@ -85,8 +84,7 @@ class ItemBootstrap:
         return w
 
     def run(self) -> Sums:
-        with one_blas_thread():
-            return self._run_normal() if self.method == "normal" else self._run_bootstrap()
+        return self._run_normal() if self.method == "normal" else self._run_bootstrap()
 
     def _run_bootstrap(self) -> Sums:
         k = len(self._cols)

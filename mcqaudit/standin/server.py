@@ -1,5 +1,5 @@
 """The stand-in judge: an OpenAI-compatible HTTP server on 127.0.0.1 that answers mcqaudit judge prompts
-with a documented heuristic (:mod:`mcqaudit.judge.heuristic`). It is NOT an LLM.
+with a documented heuristic (:mod:`mcqaudit.standin.heuristic`). It is NOT an LLM.
 
 It exists for demos, tests, benchmarks and dry runs (docs/design.md §5): an endpoint like any other, used only
 when configured (``--judge-model standin-heuristic --judge-base-url http://127.0.0.1:PORT/v1``), and every
@@ -51,8 +51,8 @@ from typing import Any
 
 from aiohttp import web
 
-from mcqaudit.judge.heuristic import judge_reply
 from mcqaudit.judge.prompts import ParsedPrompt, parse_rendered
+from mcqaudit.standin.heuristic import judge_reply
 from mcqaudit.vocab import STANDIN_MODEL
 
 MODEL_NAME = STANDIN_MODEL

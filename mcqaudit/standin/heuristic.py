@@ -1,6 +1,6 @@
 """The stand-in judge's heuristic: which option a free-text answer picks. Pure; a heuristic, NOT an LLM.
 
-The stand-in judge (:mod:`mcqaudit.judge.standin`) reads the same rendered prompt a real judge gets and
+The stand-in judge (:mod:`mcqaudit.standin.server`) reads the same rendered prompt a real judge gets and
 answers with :func:`judge_reply`. It exists so that demos, tests and dry runs have an endpoint; it is not a
 judge you should grade a study with. Its measured agreement with human labels is in ``docs/standin.md``.
 

@@ -1,5 +1,6 @@
-"""Process settings that make large-array numpy fast on a small, busy machine. Pure (no I/O but the process's
-own memory map).
+"""Process settings that make large-array numpy fast on a small, busy machine (not part of the pure core:
+they read the process's memory map and call into OpenBLAS through ctypes). The use cases that run the
+metrics (:mod:`mcqaudit.api`) wrap them in :func:`fast_arrays`.
 
 - :func:`one_blas_thread`: OpenBLAS's threads spin waiting for each other when other processes hold the
   cores; the bootstrap's products took 5–20× longer on two threads than on one on a loaded two-core machine,
@@ -76,3 +77,10 @@ def no_hugepages() -> Iterator[None]:
         yield
     finally:
         setter(before)
+
+
+@contextlib.contextmanager
+def fast_arrays() -> Iterator[None]:
+    """Both settings for a block of large-array work (the report's frames, metrics and bootstrap)."""
+    with no_hugepages(), one_blas_thread():
+        yield
