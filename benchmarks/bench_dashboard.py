@@ -106,7 +106,7 @@ def main() -> None:
         secs = br.build(db, args.items, args.arms)
         print(f"built {args.items * args.arms * 4:,} rows in {secs:.1f} s -> {db}")
 
-    from mcqaudit.report import build_report
+    from mcqaudit.app.report import build_report
     from mcqaudit.store import Study
 
     with _quiet_stderr():

@@ -5,7 +5,7 @@ verdicts, framework parsers, 2,000 reviews, a 1,000-row uniform spot check). Mea
 process:
 
 - ``mcqaudit info --db STUDY`` as a whole command (Python start, imports, queries, printing), median of 3;
-- where its time goes: imports, ``summarise``, the judge fingerprints, the diagnostics (``api.study_flags``);
+- where its time goes: imports, ``summarise``, the judge fingerprints, the diagnostics (``app.info.study_flags``);
 - a bare ``GROUP BY arm, orientation`` over ``graded_rows`` (counts of rows, graded rows and CORRECT),
   against the baseline of the same GROUP BY over the base table ``gen_rows``, and against ``graded_rows`` as
   it was before schema migration 6 (windows over every judge reply and review at read time).
@@ -103,11 +103,11 @@ def child_parts(db: str) -> None:
 
     fingerprint_summary(study)
     lap("judge fingerprints")
-    from mcqaudit.api import study_flags
+    from mcqaudit.app.info import study_flags
 
     lap("import the metrics")
     study_flags(study)
-    lap("diagnostics (api.study_flags: frames + metrics without resamples)")
+    lap("diagnostics (app.info.study_flags: frames + metrics without resamples)")
     print(json.dumps(out))
 
 

@@ -141,7 +141,7 @@ def child(mode: str, db: str, n_boot: int) -> None:
         return
     if mode == "phases":
         t0 = time.perf_counter()
-        from mcqaudit import api
+        from mcqaudit.app import report as api
         from mcqaudit.report import render
 
         t1 = time.perf_counter()
@@ -153,7 +153,8 @@ def child(mode: str, db: str, n_boot: int) -> None:
         t4 = time.perf_counter()
         print(json.dumps({"import": t1 - t0, "frames": t2 - t1, "metrics": t3 - t2, "render": t4 - t3}))
         return
-    from mcqaudit.report import build_report, render
+    from mcqaudit.app.report import build_report
+    from mcqaudit.report import render
 
     if mode == "trace":
         tracemalloc.start()

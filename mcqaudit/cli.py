@@ -636,7 +636,7 @@ def report(
     orientations is one unit. Every difference carries its minimum detectable effect. The HTML and
     Markdown say when verdicts come from the heuristic stand-in judge or an unaudited (--no-judge) study.
     """
-    from mcqaudit.api import build_report
+    from mcqaudit.app.report import build_report
     from mcqaudit.report import FORMATS, render
 
     if fmt not in FORMATS:
@@ -663,7 +663,7 @@ def report(
 
 
 def _info_flags(study) -> None:
-    from mcqaudit.api import study_flags
+    from mcqaudit.app.info import study_flags
 
     flags, unchecked = study_flags(study)  # counts only: the bootstrap is `report`'s
     later = (

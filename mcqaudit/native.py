@@ -1,6 +1,6 @@
 """Process settings that make large-array numpy fast on a small, busy machine (not part of the pure core:
 they read the process's memory map and call into OpenBLAS through ctypes). The use cases that run the
-metrics (:mod:`mcqaudit.api`) wrap them in :func:`fast_arrays`.
+metrics (:mod:`mcqaudit.app.report`) wrap them in :func:`fast_arrays`.
 
 - :func:`one_blas_thread`: OpenBLAS's threads spin waiting for each other when other processes hold the
   cores; the bootstrap's products took 5–20× longer on two threads than on one on a loaded two-core machine,

@@ -2,7 +2,7 @@
 
 Pure functions of the dict, no I/O: :func:`findings` writes the few sentences every view opens with, and
 Markdown and HTML are built from the same list of sections, so the two always say the same thing. The
-dict itself is built by the application layer, :func:`mcqaudit.api.build_report` (study → frames →
+dict itself is built by the application layer, :func:`mcqaudit.app.report.build_report` (study → frames →
 metrics → report); ``mcqaudit.report.build_report``, ``report_from_frames`` and ``flags_for`` still
 resolve to it, so older imports keep working.
 """
@@ -41,7 +41,6 @@ UNAUDITED_BANNER = (
 
 Report = dict[str, Any]
 MDE_INFORMATIVE = 0.10  # a null is called informative when the study could have seen a 10 pp effect
-_API_NAMES = ("build_report", "report_from_frames", "flags_for")  # moved to mcqaudit.api
 
 __all__ = [
     "FORMATS",
@@ -59,17 +58,6 @@ __all__ = [
     "to_markdown",
     "with_chance",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    # The report builders live in the application layer, which imports this module; resolving them on
-    # first use keeps this module free of the study file and keeps `from mcqaudit.report import
-    # build_report` working.
-    if name in _API_NAMES:
-        from mcqaudit import api
-
-        return getattr(api, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --- findings -------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mcqaudit.api import load_frames, report_from_frames
+from mcqaudit.app.report import load_frames, report_from_frames
 from mcqaudit.metrics import ItemBootstrap
 from mcqaudit.metrics.inputs import StudyFrames, column
 from mcqaudit.metrics.rules import NORMAL_MIN_ITEMS, ci_method

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mcqaudit.api import build_report, load_frames
+from mcqaudit.app.report import build_report, load_frames
 from mcqaudit.store import Study
 from mcqaudit.store import rows as rw
 

@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 from mcqaudit import orient
+from mcqaudit.app.report import build_report
 from mcqaudit.demo import build_demo
-from mcqaudit.report import build_report, findings, to_html, to_markdown
+from mcqaudit.report import findings, to_html, to_markdown
 from mcqaudit.standin.server import StandinOptions, StandinServer
 from tests.conftest import run_cli, write_jsonl
 

@@ -95,7 +95,7 @@ def test_letter_counts_match_the_hand_count(tmp_path: Path) -> None:
 
 
 def test_the_findings_say_how_many_answers_a_parser_misreads(tmp_path: Path) -> None:
-    from mcqaudit.api import build_report
+    from mcqaudit.app.report import build_report
 
     rep = build_report(hand_study(tmp_path).build(), n_boot=200, seed=0)
     (f,) = [f for f in rep["findings"] if f["kind"] == "parser_letters" and f["parser"] == "naive"]
@@ -270,7 +270,7 @@ def test_judge_agreement_under_10_rows_keeps_counts_and_drops_cis(tmp_path: Path
 
 
 def test_judge_agreement_tables_show_counts_under_10_rows(tmp_path: Path) -> None:
-    from mcqaudit.api import build_report
+    from mcqaudit.app.report import build_report
     from mcqaudit.report import sections
     from mcqaudit.ui import tables
 
@@ -347,7 +347,7 @@ def test_parsers_page_letter_heatmap_counts_and_cell_rows(tmp_path: Path, monkey
 
 
 def test_judge_agreement_plot_draws_only_groups_of_10_rows(tmp_path: Path) -> None:
-    from mcqaudit.api import build_report
+    from mcqaudit.app.report import build_report
     from mcqaudit.plots import fig_judge_agreement
 
     big = build_report(reviewed_study(tmp_path, 10, 2).build(), n_boot=200, seed=0, verdicts="judge")

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from mcqaudit import orient
-from mcqaudit.report import build_report
+from mcqaudit.app.report import build_report
 from mcqaudit.standin.server import StandinOptions, StandinServer
 from tests.conftest import run_cli, write_jsonl
 

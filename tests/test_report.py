@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from mcqaudit import orient
+from mcqaudit.app.report import build_report, flags_for
 from mcqaudit.plots import (
     fig_delta_by_orientation,
     fig_judge_agreement,
@@ -26,7 +27,7 @@ from mcqaudit.plots import (
     fig_position_picks,
     report_figures,
 )
-from mcqaudit.report import STANDIN_BANNER, build_report, flags_for, render, to_html, to_markdown
+from mcqaudit.report import STANDIN_BANNER, render, to_html, to_markdown
 from tests.builders import NO_POSITION_EFFECT, StudyBuilder, two_family_study
 from tests.conftest import run_cli
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from mcqaudit.api import build_report
+from mcqaudit.app.report import build_report
 from mcqaudit.store import Study, StudyError
 from mcqaudit.store import reviews as rv
 from tests.conftest import mounted_tmpfs, run_cli

@@ -27,8 +27,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcqaudit import orient
+from mcqaudit.app.report import build_report
 from mcqaudit.formatting import WORD_JOINER, md_text, naive_range, pairing_words, text_runs
-from mcqaudit.report import build_report, note_label, to_html, to_markdown
+from mcqaudit.report import note_label, to_html, to_markdown
 from tests.conftest import run_cli, write_jsonl
 from tests.test_report import fixture_study
 

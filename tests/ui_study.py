@@ -121,7 +121,7 @@ def app(db: Path, page: str, *, reviewer: str | None = None, **state: Any) -> An
 
 
 def report_of(db: Path) -> dict[str, Any]:
-    from mcqaudit.report import build_report
+    from mcqaudit.app.report import build_report
 
     return build_report(Study(db), n_boot=BOOT, seed=0)
 

@@ -1,5 +1,5 @@
 """The typed shape of the report JSON (docs/report-schema.md): what :func:`~mcqaudit.metrics.compute` returns
-and what :func:`mcqaudit.api.build_report` wraps it in. Pure types, no code.
+and what :func:`mcqaudit.app.report.build_report` wraps it in. Pure types, no code.
 
 These are ``TypedDict``s, so the values stay plain JSON-ready dicts (the dashboard and users' scripts read
 them as such) while mypy checks every key the metrics write. Keys are listed in the order the JSON prints

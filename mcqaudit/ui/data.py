@@ -71,7 +71,7 @@ def analysis(
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """The report and the verdict counts per arm and orientation, from one read of the study's frames:
     one cached entry per (study version, resamples, control, verdict view), shared by every page."""
-    from mcqaudit.api import load_frames, report_from_frames
+    from mcqaudit.app.report import load_frames, report_from_frames
 
     frames = load_frames(get_study(path), verdicts)
     rep = report_from_frames(frames, control=control, n_boot=n_boot, seed=SEED)

@@ -1,9 +1,8 @@
-"""The application layer the CLI and the dashboard share: study → frames → metrics → report dict.
+"""The report use case: study → frames → metrics → report dict (docs/design.md §7).
 
-This is the one place where the pure core meets the study file: it opens the study (:mod:`mcqaudit.store`),
-loads its frames, runs :func:`mcqaudit.metrics.compute` and hands the results to :mod:`mcqaudit.report`,
-which writes the findings and renders. ``mcqaudit report`` and the dashboard call :func:`build_report`;
-``mcqaudit info`` calls :func:`study_flags`, which counts and does not bootstrap.
+It opens the study (:mod:`mcqaudit.store`), loads its frames, runs :func:`mcqaudit.metrics.compute` and hands
+the results to :mod:`mcqaudit.report`, which writes the findings and renders. ``mcqaudit report`` and the
+dashboard call :func:`build_report` (or :func:`report_from_frames` on frames they already hold).
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mcqaudit import __version__
-from mcqaudit.metrics import CI_FLAGS, CI_LEVEL, StudyFrames, compute, sort_flags
+from mcqaudit.metrics import CI_LEVEL, StudyFrames, compute, sort_flags
 from mcqaudit.metrics.results import FingerprintUse, Flag, Report
 from mcqaudit.metrics.rules import ci_method
 from mcqaudit.native import fast_arrays
@@ -117,13 +116,3 @@ def report_from_frames(
 def flags_for(study: str | Path | Study, n_boot: int = 500, seed: int = 0) -> list[Flag]:
     """The report's flags, most important first, from a bootstrap of ``n_boot`` resamples."""
     return build_report(study, n_boot=n_boot, seed=seed)["flags"]
-
-
-def study_flags(study: str | Path | Study) -> tuple[list[Flag], tuple[str, ...]]:
-    """The flags that need no bootstrap (for ``mcqaudit info``), most important first, and the names of
-    the flags that could not be checked here: those read off CIs (:data:`~mcqaudit.metrics.CI_FLAGS`),
-    which need two or more arms to compare and a bootstrap (``mcqaudit report``)."""
-    with fast_arrays():
-        res = compute(load_frames(study), n_boot=0)
-    unchecked = CI_FLAGS if res["delta_accuracy"] else ()
-    return sort_flags(res["flags"]), unchecked

@@ -1,0 +1,10 @@
+"""The use cases (docs/design.md §9): one module per thing a person does with a study.
+
+Each takes a study (a path or an open :class:`~mcqaudit.store.db.Study`) and typed options, owns its
+transaction, and returns a frozen dataclass or a TypedDict. The faces (``cli.py``, ``ui/``, the Inspect
+extension) call only these modules and the pure core; the use cases call ``store/`` (SQL), ``grade/`` and
+``ingest/`` (readers), and the pure core. Nothing below imports this package.
+
+- :mod:`~mcqaudit.app.report` — study → frames → metrics → report dict;
+- :mod:`~mcqaudit.app.info` — the flags that need no bootstrap, for ``mcqaudit info``.
+"""
