@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from mcqaudit.formatting import (
     html_rich,
@@ -67,7 +67,6 @@ CONTROL_WORDS = {
     "named control/base": "named control/base",
     "first ingested": "the first arm ingested",
 }
-_PARSER_WORDS = {"naive": "naive parser ({naive})", "user": "user's own parser"}
 
 
 def _clear(m: Mapping[str, Any] | None) -> int:
@@ -77,10 +76,14 @@ def _clear(m: Mapping[str, Any] | None) -> int:
     return 1 if m["ci_low"] > 0 else -1 if m["ci_high"] < 0 else 0
 
 
+def _ci(m: Mapping[str, Any] | None) -> list[float | None] | None:
+    """A figure's CI as a finding carries it: ``[ci_low, ci_high]``, or None without one."""
+    return [m["ci_low"], m["ci_high"]] if m and m.get("ci_low") is not None else None
+
+
 def _finding(kind: str, text: str, arm: str | None = None, m: Mapping[str, Any] | None = None,
              items: int | None = None, rows: int | None = None, **extra: Any) -> Finding:  # fmt: skip
-    ci = [m["ci_low"], m["ci_high"]] if m and m.get("ci_low") is not None else None
-    f: Finding = {"kind": kind, "arm": arm, "text": text, "value": m.get("value") if m else None, "ci": ci,
+    f: Finding = {"kind": kind, "arm": arm, "text": text, "value": m.get("value") if m else None, "ci": _ci(m),
                   "n_items": items, "n_rows": rows}  # fmt: skip
     f.update(extra)  # type: ignore[typeddict-item]
     return f
@@ -117,11 +120,12 @@ def findings(report: Mapping[str, Any]) -> list[Finding]:
     pending = _pending(report)
     if pending:
         out.insert(0, _pending_finding(report, pending))
+    name = _ParserNames(report)
     for arm, d in (report.get("delta_accuracy") or {}).items():
         out += _provisional(
-            _arm_findings(report, arm, d, flags), pending.get(arm, 0) + pending.get(str(ctrl), 0)
+            _arm_findings(report, arm, d, flags, name), pending.get(arm, 0) + pending.get(str(ctrl), 0)
         )
-    out += _letter_findings(report)
+    out += _letter_findings(report, name)
     if design.get("reason"):
         out.append(_finding(
             "design",
@@ -133,20 +137,25 @@ def findings(report: Mapping[str, Any]) -> list[Finding]:
             rows=report.get("rows"),
         ))  # fmt: skip
     out += _audit_findings(report)
-    return _naive_described_once(report, out)
-
-
-def _naive_described_once(report: Mapping[str, Any], out: list[Finding]) -> list[Finding]:
-    """The naive parser's description (its letter range, §4) in the first finding that names it; later
-    findings call it the naive parser, so the first screen is findings, not the same definition again."""
-    full = _PARSER_WORDS["naive"].format(naive=naive_words(report))
-    seen = False
-    for f in out:
-        if full in f["text"]:
-            if seen:
-                f["text"] = f["text"].replace(full, "naive parser")
-            seen = True
     return out
+
+
+class _ParserNames:
+    """How the findings name the naive and the user's parser, in the order they are written: the naive
+    parser's description (its letter range, §4) in the first finding that names it, "naive parser" in the
+    later ones, so the first screen is findings, not the same definition again."""
+
+    def __init__(self, report: Mapping[str, Any]) -> None:
+        self._naive = naive_words(report)
+        self._described = False
+
+    def __call__(self, parser: str) -> str:
+        if parser != "naive":
+            return "user's own parser"
+        if self._described:
+            return "naive parser"
+        self._described = True
+        return f"naive parser ({self._naive})"
 
 
 def _pending(report: Mapping[str, Any]) -> dict[str, int]:
@@ -178,36 +187,53 @@ def _provisional(found: list[Finding], pending: int) -> list[Finding]:
 
 
 def _arm_findings(
-    report: Mapping[str, Any], arm: str, d: Mapping[str, Any] | None, flags: Sequence[Mapping[str, Any]]
+    report: Mapping[str, Any],
+    arm: str,
+    d: Mapping[str, Any] | None,
+    flags: Sequence[Mapping[str, Any]],
+    name: _ParserNames,
 ) -> list[Finding]:
+    """One treated arm's findings, in reading order: the headline Δ, what the naive and the user's parser
+    would have said, the OTHER-rate change, the orientation check."""
     ctrl = report["control_arm"]
-    notes = report.get("notes") or {}
     vs = f"{arm} vs {ctrl}"
     if d is None:
-        why = notes.get(f"delta_accuracy.{arm}", "see notes")
+        why = (report.get("notes") or {}).get(f"delta_accuracy.{arm}", "see notes")
         return [_finding("headline", f"{vs}: not compared ({why}).", arm)]
+    ov = d.get("overall")
+    out = [_headline_finding(arm, str(ctrl), d)]
+    if ov is None:
+        return out
+    out += _parser_findings(report, arm, ov, int(d.get("rows", 0)), flags, name)
+    out += _other_rate_finding(report, arm, d)
+    out += _orientation_findings(report, arm, d, flags)
+    return out
+
+
+def _headline_finding(arm: str, ctrl: str, d: Mapping[str, Any]) -> Finding:
+    """Δaccuracy vs the control on the items it rests on (paired or unpaired), and whether a null is
+    informative (its MDE); or why there is not enough to compare."""
+    vs = f"{arm} vs {ctrl}"
     items, rows, pairing = d.get("items", 0), d.get("rows", 0), d.get("pairing", "paired")
     ov = d.get("overall")
+    by = d.get("items_by_arm") or {}
     if ov is None:
         if pairing == "paired":
             text = f"{vs}: not enough shared items (n={items}) to compare; a Δ needs at least {MIN_ITEMS}."
         else:
-            by = d.get("items_by_arm") or {}
             text = (f"{vs}: the arms share no items, and unpaired there are not enough to compare "
                     f"({by.get(arm, 0)} and {by.get(ctrl, 0)} items; each needs at least {MIN_ITEMS}).")  # fmt: skip
-        return [_finding("headline", text, arm, None, items, rows, pairing=pairing)]
+        return _finding("headline", text, arm, None, items, rows, pairing=pairing)
     if pairing == "paired":
         on = f"on {items} shared items ({rows} rows)"
     else:
-        by = d.get("items_by_arm") or {}
         on = (f"compared unpaired, since the arms share no items ({by.get(arm)} and {by.get(ctrl)} items, "
               f"{rows} rows)")  # fmt: skip
     mde = ov.get("mde")
-    sign = _clear(ov)
     if ov.get("ci_low") is None:
         text = f"{vs}: Δaccuracy {pp(ov)} {on}; no CI was computed (--bootstrap 0)."
         informative = None
-    elif sign:
+    elif _clear(ov):
         text = f"{vs}: Δaccuracy {pp(ov)} {on}; the CI excludes 0 (MDE {mde * 100:.1f} pp)."
         informative = True
     else:
@@ -219,30 +245,47 @@ def _arm_findings(
             + (f"with an MDE of {mde * 100:.1f} pp a null here is informative." if informative else
                f"with an MDE of {mde * 100:.1f} pp a null here is not informative (a smaller effect would not show).")
         )  # fmt: skip
-    out = [
-        _finding("headline", text, arm, ov, items, rows, pairing=pairing, mde=mde, informative=informative)
-    ]
+    return _finding("headline", text, arm, ov, items, rows, pairing=pairing, mde=mde, informative=informative)
 
+
+def _parser_findings(
+    report: Mapping[str, Any],
+    arm: str,
+    ov: Mapping[str, Any],
+    rows: int,
+    flags: Sequence[Mapping[str, Any]],
+    name: _ParserNames,
+) -> list[Finding]:
+    """The Δ the naive and the user's parser would have reported (``delta_accuracy_by_parser``), each against
+    the verdicts' Δ: in line, or what the parser does to the effect (``suspected_parser_artifact``). When both
+    are in line, one sentence says so for the two (the naive parser's finding; ``also``: the user's)."""
     by_parser = (report.get("delta_accuracy_by_parser") or {}).get(arm) or {}
-    for name in ("naive", "user"):
-        m = by_parser.get(name)
-        if name not in by_parser:
-            continue
-        label = _PARSER_WORDS[name].format(naive=naive_words(report))
+    vs = f"{arm} vs {report['control_arm']}"
+    present = [p for p in ("naive", "user") if p in by_parser]
+    artifact = {
+        p: any(f["name"] == "suspected_parser_artifact" and f.get("arm") == arm and f.get("parser") == p
+               for f in flags)
+        for p in present
+    }  # fmt: skip
+    in_line = [p for p in present if by_parser[p] is not None and not artifact[p]]
+    if in_line == ["naive", "user"]:
+        mn, mu = by_parser["naive"], by_parser["user"]
+        text = (f"The {name('naive')} and the {name('user')} would have reported Δaccuracy {pp(mn)} "
+                f"(n={mn['n']} items) and {pp(mu)} (n={mu['n']} items), both in line with the verdicts.")  # fmt: skip
+        also = {"parser": "user", "value": mu.get("value"), "ci": _ci(mu)}
+        return [_finding("parser", text, arm, mn, mn["n"], rows, parser="naive", artifact=False, also=also)]
+    out: list[Finding] = []
+    for p in present:
+        m = by_parser[p]
+        label = name(p)
         if m is None:
-            out.append(
-                _finding("parser", f"The {label}: not enough items to compare {vs}.", arm, parser=name)
-            )
+            out.append(_finding("parser", f"The {label}: not enough items to compare {vs}.", arm, parser=p))
             continue
-        artifact = any(
-            f["name"] == "suspected_parser_artifact" and f.get("arm") == arm and f.get("parser") == name
-            for f in flags
-        )
         n = f"n={m['n']} items"
-        if not artifact:
+        if not artifact[p]:
             text = f"The {label} would have reported Δaccuracy {pp(m)} ({n}), in line with the verdicts."
         else:
-            ps, js = _clear(m), sign
+            ps, js = _clear(m), _clear(ov)
             verb = (
                 "invents an effect the verdicts do not show" if ps and not js else
                 "hides the effect the verdicts show" if js and not ps else
@@ -251,46 +294,25 @@ def _arm_findings(
             )  # fmt: skip
             text = (f"The {label} would have reported Δaccuracy {pp(m)} instead ({n}): the parser, not the "
                     f"model, {verb} ({pp(ov)} by the verdicts).")  # fmt: skip
-        out.append(_finding("parser", text, arm, m, m["n"], rows, parser=name, artifact=artifact))
-    _both_in_line(out)
-
-    o, aa = d.get("other_rate"), d.get("answered_accuracy")
-    if o is not None:
-        mt = (report["metrics"][arm].get("other_rate") or {}).get("value")
-        mc = (report["metrics"][ctrl].get("other_rate") or {}).get("value")
-        rates = (
-            f"{mt * 100:.1f} % of rows vs {mc * 100:.1f} % in {ctrl}"
-            if mt is not None and mc is not None
-            else ""
-        )
-        s_o = _clear(o)
-        head = (f"{arm} answers OTHER (refuses, hedges, picks no single option) more often" if s_o > 0 else
-                f"{arm} answers OTHER less often" if s_o < 0 else "The OTHER rate shows no clear change")  # fmt: skip
-        text = (f"{head}: {rates + ', ' if rates else ''}Δ {pp(o)} (n={o['n']} items); on answered rows only, "
-                f"Δaccuracy is {pp(aa)}.")  # fmt: skip
-        out.append(_finding("other_rate", text, arm, o, o["n"], rows, answered_accuracy=aa))
-
-    out += _orientation_findings(report, arm, d, flags)
+        out.append(_finding("parser", text, arm, m, m["n"], rows, parser=p, artifact=artifact[p]))
     return out
 
 
-def _both_in_line(out: list[Finding]) -> None:
-    """The naive and the user's parser both in line with the verdicts: one sentence for the two (the
-    finding is the naive parser's, and its ``also`` holds the user's parser's Δ)."""
-    if len(out) < 2:
-        return
-    a, b = out[-2], out[-1]
-    tail = ", in line with the verdicts."
-    if not (a.get("parser") == "naive" and b.get("parser") == "user" and a["text"].endswith(tail)
-            and b["text"].endswith(tail)):  # fmt: skip
-        return
-    head, rest = a["text"][: -len(tail)].split(" would have reported Δaccuracy ", 1)
-    user_rest = b["text"][: -len(tail)].split(" would have reported Δaccuracy ", 1)[1]
-    merged = dict(a)
-    merged["text"] = (f"{head} and the user's own parser would have reported Δaccuracy {rest} and {user_rest}, "
-                      "both in line with the verdicts.")  # fmt: skip
-    merged["also"] = {"parser": "user", "value": b.get("value"), "ci": b.get("ci")}
-    out[-2:] = [cast(Finding, merged)]
+def _other_rate_finding(report: Mapping[str, Any], arm: str, d: Mapping[str, Any]) -> list[Finding]:
+    """The OTHER-rate change, beside the Δ on answered rows only."""
+    o, aa = d.get("other_rate"), d.get("answered_accuracy")
+    if o is None:
+        return []
+    ctrl = report["control_arm"]
+    mt = (report["metrics"][arm].get("other_rate") or {}).get("value")
+    mc = (report["metrics"][ctrl].get("other_rate") or {}).get("value")
+    rates = f"{mt * 100:.1f} % of rows vs {mc * 100:.1f} % in {ctrl}" if mt is not None and mc is not None else ""
+    s_o = _clear(o)
+    head = (f"{arm} answers OTHER (refuses, hedges, picks no single option) more often" if s_o > 0 else
+            f"{arm} answers OTHER less often" if s_o < 0 else "The OTHER rate shows no clear change")  # fmt: skip
+    text = (f"{head}: {rates + ', ' if rates else ''}Δ {pp(o)} (n={o['n']} items); on answered rows only, "
+            f"Δaccuracy is {pp(aa)}.")  # fmt: skip
+    return [_finding("other_rate", text, arm, o, o["n"], d.get("rows", 0), answered_accuracy=aa)]
 
 
 def _orientation_findings(
@@ -358,45 +380,57 @@ def _and(words: Sequence[str]) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
-def _letter_findings(report: Mapping[str, Any]) -> list[Finding]:
+def _letter_findings(report: Mapping[str, Any], name: _ParserNames) -> list[Finding]:
     """For the naive and the user's parser, one sentence: how many answers it misreads in each arm
-    (``parser_letters``) — the question users come with; nothing when it misreads none. An arm under
+    (``parser_letters``) — the question users come with; nothing when it misreads none, and one sentence
+    for the two when they misread as many answers in every arm. An arm under
     :data:`PARSER_DISAGREEMENT_MIN_ROWS` answers gets its counts only, no rate. A sentence about one arm
     carries that arm and its rate (``value``, ``ci``); ``n_rows`` is the answers it counts."""
+    arms = [str(a) for a in report.get("arms") or []]
+    by_parser = {p: _misreads(report, p, arms) for p in ("naive", "user")}
+    said = {p: s for p, s in by_parser.items() if any(bad for _, bad, _, _ in s)}  # none misread: no sentence
+    counts = {p: _misread_words(s, len(arms) > 1) for p, s in said.items()}
+    both = len(said) == 2 and counts["naive"] == counts["user"]
     out: list[Finding] = []
-    arms = list(report.get("arms") or [])
-    naive_said: str | None = None  # the naive parser's counts, arm by arm, to say them once for both parsers
-    for name in ("naive", "user"):
-        said: list[tuple[str, int, int, Mapping[str, Any]]] = []  # arm, misread, answers, the rate
-        for arm in arms:
-            e = (report["metrics"][arm].get("parser_letters") or {}).get(name)
-            m = (e or {}).get("misread")
-            if m and m.get("value") is not None:
-                said.append((arm, misread_counts(e or {})["misread"], int(m["n"]), m))
-        if not any(bad for _, bad, _, _ in said):
-            continue  # a parser that reads every letter right needs no sentence
-        parts = []
-        for arm, bad, n, m in said:
-            where = f" in {arm}" if len(arms) > 1 else ""
-            if n < PARSER_DISAGREEMENT_MIN_ROWS:
-                parts.append(f"{bad:,} of {n:,} answers{where} (too few for a rate)")
-                continue
-            ci = f" [{m['ci_low'] * 100:.1f}, {m['ci_high'] * 100:.1f}]" if m.get("ci_low") is not None else ""
-            parts.append(f"{bad:,} of {n:,} answers{where} ({m['value'] * 100:.1f} %{ci})")
-        counts = " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
-        if name == "user" and counts == naive_said and out:
-            # the user's parser misreads as many letters as naive does in every arm: one sentence for both
-            out[-1]["text"] = out[-1]["text"].replace(" misreads the letter of ", " and the user's own parser "
-                                                      "each misread the letter of ", 1)  # fmt: skip
-            continue
-        naive_said = counts if name == "naive" else None
-        text = f"The {_PARSER_WORDS[name].format(naive=naive_words(report))} misreads the letter of {counts}."
-        arm1, _, n1, m1 = said[0]
-        single = len(said) == 1
+    for p, s in said.items():
+        if both and p == "user":
+            continue  # said with the naive parser's
+        who = f"{name('naive')} and the {name('user')} each misread" if both else f"{name(p)} misreads"
+        text = f"The {who} the letter of {counts[p]}."
+        arm1, _, n1, m1 = s[0]
+        single = len(s) == 1
         rate = m1 if single and n1 >= PARSER_DISAGREEMENT_MIN_ROWS else None
-        rows = sum(n for _, _, n, _ in said)
-        out.append(_finding("parser_letters", text, arm1 if single else None, rate, None, rows, parser=name))
+        rows = sum(n for _, _, n, _ in s)
+        out.append(_finding("parser_letters", text, arm1 if single else None, rate, None, rows, parser=p))
     return out
+
+
+_Misread = tuple[str, int, int, Mapping[str, Any]]  # arm, answers misread, answers compared, the rate
+
+
+def _misreads(report: Mapping[str, Any], parser: str, arms: Sequence[str]) -> list[_Misread]:
+    """Per arm with a ``parser_letters.misread`` figure: the answers the parser misreads, of how many."""
+    said: list[_Misread] = []
+    for arm in arms:
+        e = (report["metrics"][arm].get("parser_letters") or {}).get(parser)
+        m = (e or {}).get("misread")
+        if m and m.get("value") is not None:
+            said.append((arm, misread_counts(e or {})["misread"], int(m["n"]), m))
+    return said
+
+
+def _misread_words(said: Sequence[_Misread], several: bool) -> str:
+    """The counts in words: "890 of 1,898 answers in m1 (46.9 % [44.6, 49.2]) and …" (counts alone under
+    :data:`PARSER_DISAGREEMENT_MIN_ROWS` answers)."""
+    parts = []
+    for arm, bad, n, m in said:
+        where = f" in {arm}" if several else ""
+        if n < PARSER_DISAGREEMENT_MIN_ROWS:
+            parts.append(f"{bad:,} of {n:,} answers{where} (too few for a rate)")
+            continue
+        ci = f" [{m['ci_low'] * 100:.1f}, {m['ci_high'] * 100:.1f}]" if m.get("ci_low") is not None else ""
+        parts.append(f"{bad:,} of {n:,} answers{where} ({m['value'] * 100:.1f} %{ci})")
+    return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
 
 
 def _audit_findings(report: Mapping[str, Any]) -> list[Finding]:
@@ -459,312 +493,282 @@ def banners(report: Mapping[str, Any]) -> list[str]:
 
 
 def sections(report: Mapping[str, Any]) -> list[Section]:
-    """The report's content for people, in reading order: findings, then flags grouped by name, then tables."""
-    arms: list[str] = report["arms"]
-    ctrl = report["control_arm"]
-    st = report["study"]
-    orients: list[str] = st.get("orientations", [])
-    m = report["metrics"]
-    out: list[Section] = []
+    """The report's content for people, in reading order: findings, then flags grouped by name, then tables
+    (each section, or the sections of one kind, written by its own function; one that has nothing to show is
+    left out)."""
+    fams = report_families(report)
+    return [
+        _findings_section(report),
+        _flags_section(report),
+        _study_section(report),
+        _headline_section(report),
+        _accuracy_section(report, fams),
+        *_delta_sections(report, fams),
+        *_pairwise_sections(report),
+        *_parser_delta_sections(report),
+        *_disagreement_sections(report),
+        *_position_sections(report, fams),
+        _consistency_section(report),
+        *_agreement_sections(report),
+        *_logprob_sections(report),
+        *_fingerprint_sections(report),
+        *_notes_sections(report),
+    ]
 
+
+def _findings_section(report: Mapping[str, Any]) -> Section:
     fnd = report.get("findings")
     if fnd is None:
         fnd = findings(report)
-    out.append(Section("Findings", bullets=[f["text"] for f in fnd] or ["Nothing to report."]))
+    return Section("Findings", bullets=[f["text"] for f in fnd] or ["Nothing to report."])
 
+
+def _flags_section(report: Mapping[str, Any]) -> Section:
+    """The flags grouped by name: one table, each name once with its count, each flag with its n."""
     flags = report["flags"]
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for f in flags:
         groups.setdefault(f["name"], []).append(f)
-    frows = []
+    rows = []
     for name, fs in groups.items():
         for k, f in enumerate(fs):
-            frows.append([f"{name} ({len(fs)})" if k == 0 else "", f.get("arm") or "", f["evidence"],
-                          str(f.get("items", "")), str(f.get("rows", ""))])  # fmt: skip
-    out.append(
-        Section(
-            "Flags",
-            paragraphs=[] if flags else ["No diagnostic fired."],
-            tables=[Table(["flag", "arm", "evidence", "items", "rows"], frows)] if frows else [],
-        )
+            rows.append([f"{name} ({len(fs)})" if k == 0 else "", f.get("arm") or "", f["evidence"],
+                         str(f.get("items", "")), str(f.get("rows", ""))])  # fmt: skip
+    return Section(
+        "Flags",
+        paragraphs=[] if flags else ["No diagnostic fired."],
+        tables=[Table(["flag", "arm", "evidence", "items", "rows"], rows)] if rows else [],
     )
 
-    boot = report["bootstrap"]
-    src = CONTROL_WORDS
-    out.append(
-        Section(
-            "Study",
-            paragraphs=[
-                f"{report['rows']} rows, {st.get('items')} items, {len(arms)} arms, {len(orients)} orientations. "
-                f"Control arm: {ctrl or 'none'} ({src.get(report.get('control_source', ''), 'none')}). "
-                f"Verdicts: {st.get('verdicts')} "
-                + ("(latest review, else judge, else pre-filter, else rule)." if st.get("verdicts") == "final"
-                   else "(judge, else pre-filter, else rule; reviews ignored).")
-                + f" Confidence intervals: {ci_words(boot)}; rates are percentages.",
-            ],
-        )
+
+def _study_section(report: Mapping[str, Any]) -> Section:
+    st, ctrl = report["study"], report["control_arm"]
+    return Section(
+        "Study",
+        paragraphs=[
+            f"{report['rows']} rows, {st.get('items')} items, {len(report['arms'])} arms, "
+            f"{len(st.get('orientations', []))} orientations. "
+            f"Control arm: {ctrl or 'none'} ({CONTROL_WORDS.get(report.get('control_source', ''), 'none')}). "
+            f"Verdicts: {st.get('verdicts')} "
+            + ("(latest review, else judge, else pre-filter, else rule)." if st.get("verdicts") == "final"
+               else "(judge, else pre-filter, else rule; reviews ignored).")
+            + f" Confidence intervals: {ci_words(report['bootstrap'])}; rates are percentages.",
+        ],
     )  # fmt: skip
 
-    head = Table(
-        [
-            "arm",
-            "rows",
-            "accuracy",
-            "answered accuracy",
-            "OTHER rate",
-            "ungraded rate",
-            "circular accuracy",
-            "first-position rate",
-            "RStd (pp)",
-        ],
-        [
-            [
-                a + (" (control)" if a == ctrl else ""),
-                str(m[a]["rows"]),
-                pct(m[a]["accuracy"]),
-                pct(m[a]["answered_accuracy"]),
-                pct(m[a]["other_rate"]),
-                pct(m[a]["ungraded_rate"]),
-                with_chance(m[a]["circular_accuracy"]),
-                with_chance(m[a]["first_position_rate"]),
-                num(m[a]["rstd"], 1),
-            ]
-            for a in arms
-        ],
-    )
-    out.append(Section("Headline", tables=[head]))
 
-    fams = report_families(report)
-    acc_tables = []
+def _headline_section(report: Mapping[str, Any]) -> Section:
+    m, ctrl = report["metrics"], report["control_arm"]
+    header = ["arm", "rows", "accuracy", "answered accuracy", "OTHER rate", "ungraded rate", "circular accuracy",
+              "first-position rate", "RStd (pp)"]  # fmt: skip
+    rows = [
+        [
+            a + (" (control)" if a == ctrl else ""),
+            str(m[a]["rows"]),
+            pct(m[a]["accuracy"]),
+            pct(m[a]["answered_accuracy"]),
+            pct(m[a]["other_rate"]),
+            pct(m[a]["ungraded_rate"]),
+            with_chance(m[a]["circular_accuracy"]),
+            with_chance(m[a]["first_position_rate"]),
+            num(m[a]["rstd"], 1),
+        ]
+        for a in report["arms"]
+    ]
+    return Section("Headline", tables=[Table(header, rows)])
+
+
+def _accuracy_section(report: Mapping[str, Any], fams: Sequence[FamilyView]) -> Section:
+    """Accuracy per orientation, one table per item family."""
+    tables = []
     for fam, fo, items in fams:
         rows = []
-        for a in arms:
-            fe = family_entry(m[a], fam)
+        for a in report["arms"]:
+            fe = family_entry(report["metrics"][a], fam)
             by = fe.get("accuracy_by_orientation") or {}
             rows.append([a, pct(fe.get("accuracy")), *[pct(by.get(o)) for o in fo]])
-        acc_tables.append(Table([_family_head(fam, items), "all orientations", *fo], rows))
-    out.append(
-        Section(
-            "Accuracy by orientation",
-            paragraphs=[_FAMILY_WORDS] if len(fams) > 1 else [],
-            tables=acc_tables,
-        )
-    )
+        tables.append(Table([_family_head(fam, items), "all orientations", *fo], rows))
+    return Section("Accuracy by orientation", paragraphs=[_FAMILY_WORDS] if len(fams) > 1 else [], tables=tables)
 
-    drows = []
-    for a, d in report["delta_accuracy"].items():
+
+def _delta_sections(report: Mapping[str, Any], fams: Sequence[FamilyView]) -> list[Section]:
+    """Δ vs the control, with its MDE, then per orientation within each item family."""
+    deltas = report["delta_accuracy"]
+    rows = []
+    for a, d in deltas.items():
         if d is None:
-            drows.append([a, "not compared (see notes)", "", "", "", ""])
+            rows.append([a, "not compared (see notes)", "", "", "", ""])
             continue
         ov = d["overall"]
         if ov is None:
-            drows.append([a, f"not enough items (n={d.get('items', 0)})", "", "", "", ""])
+            rows.append([a, f"not enough items (n={d.get('items', 0)})", "", "", "", ""])
             continue
-        drows.append(
-            [
-                a,
-                pct(ov, sign=True),
-                pct({"value": ov["mde"]}, ci=False) if ov and ov.get("mde") is not None else "n/a",
-                pct(d["other_rate"], sign=True),
-                pct(d["answered_accuracy"], sign=True),
-                f"{d.get('items')} ({d.get('pairing')})",
-            ]
+        mde = pct({"value": ov["mde"]}, ci=False) if ov and ov.get("mde") is not None else "n/a"
+        rows.append([a, pct(ov, sign=True), mde, pct(d["other_rate"], sign=True),
+                     pct(d["answered_accuracy"], sign=True), f"{d.get('items')} ({d.get('pairing')})"])  # fmt: skip
+    if not rows:
+        return []
+    ftables = []
+    for fam, fo, items in fams:
+        frows = []
+        for a, d in deltas.items():
+            if d is None or d["overall"] is None:
+                continue
+            fd = family_entry(d, fam)
+            frows.append([a, pct(fd.get("overall"), sign=True),
+                          *[pct((fd.get("by_orientation") or {}).get(o), sign=True) for o in fo],
+                          str(fd.get("items", ""))])  # fmt: skip
+        if frows:
+            ftables.append(Table([_family_head(fam, items), "Δ all orientations", *fo, "items"], frows))
+    words = (
+        f"Treated − control, {pairing_words(deltas)}, in percentage points, with the "
+        "minimum detectable effect (MDE ≈ 2.8 × SE: a null is informative only when the MDE is small); "
+        f"a Δ on fewer than {MIN_ITEMS} items is not computed. "
+        "Per orientation, the Δ is shown within each item family (the items sharing one "
+        "orientation set): orientations are compared only within a family."
+    )
+    header = ["arm", "Δaccuracy", "MDE", "Δ OTHER rate", "Δ answered accuracy", "items"]
+    return [
+        Section(
+            f"Δ vs control ({report['control_arm']})",
+            paragraphs=[words],
+            tables=[Table(header, rows), *ftables],
         )
-    if drows:
-        ftables = []
-        for fam, fo, items in fams:
-            frows = []
-            for a, d in report["delta_accuracy"].items():
-                if d is None or d["overall"] is None:
-                    continue
-                fd = family_entry(d, fam)
-                frows.append([a, pct(fd.get("overall"), sign=True),
-                              *[pct((fd.get("by_orientation") or {}).get(o), sign=True) for o in fo],
-                              str(fd.get("items", ""))])  # fmt: skip
-            if frows:
-                ftables.append(Table([_family_head(fam, items), "Δ all orientations", *fo, "items"], frows))
-        out.append(
-            Section(
-                f"Δ vs control ({ctrl})",
-                paragraphs=[
-                    f"Treated − control, {pairing_words(report['delta_accuracy'])}, in percentage points, with the "
-                    "minimum detectable effect (MDE ≈ 2.8 × SE: a null is informative only when the MDE is small); "
-                    f"a Δ on fewer than {MIN_ITEMS} items is not computed. "
-                    "Per orientation, the Δ is shown within each item family (the items sharing one "
-                    "orientation set): orientations are compared only within a family."
-                ],
-                tables=[
-                    Table(["arm", "Δaccuracy", "MDE", "Δ OTHER rate", "Δ answered accuracy", "items"], drows),
-                    *ftables,
-                ],
-            )
-        )
-    pw = report.get("pairwise_delta") or {}
-    if pw:
-        out.append(
-            Section(
-                "Pairwise Δaccuracy",
-                paragraphs=[f"Row arm − column arm, in percentage points, {_pairwise_words(arms, pw)}; n/a: too "
-                            "few items or not comparable (see notes)."],
-                tables=[Table(["", *arms], [[a, *["" if a == b else _pw_cell(pw.get(a, {}).get(b)) for b in arms]]
-                                             for a in arms])],
-            )
-        )  # fmt: skip
-    dp = report.get("delta_accuracy_by_parser") or {}
-    if dp:
-        parsers = list(next(iter(dp.values())).keys())
-        rows = []
-        for a, by in dp.items():
-            d = report["delta_accuracy"].get(a)
-            rows.append(
-                [
-                    a,
-                    pct(d["overall"], sign=True) if d else "n/a",
-                    *[pct(by.get(p), sign=True) for p in parsers],
-                ]
-            )
-        out.append(
-            Section(
-                "Δaccuracy by parser",
-                paragraphs=["The Δ each parser's letters would have reported (letter = gold → CORRECT, other letter → "
-                            "INCORRECT, no letter → OTHER), on the rows the verdicts grade."],
-                tables=[Table(["arm", "verdicts", *parsers], rows)],
-            )
-        )  # fmt: skip
+    ]
 
-    parsers_all: list[str] = []
+
+def _pairwise_sections(report: Mapping[str, Any]) -> list[Section]:
+    arms, pw = report["arms"], report.get("pairwise_delta") or {}
+    if not pw:
+        return []
+    return [Section(
+        "Pairwise Δaccuracy",
+        paragraphs=[f"Row arm − column arm, in percentage points, {_pairwise_words(arms, pw)}; n/a: too "
+                    "few items or not comparable (see notes)."],
+        tables=[Table(["", *arms], [[a, *["" if a == b else _pw_cell(pw.get(a, {}).get(b)) for b in arms]]
+                                     for a in arms])],
+    )]  # fmt: skip
+
+
+def _parser_delta_sections(report: Mapping[str, Any]) -> list[Section]:
+    dp = report.get("delta_accuracy_by_parser") or {}
+    if not dp:
+        return []
+    parsers = list(next(iter(dp.values())).keys())
+    rows = []
+    for a, by in dp.items():
+        d = report["delta_accuracy"].get(a)
+        rows.append([a, pct(d["overall"], sign=True) if d else "n/a", *[pct(by.get(p), sign=True) for p in parsers]])
+    return [Section(
+        "Δaccuracy by parser",
+        paragraphs=["The Δ each parser's letters would have reported (letter = gold → CORRECT, other letter → "
+                    "INCORRECT, no letter → OTHER), on the rows the verdicts grade."],
+        tables=[Table(["arm", "verdicts", *parsers], rows)],
+    )]  # fmt: skip
+
+
+def _disagreement_sections(report: Mapping[str, Any]) -> list[Section]:
+    arms, m = report["arms"], report["metrics"]
+    parsers: list[str] = []
     for a in arms:
         for p in m[a].get("parser_disagreement") or {}:
-            if p not in parsers_all:
-                parsers_all.append(p)
-    if parsers_all:
-        rows = []
-        for p in parsers_all:
-            cells = []
-            for a in arms:
-                e = (m[a].get("parser_disagreement") or {}).get(p)
-                cells.append(f"{pct(e['rate'])} (n={e['rate']['n']})" if e and e.get("rate") else "n/a")
-            rows.append([p, *cells])
-        out.append(
-            Section(
-                "Parser disagreement with the verdicts",
-                paragraphs=["Share of rows where the parser's verdict differs from the verdict (strict: on the rows it "
-                            "resolved). Confusion matrices are in the JSON and the HTML report."],
-                tables=[Table(["parser", *arms], rows)],
-            )
-        )  # fmt: skip
+            if p not in parsers:
+                parsers.append(p)
+    if not parsers:
+        return []
+    rows = []
+    for p in parsers:
+        cells = []
+        for a in arms:
+            e = (m[a].get("parser_disagreement") or {}).get(p)
+            cells.append(f"{pct(e['rate'])} (n={e['rate']['n']})" if e and e.get("rate") else "n/a")
+        rows.append([p, *cells])
+    return [Section(
+        "Parser disagreement with the verdicts",
+        paragraphs=["Share of rows where the parser's verdict differs from the verdict (strict: on the rows it "
+                    "resolved). Confusion matrices are in the JSON and the HTML report."],
+        tables=[Table(["parser", *arms], rows)],
+    )]  # fmt: skip
 
-    out += _position_sections(report, fams)
 
-    out.append(
-        Section(
-            "Consistency",
-            tables=[
-                Table(
-                    ["arm", "binary (swapped pairs)", "n-way (plurality share)"],
-                    [[a, pct(m[a]["consistency"]["binary"]), pct(m[a]["consistency"]["nway"])] for a in arms],
-                )
-            ],
-        )
-    )
+def _consistency_section(report: Mapping[str, Any]) -> Section:
+    m = report["metrics"]
+    rows = [[a, pct(m[a]["consistency"]["binary"]), pct(m[a]["consistency"]["nway"])] for a in report["arms"]]
+    return Section("Consistency", tables=[Table(["arm", "binary (swapped pairs)", "n-way (plurality share)"], rows)])
 
-    ag_rows = []
-    ag_groups = agreement_groups(report)
-    for name, ag in ag_groups:
+
+def _agreement_sections(report: Mapping[str, Any]) -> list[Section]:
+    """Judge vs human, all arms pooled then per arm (:func:`agreement_cells`)."""
+    groups = agreement_groups(report)
+    if not groups:
+        return []
+    rows = []
+    for name, ag in groups:
         shown = agreement_cells(ag)
-        ag_rows.append(
-            [
-                name + (" (preliminary)" if ag.get("preliminary") else ""),
-                str(ag["agreement"]["n"]) if ag.get("agreement") else "0",
-                shown["agreement"],
-                shown["kappa"],
-                *[shown[f"precision {v}"] for v in ("CORRECT", "INCORRECT", "OTHER")],
-                shown["corrected_accuracy"],
-            ]
-        )
-    if ag_rows:
-        sample = report["judge_agreement"]["sample"] if report.get("judge_agreement") else "all"
-        out.append(
-            Section(
-                "Judge vs human",
-                paragraphs=[
-                    "Automated verdict vs the reviewer's, on "
-                    + ("the uniform spot check." if sample == "uniform"
-                       else "all reviewed rows (not a uniform sample: agreement may be biased).")
-                    + (f" Preliminary: fewer than {MIN_AUDIT_ROWS} reviewed rows, so these figures, the "
-                       "judge-corrected accuracy included, are no finding yet."
-                       if any(g.get("preliminary") for _, g in ag_groups) else "")
-                    + f" Each share carries its n (rows); on fewer than {MIN_CI_ROWS} rows only the counts are "
-                    "shown, with no CI."
-                ],
-                tables=[
-                    Table(
-                        ["", "reviewed rows", "agreement", "Cohen's κ", "precision CORRECT", "precision INCORRECT",
-                         "precision OTHER", "judge-corrected accuracy"],
-                        ag_rows,
-                    )
-                ],
-            )
-        )  # fmt: skip
+        rows.append([
+            name + (" (preliminary)" if ag.get("preliminary") else ""),
+            str(ag["agreement"]["n"]) if ag.get("agreement") else "0",
+            shown["agreement"],
+            shown["kappa"],
+            *[shown[f"precision {v}"] for v in ("CORRECT", "INCORRECT", "OTHER")],
+            shown["corrected_accuracy"],
+        ])  # fmt: skip
+    sample = report["judge_agreement"]["sample"] if report.get("judge_agreement") else "all"
+    words = (
+        "Automated verdict vs the reviewer's, on "
+        + ("the uniform spot check." if sample == "uniform"
+           else "all reviewed rows (not a uniform sample: agreement may be biased).")
+        + (f" Preliminary: fewer than {MIN_AUDIT_ROWS} reviewed rows, so these figures, the "
+           "judge-corrected accuracy included, are no finding yet."
+           if any(g.get("preliminary") for _, g in groups) else "")
+        + f" Each share carries its n (rows); on fewer than {MIN_CI_ROWS} rows only the counts are "
+        "shown, with no CI."
+    )  # fmt: skip
+    header = ["", "reviewed rows", "agreement", "Cohen's κ", "precision CORRECT", "precision INCORRECT",
+              "precision OTHER", "judge-corrected accuracy"]  # fmt: skip
+    return [Section("Judge vs human", paragraphs=[words], tables=[Table(header, rows)])]
 
-    lp_rows = []
-    for a in arms:
+
+def _logprob_sections(report: Mapping[str, Any]) -> list[Section]:
+    m = report["metrics"]
+    rows = []
+    for a in report["arms"]:
         lp = m[a].get("logprob_crosscheck")
-        if lp:
-            mm = lp.get("mismatch_rate")
-            lp_rows.append(
-                [
-                    a,
-                    f"{pct(mm)} (n={mm['n']})" if mm else "n/a",
-                    str(lp["accuracy_text"]["n"]) if lp.get("accuracy_text") else "0",
-                    pct(lp["accuracy_logprob"]),
-                    pct(lp["accuracy_text"]),
-                    pct(lp["difference"], sign=True),
-                ]
-            )
-    if lp_rows:
-        out.append(
-            Section(
-                "Log-prob cross-check",
-                paragraphs=[LOGPROB_WORDS],
-                tables=[
-                    Table(
-                        ["arm", "row-level mismatch", "rows", "accuracy by log-prob", "accuracy by text",
-                         "difference"],
-                        lp_rows,
-                    )
-                ],
-            )
-        )  # fmt: skip
+        if not lp:
+            continue
+        mm = lp.get("mismatch_rate")
+        rows.append([
+            a,
+            f"{pct(mm)} (n={mm['n']})" if mm else "n/a",
+            str(lp["accuracy_text"]["n"]) if lp.get("accuracy_text") else "0",
+            pct(lp["accuracy_logprob"]),
+            pct(lp["accuracy_text"]),
+            pct(lp["difference"], sign=True),
+        ])  # fmt: skip
+    if not rows:
+        return []
+    header = ["arm", "row-level mismatch", "rows", "accuracy by log-prob", "accuracy by text", "difference"]
+    return [Section("Log-prob cross-check", paragraphs=[LOGPROB_WORDS], tables=[Table(header, rows)])]
 
+
+def _fingerprint_sections(report: Mapping[str, Any]) -> list[Section]:
     fps = report.get("judge_fingerprints") or {}
-    if fps:
-        out.append(
-            Section(
-                "Judge configurations",
-                tables=[
-                    Table(
-                        ["fingerprint", "model", "shape", "temperature", "stand-in", "arms", "rows"],
-                        [
-                            [
-                                fp,
-                                str(c.get("model")),
-                                str(c.get("shape")),
-                                str(c.get("temperature")),
-                                "yes" if c.get("standin") else "no",
-                                ", ".join(c.get("arms", [])),
-                                str(c.get("rows")),
-                            ]
-                            for fp, c in fps.items()
-                        ],
-                    )
-                ],
-            )
-        )
+    if not fps:
+        return []
+    rows = [
+        [fp, str(c.get("model")), str(c.get("shape")), str(c.get("temperature")), "yes" if c.get("standin") else "no",
+         ", ".join(c.get("arms", [])), str(c.get("rows"))]
+        for fp, c in fps.items()
+    ]  # fmt: skip
+    header = ["fingerprint", "model", "shape", "temperature", "stand-in", "arms", "rows"]
+    return [Section("Judge configurations", tables=[Table(header, rows)])]
+
+
+def _notes_sections(report: Mapping[str, Any]) -> list[Section]:
     notes = report.get("notes") or {}
-    if notes:
-        out.append(Section("Notes", bullets=[f"{note_label(k, report)}: {v}" for k, v in notes.items()]))
-    return out
+    if not notes:
+        return []
+    return [Section("Notes", bullets=[f"{note_label(k, report)}: {v}" for k, v in notes.items()])]
 
 
 def _position_sections(report: Mapping[str, Any], fams: Sequence[FamilyView]) -> list[Section]:
