@@ -641,13 +641,7 @@ def report(
 
     if fmt not in FORMATS:
         raise _fail(f"error: --format must be one of {', '.join(FORMATS)}, not {fmt!r}", 2)
-    if verdicts not in ("final", "judge"):
-        raise _fail(f"error: --verdicts must be final or judge, not {verdicts!r}", 2)
-    if bootstrap < 0:
-        raise _fail("error: --bootstrap must be 0 or more", 2)
-    if not db.exists():
-        raise _fail(f"error: {db}: no such study file")
-    study = _open_study(db)
+    study = _report_study(db, verdicts, bootstrap)
     try:
         rep = build_report(study, control=control, verdicts=verdicts, n_boot=bootstrap, seed=seed)
     except ValueError as exc:
@@ -660,6 +654,82 @@ def report(
         _write_out(out, text)
         n = len(rep["flags"])
         err.print(f"wrote {out} ({fmt}; {n} flag{'s' if n != 1 else ''})", markup=False, highlight=False)
+
+
+def _report_study(db: Path, verdicts: str, bootstrap: int):
+    """`report`'s and `check`'s options checked (a usage error: exit 2), then the study opened."""
+    if verdicts not in ("final", "judge"):
+        raise _fail(f"error: --verdicts must be final or judge, not {verdicts!r}", 2)
+    if bootstrap < 0:
+        raise _fail("error: --bootstrap must be 0 or more", 2)
+    if not db.exists():
+        raise _fail(f"error: {db}: no such study file")
+    return _open_study(db)
+
+
+# --------------------------------------------------------------------------------------------- check
+@app.command()
+def check(
+    db: DbOption,
+    fail_on: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-on",
+            help="Comma-separated flag names to fail on (default: every flag), e.g. "
+            "suspected_parser_artifact,orientation_instability.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print the result as JSON (study, fail_on, fired, not_checked, exit_code)."),
+    ] = False,
+    control: Annotated[
+        str | None, typer.Option(help="The control arm, as for `report`.", show_default=False)
+    ] = None,
+    verdicts: Annotated[str, typer.Option(help="final or judge, as for `report`.")] = "final",
+    bootstrap: Annotated[
+        int, typer.Option("--bootstrap", help="Bootstrap resamples of items, as for `report`.")
+    ] = 2000,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
+) -> None:
+    """A gate for CI: exit 1 when a named flag fires (every flag when --fail-on is absent), printing each
+    with its evidence; exit 0 when none does; 2 for usage errors (an unknown flag name among them).
+
+    The flags are the report's (the same bootstrap as `mcqaudit report`, so the two agree).
+    """
+    from mcqaudit.app.check import UnknownFlag, fail_on_names
+    from mcqaudit.app.check import check as check_study
+
+    try:
+        names = fail_on_names(fail_on)
+    except UnknownFlag as exc:
+        raise _fail(f"error: --fail-on: {exc}", 2) from None
+    study = _report_study(db, verdicts, bootstrap)
+    try:
+        res = check_study(study, names, control=control, verdicts=verdicts, n_boot=bootstrap, seed=seed)
+    except ValueError as exc:
+        raise _fail(f"error: {exc}", 2) from None
+    if as_json:
+        sys.stdout.write(json.dumps(res.as_json(), indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+        raise typer.Exit(res.exit_code)
+    for f in res.fired:
+        arm = f" ({f['arm']})" if f.get("arm") else ""
+        console.print(f"FAIL {f['name']}{arm}: {f['evidence']} (items {f['items']}, rows {f['rows']})", markup=False)
+    checked = "every flag" if fail_on is None else ", ".join(res.fail_on)
+    other = f"; {len(res.not_checked)} other fired, not checked ({_names(res.not_checked)})" if res.not_checked else ""
+    if res.fired:
+        console.print(f"check failed: {len(res.fired)} of the flags checked fired ({_names(res.fired)}){other}",
+                      markup=False)  # fmt: skip
+    else:
+        console.print(f"check passed: no flag checked fired (checked: {checked}){other}", markup=False)
+    raise typer.Exit(res.exit_code)
+
+
+def _names(flags) -> str:
+    """Flag names, each once, in order."""
+    return ", ".join(dict.fromkeys(f["name"] for f in flags))
 
 
 def _info_flags(study) -> None:
