@@ -641,9 +641,9 @@ def report(
 
     if fmt not in FORMATS:
         raise _fail(f"error: --format must be one of {', '.join(FORMATS)}, not {fmt!r}", 2)
-    study = _report_study(db, verdicts, bootstrap)
+    study, view = _report_study(db, verdicts, bootstrap)
     try:
-        rep = build_report(study, control=control, verdicts=verdicts, n_boot=bootstrap, seed=seed)
+        rep = build_report(study, control=control, verdicts=view, n_boot=bootstrap, seed=seed)
     except ValueError as exc:
         raise _fail(f"error: {exc}", 2) from None
     text = render(rep, fmt)
@@ -657,14 +657,19 @@ def report(
 
 
 def _report_study(db: Path, verdicts: str, bootstrap: int):
-    """`report`'s and `check`'s options checked (a usage error: exit 2), then the study opened."""
-    if verdicts not in ("final", "judge"):
-        raise _fail(f"error: --verdicts must be final or judge, not {verdicts!r}", 2)
+    """`report`'s and `check`'s options checked (a usage error: exit 2), then the study opened: the study
+    and the verdict view."""
+    from mcqaudit.app.report import verdict_view
+
+    try:
+        view = verdict_view(verdicts)
+    except ValueError:
+        raise _fail(f"error: --verdicts must be final or judge, not {verdicts!r}", 2) from None
     if bootstrap < 0:
         raise _fail("error: --bootstrap must be 0 or more", 2)
     if not db.exists():
         raise _fail(f"error: {db}: no such study file")
-    return _open_study(db)
+    return _open_study(db), view
 
 
 # --------------------------------------------------------------------------------------------- check
@@ -705,9 +710,9 @@ def check(
         names = fail_on_names(fail_on)
     except UnknownFlag as exc:
         raise _fail(f"error: --fail-on: {exc}", 2) from None
-    study = _report_study(db, verdicts, bootstrap)
+    study, view = _report_study(db, verdicts, bootstrap)
     try:
-        res = check_study(study, names, control=control, verdicts=verdicts, n_boot=bootstrap, seed=seed)
+        res = check_study(study, names, control=control, verdicts=view, n_boot=bootstrap, seed=seed)
     except ValueError as exc:
         raise _fail(f"error: {exc}", 2) from None
     if as_json:

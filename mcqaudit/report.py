@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack, overload
 
 from mcqaudit.formatting import (
     html_rich,
@@ -28,7 +28,20 @@ from mcqaudit.formatting import (
 )
 from mcqaudit.metrics import MIN_AUDIT_ROWS, MIN_CI_ROWS, MIN_ITEMS, PARSER_DISAGREEMENT_MIN_ROWS
 from mcqaudit.metrics.parsers import misread_counts
-from mcqaudit.metrics.results import Finding
+from mcqaudit.metrics.results import (
+    ArmDelta,
+    ArmMetrics,
+    BootstrapFacts,
+    FamilyDelta,
+    FamilyMetrics,
+    Finding,
+    FindingExtras,
+    Flag,
+    JudgeAgreement,
+    Metric,
+    ParserAlso,
+    Report,
+)
 from mcqaudit.vocab import LETTERS
 
 SCHEMA_VERSION = 1
@@ -39,7 +52,6 @@ UNAUDITED_BANNER = (
     "could not resolve are ungraded."
 )
 
-Report = dict[str, Any]
 MDE_INFORMATIVE = 0.10  # a null is called informative when the study could have seen a 10 pp effect
 
 __all__ = [
@@ -69,27 +81,30 @@ CONTROL_WORDS = {
 }
 
 
-def _clear(m: Mapping[str, Any] | None) -> int:
+def _clear(m: Metric | None) -> int:
     """+1 / -1 when the CI lies above / below 0, else 0."""
-    if not m or m.get("ci_low") is None or m.get("ci_high") is None:
+    lo, hi = (m.get("ci_low"), m.get("ci_high")) if m else (None, None)
+    if lo is None or hi is None:
         return 0
-    return 1 if m["ci_low"] > 0 else -1 if m["ci_high"] < 0 else 0
+    return 1 if lo > 0 else -1 if hi < 0 else 0
 
 
-def _ci(m: Mapping[str, Any] | None) -> list[float | None] | None:
+def _value(m: Metric | None) -> float | None:
+    return m.get("value") if m else None
+
+
+def _ci(m: Metric | None) -> list[float | None] | None:
     """A figure's CI as a finding carries it: ``[ci_low, ci_high]``, or None without one."""
     return [m["ci_low"], m["ci_high"]] if m and m.get("ci_low") is not None else None
 
 
-def _finding(kind: str, text: str, arm: str | None = None, m: Mapping[str, Any] | None = None,
-             items: int | None = None, rows: int | None = None, **extra: Any) -> Finding:  # fmt: skip
-    f: Finding = {"kind": kind, "arm": arm, "text": text, "value": m.get("value") if m else None, "ci": _ci(m),
-                  "n_items": items, "n_rows": rows}  # fmt: skip
-    f.update(extra)  # type: ignore[typeddict-item]
-    return f
+def _finding(kind: str, text: str, arm: str | None = None, m: Metric | None = None,
+             items: int | None = None, rows: int | None = None, **extra: Unpack[FindingExtras]) -> Finding:  # fmt: skip
+    return {"kind": kind, "arm": arm, "text": text, "value": m.get("value") if m else None, "ci": _ci(m),
+            "n_items": items, "n_rows": rows, **extra}  # fmt: skip
 
 
-def findings(report: Mapping[str, Any]) -> list[Finding]:
+def findings(report: Report) -> list[Finding]:
     """A few sentences a collaborator can trust in thirty seconds, written from the report dict (pure).
 
     Each finding is ``{"kind", "arm", "text", "value", "ci", "n_items", "n_rows", ...}``; every sentence
@@ -145,7 +160,7 @@ class _ParserNames:
     parser's description (its letter range, §4) in the first finding that names it, "naive parser" in the
     later ones, so the first screen is findings, not the same definition again."""
 
-    def __init__(self, report: Mapping[str, Any]) -> None:
+    def __init__(self, report: Report) -> None:
         self._naive = naive_words(report)
         self._described = False
 
@@ -158,7 +173,7 @@ class _ParserNames:
         return f"naive parser ({self._naive})"
 
 
-def _pending(report: Mapping[str, Any]) -> dict[str, int]:
+def _pending(report: Report) -> dict[str, int]:
     """Rows per arm the judge has not graded yet, while grading is under way (an unaudited study's
     unresolved rows are not waiting for anyone: its banner and audit finding say so)."""
     if (report.get("study") or {}).get("unaudited"):
@@ -166,12 +181,14 @@ def _pending(report: Mapping[str, Any]) -> dict[str, int]:
     return {a: int(n) for a, n in (report.get("pending_by_arm") or {}).items() if n}
 
 
-def _pending_finding(report: Mapping[str, Any], pending: Mapping[str, int]) -> Finding:
+def _pending_finding(report: Report, pending: Mapping[str, int]) -> Finding:
     n, rows = sum(pending.values()), int(report.get("rows") or 0)
     share = f" ({n / rows * 100:.1f} %)" if rows else ""
     text = (f"Grading is not finished: {n:,} of {rows:,} rows{share} are still pending (the judge has not graded "
             "them yet), so every Δ and OTHER figure below is provisional until they are graded (`mcqaudit grade`).")  # fmt: skip
-    return _finding("pending", text, None, {"value": n / rows if rows else None}, None, n, pending=n)
+    f = _finding("pending", text, None, None, None, n, pending=n)
+    f["value"] = n / rows if rows else None  # the share pending: a figure with no CI
+    return f
 
 
 def _provisional(found: list[Finding], pending: int) -> list[Finding]:
@@ -187,10 +204,10 @@ def _provisional(found: list[Finding], pending: int) -> list[Finding]:
 
 
 def _arm_findings(
-    report: Mapping[str, Any],
+    report: Report,
     arm: str,
-    d: Mapping[str, Any] | None,
-    flags: Sequence[Mapping[str, Any]],
+    d: ArmDelta | None,
+    flags: Sequence[Flag],
     name: _ParserNames,
 ) -> list[Finding]:
     """One treated arm's findings, in reading order: the headline Δ, what the naive and the user's parser
@@ -210,7 +227,7 @@ def _arm_findings(
     return out
 
 
-def _headline_finding(arm: str, ctrl: str, d: Mapping[str, Any]) -> Finding:
+def _headline_finding(arm: str, ctrl: str, d: ArmDelta) -> Finding:
     """Δaccuracy vs the control on the items it rests on (paired or unpaired), and whether a null is
     informative (its MDE); or why there is not enough to compare."""
     vs = f"{arm} vs {ctrl}"
@@ -230,11 +247,12 @@ def _headline_finding(arm: str, ctrl: str, d: Mapping[str, Any]) -> Finding:
         on = (f"compared unpaired, since the arms share no items ({by.get(arm)} and {by.get(ctrl)} items, "
               f"{rows} rows)")  # fmt: skip
     mde = ov.get("mde")
+    mde_pp = f"{mde * 100:.1f}" if mde is not None else "n/a"
     if ov.get("ci_low") is None:
         text = f"{vs}: Δaccuracy {pp(ov)} {on}; no CI was computed (--bootstrap 0)."
         informative = None
     elif _clear(ov):
-        text = f"{vs}: Δaccuracy {pp(ov)} {on}; the CI excludes 0 (MDE {mde * 100:.1f} pp)."
+        text = f"{vs}: Δaccuracy {pp(ov)} {on}; the CI excludes 0 (MDE {mde_pp} pp)."
         informative = True
     else:
         informative = mde is not None and mde <= MDE_INFORMATIVE
@@ -242,18 +260,18 @@ def _headline_finding(arm: str, ctrl: str, d: Mapping[str, Any]) -> Finding:
         text = (
             f"{vs}: Δaccuracy {pp(ov)} {on}, "
             + ("the two arms' verdicts agree on every shared item; " if same else "no effect the study can see; ")
-            + (f"with an MDE of {mde * 100:.1f} pp a null here is informative." if informative else
-               f"with an MDE of {mde * 100:.1f} pp a null here is not informative (a smaller effect would not show).")
+            + (f"with an MDE of {mde_pp} pp a null here is informative." if informative else
+               f"with an MDE of {mde_pp} pp a null here is not informative (a smaller effect would not show).")
         )  # fmt: skip
     return _finding("headline", text, arm, ov, items, rows, pairing=pairing, mde=mde, informative=informative)
 
 
 def _parser_findings(
-    report: Mapping[str, Any],
+    report: Report,
     arm: str,
-    ov: Mapping[str, Any],
+    ov: Metric,
     rows: int,
-    flags: Sequence[Mapping[str, Any]],
+    flags: Sequence[Flag],
     name: _ParserNames,
 ) -> list[Finding]:
     """The Δ the naive and the user's parser would have reported (``delta_accuracy_by_parser``), each against
@@ -268,11 +286,11 @@ def _parser_findings(
         for p in present
     }  # fmt: skip
     in_line = [p for p in present if by_parser[p] is not None and not artifact[p]]
-    if in_line == ["naive", "user"]:
-        mn, mu = by_parser["naive"], by_parser["user"]
+    mn, mu = by_parser.get("naive"), by_parser.get("user")
+    if in_line == ["naive", "user"] and mn is not None and mu is not None:
         text = (f"The {name('naive')} and the {name('user')} would have reported Δaccuracy {pp(mn)} "
                 f"(n={mn['n']} items) and {pp(mu)} (n={mu['n']} items), both in line with the verdicts.")  # fmt: skip
-        also = {"parser": "user", "value": mu.get("value"), "ci": _ci(mu)}
+        also: ParserAlso = {"parser": "user", "value": mu.get("value"), "ci": _ci(mu)}
         return [_finding("parser", text, arm, mn, mn["n"], rows, parser="naive", artifact=False, also=also)]
     out: list[Finding] = []
     for p in present:
@@ -298,14 +316,14 @@ def _parser_findings(
     return out
 
 
-def _other_rate_finding(report: Mapping[str, Any], arm: str, d: Mapping[str, Any]) -> list[Finding]:
+def _other_rate_finding(report: Report, arm: str, d: ArmDelta) -> list[Finding]:
     """The OTHER-rate change, beside the Δ on answered rows only."""
     o, aa = d.get("other_rate"), d.get("answered_accuracy")
     if o is None:
         return []
-    ctrl = report["control_arm"]
-    mt = (report["metrics"][arm].get("other_rate") or {}).get("value")
-    mc = (report["metrics"][ctrl].get("other_rate") or {}).get("value")
+    ctrl = str(report["control_arm"])
+    mt = _value(report["metrics"][arm].get("other_rate"))
+    mc = _value(report["metrics"][ctrl].get("other_rate"))
     rates = f"{mt * 100:.1f} % of rows vs {mc * 100:.1f} % in {ctrl}" if mt is not None and mc is not None else ""
     s_o = _clear(o)
     head = (f"{arm} answers OTHER (refuses, hedges, picks no single option) more often" if s_o > 0 else
@@ -316,7 +334,7 @@ def _other_rate_finding(report: Mapping[str, Any], arm: str, d: Mapping[str, Any
 
 
 def _orientation_findings(
-    report: Mapping[str, Any], arm: str, d: Mapping[str, Any], flags: Sequence[Mapping[str, Any]]
+    report: Report, arm: str, d: ArmDelta, flags: Sequence[Flag]
 ) -> list[Finding]:
     """Does the Δ hold per orientation — said per item family (the items sharing one orientation set),
     since only within a family are two orientations shown to the same items."""
@@ -325,9 +343,11 @@ def _orientation_findings(
     if design.get("one_orientation"):
         return [_finding("orientation", "The orientation check cannot be read: every item is shown in one "
                          "orientation only.", arm, None, items, rows, holds=None)]  # fmt: skip
-    fams: Mapping[str | None, Mapping[str, Any]] = d.get("by_family") or {}
+    fams: list[tuple[str | None, FamilyDelta]] = list((d.get("by_family") or {}).items())
     if "by_family" not in d:  # a report from before item families: its orientations as one family
-        fams = {None: {**d, "items": items, "rows": rows}}
+        whole: FamilyDelta = {"items": items, "rows": rows, "overall": d.get("overall"),
+                              "by_orientation": d.get("by_orientation") or {}}  # fmt: skip
+        fams = [(None, whole)]
     known = design.get("families") or {}
     if not fams:
         return [_finding("orientation", f"No item family (the items sharing one orientation set) has {MIN_ITEMS} "
@@ -338,10 +358,12 @@ def _orientation_findings(
     m = report.get("metrics") or {}
 
     def in_arm(a: str, fam: str) -> int:
-        return int(((m.get(a) or {}).get("by_family") or {}).get(fam, {}).get("items") or 0)
+        am = m.get(a)
+        fe = (am.get("by_family") or {}).get(fam) if am else None
+        return int(fe.get("items") or 0) if fe else 0
 
     apart: list[str] = []  # families that only one of the two arms was asked
-    for fam, fd in fams.items():
+    for fam, fd in fams:
         if fam in known and len(known[fam]["orientations"]) < 2:
             continue  # one orientation: nothing to compare within this family
         if fam is not None and "by_family" in (m.get(arm) or {}) and min(in_arm(arm, fam), in_arm(ctrl, fam)) == 0:
@@ -349,25 +371,29 @@ def _orientation_findings(
             continue  # a family one arm never answered: no Δ within it, so nothing to say per orientation
         n, nr = fd.get("items", 0), fd.get("rows", 0)
         where = f" within {fam} ({n} items)" if fam is not None else ""
-        extra = {"family": fam} if fam is not None else {}
         inst = next((f for f in flags if f["name"] == "orientation_instability" and f.get("arm") == arm
                      and f.get("family") == fam), None)  # fmt: skip
         byo = {k: v for k, v in (fd.get("by_orientation") or {}).items() if v is not None}
+        holds: bool | None
         if inst is not None:
             text = (f"The effect does not hold per orientation {inst['evidence']}." if fam is not None else
                     f"The effect does not hold per orientation ({n} items): {inst['evidence']}.")  # fmt: skip
-            out.append(_finding("orientation", text, arm, None, n, nr, holds=False, **extra))
+            holds = False
         elif len(byo) >= 2:
-            vals = [v["value"] * 100 for v in byo.values()]
+            vals = [(v["value"] or 0) * 100 for v in byo.values()]
             text = (f"The Δ holds per orientation{where}: none of the {len(byo)} orientations (each on at least "
                     f"{min(v['n'] for v in byo.values())} items) contradicts it; their Δs range from "
                     f"{min(vals):+.1f} to {max(vals):+.1f} pp.")  # fmt: skip
-            out.append(_finding("orientation", text, arm, None, n, nr, holds=True, **extra))
+            holds = True
         else:
             shared = "shared items" if d.get("pairing", "paired") == "paired" else "items"
-            out.append(_finding("orientation", f"Not enough {shared} per orientation{where} (at least "
-                                f"{MIN_ITEMS} in two orientations) to check the Δ per orientation.", arm, None,
-                                n, nr, holds=None, **extra))  # fmt: skip
+            text = (f"Not enough {shared} per orientation{where} (at least {MIN_ITEMS} in two orientations) to "
+                    "check the Δ per orientation.")  # fmt: skip
+            holds = None
+        found = _finding("orientation", text, arm, None, n, nr, holds=holds)
+        if fam is not None:
+            found["family"] = fam
+        out.append(found)
     if apart and not out:
         out.append(_finding("orientation", f"The Δ cannot be checked per orientation: {arm} and {ctrl} answered "
                             f"no item family in common (of {_and(apart)}, none was answered by both), so no "
@@ -380,7 +406,7 @@ def _and(words: Sequence[str]) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
-def _letter_findings(report: Mapping[str, Any], name: _ParserNames) -> list[Finding]:
+def _letter_findings(report: Report, name: _ParserNames) -> list[Finding]:
     """For the naive and the user's parser, one sentence: how many answers it misreads in each arm
     (``parser_letters``) — the question users come with; nothing when it misreads none, and one sentence
     for the two when they misread as many answers in every arm. An arm under
@@ -405,17 +431,17 @@ def _letter_findings(report: Mapping[str, Any], name: _ParserNames) -> list[Find
     return out
 
 
-_Misread = tuple[str, int, int, Mapping[str, Any]]  # arm, answers misread, answers compared, the rate
+_Misread = tuple[str, int, int, Metric]  # arm, answers misread, answers compared, the rate
 
 
-def _misreads(report: Mapping[str, Any], parser: str, arms: Sequence[str]) -> list[_Misread]:
+def _misreads(report: Report, parser: str, arms: Sequence[str]) -> list[_Misread]:
     """Per arm with a ``parser_letters.misread`` figure: the answers the parser misreads, of how many."""
     said: list[_Misread] = []
     for arm in arms:
         e = (report["metrics"][arm].get("parser_letters") or {}).get(parser)
-        m = (e or {}).get("misread")
-        if m and m.get("value") is not None:
-            said.append((arm, misread_counts(e or {})["misread"], int(m["n"]), m))
+        m = e.get("misread") if e else None
+        if e and m and m.get("value") is not None:
+            said.append((arm, misread_counts(e)["misread"], int(m["n"]), m))
     return said
 
 
@@ -428,12 +454,13 @@ def _misread_words(said: Sequence[_Misread], several: bool) -> str:
         if n < PARSER_DISAGREEMENT_MIN_ROWS:
             parts.append(f"{bad:,} of {n:,} answers{where} (too few for a rate)")
             continue
-        ci = f" [{m['ci_low'] * 100:.1f}, {m['ci_high'] * 100:.1f}]" if m.get("ci_low") is not None else ""
-        parts.append(f"{bad:,} of {n:,} answers{where} ({m['value'] * 100:.1f} %{ci})")
+        lo, hi = m.get("ci_low"), m.get("ci_high")
+        ci = f" [{lo * 100:.1f}, {(hi or 0) * 100:.1f}]" if lo is not None else ""
+        parts.append(f"{bad:,} of {n:,} answers{where} ({(m['value'] or 0) * 100:.1f} %{ci})")
     return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
 
 
-def _audit_findings(report: Mapping[str, Any]) -> list[Finding]:
+def _audit_findings(report: Report) -> list[Finding]:
     audit = report.get("audit") or {}
     if not audit or audit.get("audited"):
         return []
@@ -468,7 +495,7 @@ class Section:
     tables: list[Table] = field(default_factory=list)
 
 
-def ci_words(boot: Mapping[str, Any]) -> str:
+def ci_words(boot: BootstrapFacts) -> str:
     """How the report's CIs were computed, in words (``bootstrap.method``; reports before it had the key
     were all bootstrapped)."""
     level = f"{int(boot['ci_level'] * 100)} %"
@@ -483,7 +510,7 @@ def ci_words(boot: Mapping[str, Any]) -> str:
     return f"{level}, {boot['resamples']} bootstrap resamples of items (seed {boot['seed']})"
 
 
-def banners(report: Mapping[str, Any]) -> list[str]:
+def banners(report: Report) -> list[str]:
     out = []
     if report["study"].get("unaudited"):
         out.append(UNAUDITED_BANNER)
@@ -492,7 +519,7 @@ def banners(report: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def sections(report: Mapping[str, Any]) -> list[Section]:
+def sections(report: Report) -> list[Section]:
     """The report's content for people, in reading order: findings, then flags grouped by name, then tables
     (each section, or the sections of one kind, written by its own function; one that has nothing to show is
     left out)."""
@@ -516,17 +543,17 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
     ]
 
 
-def _findings_section(report: Mapping[str, Any]) -> Section:
+def _findings_section(report: Report) -> Section:
     fnd = report.get("findings")
     if fnd is None:
         fnd = findings(report)
     return Section("Findings", bullets=[f["text"] for f in fnd] or ["Nothing to report."])
 
 
-def _flags_section(report: Mapping[str, Any]) -> Section:
+def _flags_section(report: Report) -> Section:
     """The flags grouped by name: one table, each name once with its count, each flag with its n."""
     flags = report["flags"]
-    groups: dict[str, list[Mapping[str, Any]]] = {}
+    groups: dict[str, list[Flag]] = {}
     for f in flags:
         groups.setdefault(f["name"], []).append(f)
     rows = []
@@ -541,7 +568,7 @@ def _flags_section(report: Mapping[str, Any]) -> Section:
     )
 
 
-def _study_section(report: Mapping[str, Any]) -> Section:
+def _study_section(report: Report) -> Section:
     st, ctrl = report["study"], report["control_arm"]
     return Section(
         "Study",
@@ -557,7 +584,7 @@ def _study_section(report: Mapping[str, Any]) -> Section:
     )  # fmt: skip
 
 
-def _headline_section(report: Mapping[str, Any]) -> Section:
+def _headline_section(report: Report) -> Section:
     m, ctrl = report["metrics"], report["control_arm"]
     header = ["arm", "rows", "accuracy", "answered accuracy", "OTHER rate", "ungraded rate", "circular accuracy",
               "first-position rate", "RStd (pp)"]  # fmt: skip
@@ -578,7 +605,7 @@ def _headline_section(report: Mapping[str, Any]) -> Section:
     return Section("Headline", tables=[Table(header, rows)])
 
 
-def _accuracy_section(report: Mapping[str, Any], fams: Sequence[FamilyView]) -> Section:
+def _accuracy_section(report: Report, fams: Sequence[FamilyView]) -> Section:
     """Accuracy per orientation, one table per item family."""
     tables = []
     for fam, fo, items in fams:
@@ -591,7 +618,7 @@ def _accuracy_section(report: Mapping[str, Any], fams: Sequence[FamilyView]) -> 
     return Section("Accuracy by orientation", paragraphs=[_FAMILY_WORDS] if len(fams) > 1 else [], tables=tables)
 
 
-def _delta_sections(report: Mapping[str, Any], fams: Sequence[FamilyView]) -> list[Section]:
+def _delta_sections(report: Report, fams: Sequence[FamilyView]) -> list[Section]:
     """Δ vs the control, with its MDE, then per orientation within each item family."""
     deltas = report["delta_accuracy"]
     rows = []
@@ -637,7 +664,7 @@ def _delta_sections(report: Mapping[str, Any], fams: Sequence[FamilyView]) -> li
     ]
 
 
-def _pairwise_sections(report: Mapping[str, Any]) -> list[Section]:
+def _pairwise_sections(report: Report) -> list[Section]:
     arms, pw = report["arms"], report.get("pairwise_delta") or {}
     if not pw:
         return []
@@ -650,7 +677,7 @@ def _pairwise_sections(report: Mapping[str, Any]) -> list[Section]:
     )]  # fmt: skip
 
 
-def _parser_delta_sections(report: Mapping[str, Any]) -> list[Section]:
+def _parser_delta_sections(report: Report) -> list[Section]:
     dp = report.get("delta_accuracy_by_parser") or {}
     if not dp:
         return []
@@ -667,7 +694,7 @@ def _parser_delta_sections(report: Mapping[str, Any]) -> list[Section]:
     )]  # fmt: skip
 
 
-def _disagreement_sections(report: Mapping[str, Any]) -> list[Section]:
+def _disagreement_sections(report: Report) -> list[Section]:
     arms, m = report["arms"], report["metrics"]
     parsers: list[str] = []
     for a in arms:
@@ -681,7 +708,8 @@ def _disagreement_sections(report: Mapping[str, Any]) -> list[Section]:
         cells = []
         for a in arms:
             e = (m[a].get("parser_disagreement") or {}).get(p)
-            cells.append(f"{pct(e['rate'])} (n={e['rate']['n']})" if e and e.get("rate") else "n/a")
+            rate = e.get("rate") if e else None
+            cells.append(f"{pct(rate)} (n={rate['n']})" if rate else "n/a")
         rows.append([p, *cells])
     return [Section(
         "Parser disagreement with the verdicts",
@@ -691,13 +719,13 @@ def _disagreement_sections(report: Mapping[str, Any]) -> list[Section]:
     )]  # fmt: skip
 
 
-def _consistency_section(report: Mapping[str, Any]) -> Section:
+def _consistency_section(report: Report) -> Section:
     m = report["metrics"]
     rows = [[a, pct(m[a]["consistency"]["binary"]), pct(m[a]["consistency"]["nway"])] for a in report["arms"]]
     return Section("Consistency", tables=[Table(["arm", "binary (swapped pairs)", "n-way (plurality share)"], rows)])
 
 
-def _agreement_sections(report: Mapping[str, Any]) -> list[Section]:
+def _agreement_sections(report: Report) -> list[Section]:
     """Judge vs human, all arms pooled then per arm (:func:`agreement_cells`)."""
     groups = agreement_groups(report)
     if not groups:
@@ -707,13 +735,13 @@ def _agreement_sections(report: Mapping[str, Any]) -> list[Section]:
         shown = agreement_cells(ag)
         rows.append([
             name + (" (preliminary)" if ag.get("preliminary") else ""),
-            str(ag["agreement"]["n"]) if ag.get("agreement") else "0",
+            str(agreed["n"]) if (agreed := ag.get("agreement")) else "0",
             shown["agreement"],
             shown["kappa"],
             *[shown[f"precision {v}"] for v in ("CORRECT", "INCORRECT", "OTHER")],
             shown["corrected_accuracy"],
         ])  # fmt: skip
-    sample = report["judge_agreement"]["sample"] if report.get("judge_agreement") else "all"
+    sample = ja["sample"] if (ja := report.get("judge_agreement")) else "all"
     words = (
         "Automated verdict vs the reviewer's, on "
         + ("the uniform spot check." if sample == "uniform"
@@ -729,7 +757,7 @@ def _agreement_sections(report: Mapping[str, Any]) -> list[Section]:
     return [Section("Judge vs human", paragraphs=[words], tables=[Table(header, rows)])]
 
 
-def _logprob_sections(report: Mapping[str, Any]) -> list[Section]:
+def _logprob_sections(report: Report) -> list[Section]:
     m = report["metrics"]
     rows = []
     for a in report["arms"]:
@@ -740,7 +768,7 @@ def _logprob_sections(report: Mapping[str, Any]) -> list[Section]:
         rows.append([
             a,
             f"{pct(mm)} (n={mm['n']})" if mm else "n/a",
-            str(lp["accuracy_text"]["n"]) if lp.get("accuracy_text") else "0",
+            str(by_text["n"]) if (by_text := lp.get("accuracy_text")) else "0",
             pct(lp["accuracy_logprob"]),
             pct(lp["accuracy_text"]),
             pct(lp["difference"], sign=True),
@@ -751,7 +779,7 @@ def _logprob_sections(report: Mapping[str, Any]) -> list[Section]:
     return [Section("Log-prob cross-check", paragraphs=[LOGPROB_WORDS], tables=[Table(header, rows)])]
 
 
-def _fingerprint_sections(report: Mapping[str, Any]) -> list[Section]:
+def _fingerprint_sections(report: Report) -> list[Section]:
     fps = report.get("judge_fingerprints") or {}
     if not fps:
         return []
@@ -764,28 +792,30 @@ def _fingerprint_sections(report: Mapping[str, Any]) -> list[Section]:
     return [Section("Judge configurations", tables=[Table(header, rows)])]
 
 
-def _notes_sections(report: Mapping[str, Any]) -> list[Section]:
+def _notes_sections(report: Report) -> list[Section]:
     notes = report.get("notes") or {}
     if not notes:
         return []
     return [Section("Notes", bullets=[f"{note_label(k, report)}: {v}" for k, v in notes.items()])]
 
 
-def _position_sections(report: Mapping[str, Any], fams: Sequence[FamilyView]) -> list[Section]:
+def _position_sections(report: Report, fams: Sequence[FamilyView]) -> list[Section]:
     """Position picks (against chance; or, where gold letters are unbalanced, the shares alone, confounded
     by where the gold sits) and, with several item families, RStd and recall by gold letter per family."""
     arms, m = report["arms"], report["metrics"]
     out: list[Section] = []
     readable = any(m[a].get("position_pick_rate") for a in arms)
-    key = "position_pick_rate" if readable else "pick_share"
+
+    def picks(a: str) -> dict[str, Metric | None]:
+        return (m[a].get("position_pick_rate") if readable else m[a].get("pick_share")) or {}
+
     letters: list[str] = []
     for a in arms:
-        for x in m[a].get(key) or {}:
+        for x in picks(a):
             if x not in letters:
                 letters.append(x)
     if letters:
-        rows = [[a, *[(with_chance if readable else pct)((m[a].get(key) or {}).get(x)) for x in letters]]
-                for a in arms]  # fmt: skip
+        rows = [[a, *[(with_chance if readable else pct)(picks(a).get(x)) for x in letters]] for a in arms]
         base = {m[a].get("position_baseline") for a in arms}
         words = (
             "Share of non-OTHER picks at each displayed position; "
@@ -802,7 +832,7 @@ def _position_sections(report: Mapping[str, Any], fams: Sequence[FamilyView]) ->
         rows = []
         for fam, _, items in fams:
             for a in arms:
-                fe = (m[a].get("by_family") or {}).get(fam) or {}
+                fe = family_entry(m[a], fam)  # fam is a label: several families
                 rec = fe.get("recall_by_gold_letter") or {}
                 rows.append([_family_head(fam, items), a, num(fe.get("rstd"), 1),
                              *[pct(rec[x]) if x in rec else "" for x in LETTERS[:top]]])  # fmt: skip
@@ -825,7 +855,7 @@ _FAMILY_WORDS = (
 FamilyView = tuple[str | None, list[str], int | None]  # an item family: label, orientations, items
 
 
-def report_families(report: Mapping[str, Any]) -> list[FamilyView]:
+def report_families(report: Report) -> list[FamilyView]:
     """The item families with per-family figures, as ``(label, orientations, items)``, in the report's order;
     a report from before item families gives one family of every orientation, labelled ``None``."""
     fams = (report.get("design") or {}).get("families")
@@ -834,13 +864,40 @@ def report_families(report: Mapping[str, Any]) -> list[FamilyView]:
     return [(lab, list(f["orientations"]), f["items"]) for lab, f in fams.items() if f.get("reported")]
 
 
-def first_family(report: Mapping[str, Any]) -> FamilyView:
+def first_family(report: Report) -> FamilyView:
     """The first family of :func:`report_families`; with none (no family has per-family figures), the
     arm-level figures, over no orientation."""
     return next(iter(report_families(report)), (None, [], None))
 
 
-def family_entry(entry: Mapping[str, Any], label: str | None) -> Mapping[str, Any]:
+class NoFamilyMetrics(TypedDict, total=False):
+    """What :func:`family_entry` gives for a family an arm has no figures in: ``{}`` (the keys of
+    :class:`~mcqaudit.metrics.results.FamilyMetrics`, none present)."""
+
+    items: int
+    accuracy: Metric | None
+    accuracy_by_orientation: dict[str, Metric | None]
+    rstd: Metric | None
+    recall_by_gold_letter: dict[str, Metric | None]
+
+
+class NoFamilyDelta(TypedDict, total=False):
+    """What :func:`family_entry` gives for a family a Δ has no entry for: ``{}`` (the keys of
+    :class:`~mcqaudit.metrics.results.FamilyDelta`, none present)."""
+
+    items: int
+    rows: int
+    overall: Metric | None
+    by_orientation: dict[str, Metric | None]
+
+
+@overload
+def family_entry(entry: ArmMetrics, label: str | None) -> ArmMetrics | FamilyMetrics | NoFamilyMetrics: ...
+@overload
+def family_entry(entry: ArmDelta, label: str | None) -> ArmDelta | FamilyDelta | NoFamilyDelta: ...
+def family_entry(
+    entry: ArmMetrics | ArmDelta, label: str | None
+) -> ArmMetrics | FamilyMetrics | NoFamilyMetrics | ArmDelta | FamilyDelta | NoFamilyDelta:
     """One family's part (``by_family[label]``) of an arm's metrics or Δ, which has the same keys as the
     entry itself (``accuracy``, ``accuracy_by_orientation``, ``rstd``, …; ``overall``, ``by_orientation``);
     the entry itself for the family ``None`` of a report from before item families."""
@@ -853,10 +910,12 @@ def _family_head(fam: str | None, items: int | None) -> str:
     return "arm" if fam is None else f"{fam} ({items} items)"
 
 
-def _pairwise_words(arms: Sequence[str], pw: Mapping[str, Mapping[str, Any]]) -> str:
+def _pairwise_words(arms: Sequence[str], pw: Mapping[str, Mapping[str, Metric | None]]) -> str:
     """:func:`pairing_words` over every pair of arms (each pair once, in arm order)."""
     pairs = {f"{a} − {b}": (pw.get(a) or {}).get(b) for k, a in enumerate(arms) for b in arms[k + 1 :]}
     return pairing_words(pairs)
+
+
 LOGPROB_WORDS = (
     "Row-level mismatch: the share of rows whose argmax log-prob letter is not the letter the text answer "
     "picks (n: rows with a known text letter; an OTHER answer always mismatches; a tie in the argmax counts "
@@ -865,21 +924,21 @@ LOGPROB_WORDS = (
 )
 
 
-def agreement_groups(report: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+def agreement_groups(report: Report) -> list[tuple[str, JudgeAgreement]]:
     """Judge vs human, all arms pooled then per arm: (label, ``judge_agreement`` entry), those that exist."""
-    groups: list[tuple[str, Mapping[str, Any]]] = []
-    if report.get("judge_agreement"):
-        groups.append(("all arms", report["judge_agreement"]))
+    groups: list[tuple[str, JudgeAgreement]] = []
+    if ja := report.get("judge_agreement"):
+        groups.append(("all arms", ja))
     m = report["metrics"]
-    return groups + [(a, m[a]["judge_agreement"]) for a in report["arms"] if m[a].get("judge_agreement")]
+    return groups + [(a, ag) for a in report["arms"] if (ag := m[a].get("judge_agreement"))]
 
 
-def agreement_cells(ag: Mapping[str, Any]) -> dict[str, str]:
+def agreement_cells(ag: JudgeAgreement) -> dict[str, str]:
     """One ``judge_agreement`` entry as table cells: each share in percent with its CI and n, or — on fewer
     than :data:`MIN_CI_ROWS` rows — the counts alone ("5 of 6 rows"), never a percentage from 3 rows."""
     conf = ag.get("confusion") or {}
 
-    def share(x: Mapping[str, Any] | None, hits: int) -> str:
+    def share(x: Metric | None, hits: int) -> str:
         if x is None or x.get("value") is None:
             return "n/a"
         n = int(x["n"])
@@ -903,7 +962,7 @@ def agreement_cells(ag: Mapping[str, Any]) -> dict[str, str]:
     return cells
 
 
-def _pw_cell(m: Mapping[str, Any] | None) -> str:
+def _pw_cell(m: Metric | None) -> str:
     if m is None:
         return "n/a"
     return f"{pct(m, sign=True)} (n={m.get('items')}{', unpaired' if m.get('pairing') == 'unpaired' else ''})"
@@ -955,7 +1014,7 @@ def _split_path(path: str, arms: Sequence[str]) -> list[str]:
     return out
 
 
-def note_label(path: str, report: Mapping[str, Any]) -> str:
+def note_label(path: str, report: Report) -> str:
     """A note's dotted JSON path in words: ``metrics.steered.rstd`` → ``RStd (steered)``; arm names are
     shown whole, dots and all."""
     parts = _split_path(path, [str(a) for a in report.get("arms") or []])
@@ -984,7 +1043,7 @@ def note_label(path: str, report: Mapping[str, Any]) -> str:
 
 
 # --- Markdown ---------------------------------------------------------------------------------------------
-def names_in(report: Mapping[str, Any]) -> list[str]:
+def names_in(report: Report) -> list[str]:
     """The user-supplied names a report's sentences quote (arms, judge models): their backticks are text
     (:func:`mcqaudit.formatting.text_runs`)."""
     models = [
@@ -1003,7 +1062,7 @@ def _md_table(t: Table, names: Sequence[str]) -> list[str]:
     return lines
 
 
-def to_markdown(report: Mapping[str, Any]) -> str:
+def to_markdown(report: Report) -> str:
     """The report as GitHub-flavoured Markdown: banners, flags with their evidence first, then tables.
     Every text is escaped (:func:`mcqaudit.formatting.md_text`): a name's Markdown or HTML stays text."""
     names = names_in(report)
@@ -1042,7 +1101,7 @@ def _html_table(t: Table, names: Sequence[str]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def to_html(report: Mapping[str, Any], figures: Sequence[tuple[str, Any]] | None = None) -> str:
+def to_html(report: Report, figures: Sequence[tuple[str, Any]] | None = None) -> str:
     """One self-contained HTML page with the tables and the plots, drawn as inline SVG: no script and no
     external reference, so it works offline and stays small (plotly.js alone would be about 4.8 MB)."""
     from mcqaudit.plots import report_figures
@@ -1075,7 +1134,7 @@ def to_html(report: Mapping[str, Any], figures: Sequence[tuple[str, Any]] | None
     )
 
 
-def render(report: Mapping[str, Any], fmt: str) -> str:
+def render(report: Report, fmt: str) -> str:
     """The report in one of :data:`FORMATS`."""
     import json
 

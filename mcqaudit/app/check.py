@@ -19,6 +19,7 @@ from mcqaudit.metrics.rules import FLAG_ORDER
 
 if TYPE_CHECKING:
     from mcqaudit.store.db import Study
+    from mcqaudit.store.frames import VerdictView
 
 KNOWN_FLAGS: tuple[str, ...] = FLAG_ORDER  # every flag a check can fail on, most important first
 
@@ -80,7 +81,7 @@ def check(
     fail_on: str | Iterable[str] | None = None,
     *,
     control: str | None = None,
-    verdicts: str = "final",
+    verdicts: VerdictView = "final",
     n_boot: int = 2000,
     seed: int = 0,
 ) -> CheckResult:

@@ -19,6 +19,7 @@ from mcqaudit.report import SCHEMA_VERSION, findings
 
 if TYPE_CHECKING:
     from mcqaudit.store.db import Study
+    from mcqaudit.store.frames import VerdictView
 
 
 def open_study(study: str | Path | Study) -> Study:
@@ -28,17 +29,25 @@ def open_study(study: str | Path | Study) -> Study:
     return study if isinstance(study, Study) else Study(study)
 
 
-def load_frames(study: str | Path | Study, verdicts: str = "final") -> StudyFrames:
+def verdict_view(value: str) -> VerdictView:
+    """``final`` or ``judge`` (the verdicts a report reads, docs/design.md §7); ``ValueError`` otherwise."""
+    views: dict[str, VerdictView] = {"final": "final", "judge": "judge"}
+    if value not in views:
+        raise ValueError(f"verdicts must be final or judge, not {value!r}")
+    return views[value]
+
+
+def load_frames(study: str | Path | Study, verdicts: VerdictView = "final") -> StudyFrames:
     """The study's frames in the ``final`` or ``judge`` verdict view (:mod:`mcqaudit.store.frames`)."""
     from mcqaudit.store.frames import load_frames as _load
 
-    return _load(open_study(study), verdicts)  # type: ignore[arg-type]
+    return _load(open_study(study), verdicts)
 
 
 def build_report(
     study: str | Path | Study,
     control: str | None = None,
-    verdicts: str = "final",
+    verdicts: VerdictView = "final",
     n_boot: int = 2000,
     seed: int = 0,
     ci: str = "auto",

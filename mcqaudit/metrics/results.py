@@ -8,7 +8,7 @@ them; ``NotRequired`` keys appear only where the schema says so.
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 Notes = dict[str, str]  # a note's dotted JSON path -> why the value there is null (or how to read it)
 Confusion = dict[str, dict[str, int]]  # verdict -> verdict -> rows
@@ -203,27 +203,40 @@ class Results(TypedDict):
     notes: Notes
 
 
-class Finding(TypedDict):
-    kind: str  # headline, parser, other_rate, orientation, pending, control, design, audit
+class ParserAlso(TypedDict):
+    """A second parser said in the same finding (``Finding.also``): its Δ and CI."""
+
+    parser: str
+    value: float | None
+    ci: list[float | None] | None
+
+
+class FindingExtras(TypedDict, total=False):
+    """The keys a finding carries beside its sentence and figure, by kind (docs/report-schema.md)."""
+
+    pairing: Pairing
+    mde: float | None
+    informative: bool | None
+    parser: str
+    artifact: bool
+    answered_accuracy: Metric | None
+    holds: bool | None
+    family: str
+    reviewed_rows: int
+    required_rows: int
+    provisional: bool
+    pending: int
+    also: ParserAlso  # a second parser said in the same sentence (parser, value, ci)
+
+
+class Finding(FindingExtras):
+    kind: str  # headline, parser, parser_letters, other_rate, orientation, pending, control, design, audit
     arm: str | None
     text: str
     value: float | None
     ci: list[float | None] | None
     n_items: int | None
     n_rows: int | None
-    pairing: NotRequired[Pairing]
-    mde: NotRequired[float | None]
-    informative: NotRequired[bool | None]
-    parser: NotRequired[str]
-    artifact: NotRequired[bool]
-    answered_accuracy: NotRequired[Metric | None]
-    holds: NotRequired[bool | None]
-    family: NotRequired[str]
-    reviewed_rows: NotRequired[int]
-    required_rows: NotRequired[int]
-    provisional: NotRequired[bool]
-    pending: NotRequired[int]
-    also: NotRequired[dict[str, Any]]  # a second parser said in the same sentence (parser, value, ci)
 
 
 class StudyFacts(TypedDict):
