@@ -557,12 +557,12 @@ def info(db: DbOption) -> None:
     """Summarise a study: arms, items, orientations, rows per arm x orientation, parser coverage,
     verdicts by source, judge fingerprints, diagnostics, open and collected batches (`grade --batch`), rejected
     rows."""
-    from mcqaudit.store.summary import summarise
+    from mcqaudit.app.info import summary
 
     if not db.exists():
         raise _fail(f"error: {db}: no such study file")
     study = _open_study(db, say_replayed=False)  # the journal section says it
-    s = summarise(study)
+    s = summary(study)
     console.print(f"[bold]study[/] {escape(str(s.path))}  (created {s.created})")
     console.print(
         f"{s.rows} rows, {s.items} items, arms: {', '.join(s.arms) or '-'}"
@@ -723,10 +723,10 @@ def check(
         arm = f" ({f['arm']})" if f.get("arm") else ""
         console.print(f"FAIL {f['name']}{arm}: {f['evidence']} (items {f['items']}, rows {f['rows']})", markup=False)
     checked = "every flag" if fail_on is None else ", ".join(res.fail_on)
-    other = f"; {len(res.not_checked)} other fired, not checked ({_names(res.not_checked)})" if res.not_checked else ""
+    other = f"; fired but not checked: {_names(res.not_checked)}" if res.not_checked else ""
     if res.fired:
-        console.print(f"check failed: {len(res.fired)} of the flags checked fired ({_names(res.fired)}){other}",
-                      markup=False)  # fmt: skip
+        n = len(res.fired)
+        console.print(f"check failed: {n} flag{'s' if n != 1 else ''} fired ({_names(res.fired)}){other}", markup=False)
     else:
         console.print(f"check passed: no flag checked fired (checked: {checked}){other}", markup=False)
     raise typer.Exit(res.exit_code)

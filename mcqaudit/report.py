@@ -1,10 +1,10 @@
 """Render a report dict (docs/report-schema.md): the findings, and the JSON, Markdown and self-contained HTML.
 
-Pure functions of the dict, no I/O: :func:`findings` writes the few sentences every view opens with, and
-Markdown and HTML are built from the same list of sections, so the two always say the same thing. The
-dict itself is built by the application layer, :func:`mcqaudit.app.report.build_report` (study → frames →
-metrics → report); ``mcqaudit.report.build_report``, ``report_from_frames`` and ``flags_for`` still
-resolve to it, so older imports keep working.
+Pure functions of the dict (the ``Report`` TypedDict of :mod:`mcqaudit.metrics.results`), no I/O:
+:func:`findings` writes the few sentences every view opens with, each kind by its own function and each
+sentence composed from its parts; Markdown and HTML are built from the same list of sections
+(:func:`sections`, one function per section), so the two always say the same thing. The dict itself is
+built by the application layer, :func:`mcqaudit.app.report.build_report` (study → frames → metrics → report).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from mcqaudit.metrics.results import (
     FamilyMetrics,
     Finding,
     FindingExtras,
+    FindingKind,
     Flag,
     JudgeAgreement,
     Metric,
@@ -98,7 +99,7 @@ def _ci(m: Metric | None) -> list[float | None] | None:
     return [m["ci_low"], m["ci_high"]] if m and m.get("ci_low") is not None else None
 
 
-def _finding(kind: str, text: str, arm: str | None = None, m: Metric | None = None,
+def _finding(kind: FindingKind, text: str, arm: str | None = None, m: Metric | None = None,
              items: int | None = None, rows: int | None = None, **extra: Unpack[FindingExtras]) -> Finding:  # fmt: skip
     return {"kind": kind, "arm": arm, "text": text, "value": m.get("value") if m else None, "ci": _ci(m),
             "n_items": items, "n_rows": rows, **extra}  # fmt: skip

@@ -71,7 +71,7 @@ def test_flags_that_fire_fail_the_check_with_their_evidence(fired_db: Path) -> N
     assert "other_rate_rise" in names and "judge_unaudited" in names
     rise = next(line for line in fail if line.startswith("FAIL other_rate_rise (steered): "))
     assert "OTHER" in rise and "items 30" in rise  # the evidence and its n
-    assert out.splitlines()[-1].startswith(f"check failed: {len(fail)} of the flags checked fired")
+    assert out.splitlines()[-1] == f"check failed: {len(fail)} flags fired ({', '.join(dict.fromkeys(names))})"
 
 
 def test_a_clean_study_passes(clean_db: Path) -> None:
@@ -91,7 +91,7 @@ def test_fail_on_narrows_the_flags_checked(fired_db: Path) -> None:
     assert "FAIL" not in out
     last = out.splitlines()[-1]
     assert last.startswith("check passed: no flag checked fired (checked: orientation_instability, logprob_mismatch)")
-    assert "other fired, not checked (other_rate_rise, judge_unaudited)" in last
+    assert last.endswith("; fired but not checked: other_rate_rise, judge_unaudited")
 
 
 def test_json_shape(fired_db: Path, clean_db: Path) -> None:

@@ -1,4 +1,6 @@
-"""The info use case: what ``mcqaudit info`` says about a study without a bootstrap."""
+"""The info use case: what ``mcqaudit info`` says about a study without a bootstrap: its summary (arms,
+items, orientations, rows per arm × orientation, parser coverage, verdicts by source, rejected rows) and the
+flags that need no CIs."""
 
 from __future__ import annotations
 
@@ -12,6 +14,15 @@ from mcqaudit.native import fast_arrays
 
 if TYPE_CHECKING:
     from mcqaudit.store.db import Study
+    from mcqaudit.store.summary import StudySummary
+
+
+def summary(study: Study) -> StudySummary:
+    """The study's facts as ``mcqaudit info`` prints them first (:class:`~mcqaudit.store.summary.StudySummary`,
+    its tables as data frames)."""
+    from mcqaudit.store.summary import summarise
+
+    return summarise(study)
 
 
 def study_flags(study: str | Path | Study) -> tuple[list[Flag], tuple[str, ...]]:

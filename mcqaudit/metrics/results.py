@@ -229,8 +229,13 @@ class FindingExtras(TypedDict, total=False):
     also: ParserAlso  # a second parser said in the same sentence (parser, value, ci)
 
 
+FindingKind = Literal[
+    "headline", "parser", "parser_letters", "other_rate", "orientation", "pending", "control", "design", "audit"
+]
+
+
 class Finding(FindingExtras):
-    kind: str  # headline, parser, parser_letters, other_rate, orientation, pending, control, design, audit
+    kind: FindingKind
     arm: str | None
     text: str
     value: float | None
