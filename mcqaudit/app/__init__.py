@@ -6,5 +6,6 @@ extension) call only these modules and the pure core; the use cases call ``store
 ``ingest/`` (readers), and the pure core. Nothing below imports this package.
 
 - :mod:`~mcqaudit.app.report` — study → frames → metrics → report dict;
-- :mod:`~mcqaudit.app.info` — the flags that need no bootstrap, for ``mcqaudit info``.
+- :mod:`~mcqaudit.app.info` — the study's summary and the flags that need no bootstrap, for ``mcqaudit info``;
+- :mod:`~mcqaudit.app.check` — the CI gate: the report's flags named to fail on, and the exit code.
 """
