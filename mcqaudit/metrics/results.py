@@ -235,6 +235,9 @@ FindingKind = Literal[
 
 
 class Finding(FindingExtras):
+    """One sentence of ``findings`` (docs/report-schema.md): the JSON prints these keys first, then the
+    :class:`FindingExtras` its kind carries."""
+
     kind: FindingKind
     arm: str | None
     text: str
