@@ -5,6 +5,7 @@ stand-in judge's model name; and the Python twins of the rules the study file ho
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import Final, Literal
 
 CORRECT: Final = "CORRECT"
@@ -12,6 +13,26 @@ INCORRECT: Final = "INCORRECT"
 OTHER: Final = "OTHER"
 VERDICTS: Final[tuple[str, str, str]] = (CORRECT, INCORRECT, OTHER)
 Verdict = Literal["CORRECT", "INCORRECT", "OTHER"]
+
+
+class VerdictCode(IntEnum):
+    """A verdict as the metrics' frames carry it (:mod:`mcqaudit.store.frames` renders its SQL from this):
+    the three verdicts in :data:`VERDICTS` order, and ``NONE`` for a row without one (ungraded, or pending;
+    for a review column: not reviewed)."""
+
+    NONE = -1
+    CORRECT = 0
+    INCORRECT = 1
+    OTHER = 2
+
+    @classmethod
+    def of(cls, verdict: str | None) -> VerdictCode:
+        """The code of a verdict name (``None``: :attr:`NONE`)."""
+        return cls.NONE if verdict is None else cls[verdict]
+
+
+# the codes of the three verdicts, in VERDICTS order (index k of a per-verdict axis is VERDICTS[k])
+VERDICT_CODES: Final = (VerdictCode.CORRECT, VerdictCode.INCORRECT, VerdictCode.OTHER)
 
 # judge_status values
 SKIPPED: Final = "skipped"

@@ -18,7 +18,7 @@ from mcqaudit.metrics.bootstrap import Sums, ratio, round6, safe_div, summarize
 from mcqaudit.metrics.cells import Families, Rows, group_ids
 from mcqaudit.metrics.results import Consistency, Design, Family, Metric
 from mcqaudit.metrics.rules import BALANCE_TOLERANCE, IMBALANCE_RATIO
-from mcqaudit.vocab import LETTERS
+from mcqaudit.vocab import LETTERS, VerdictCode
 
 Note = Callable[[str, str], None]  # (key under the arm's path, reason)
 
@@ -34,7 +34,8 @@ def binary_consistency(
     key = ((R.ai * n_items + R.ii) * smax + R.sample)[answered]
     uq, inv = group_ids(key, n_arms * n_items * smax)
     cnt = np.bincount(inv, minlength=uq.size)
-    corr = np.bincount(inv, weights=(R.verdict[answered] == 0).astype(np.float64), minlength=uq.size)
+    correct = R.verdict[answered] == VerdictCode.CORRECT
+    corr = np.bincount(inv, weights=correct.astype(np.float64), minlength=uq.size)
     parent = uq // smax
     pair = (cnt == 2) & (n_orient[parent] == 2)
     consistent = pair & ((corr == 0) | (corr == 2))
@@ -56,10 +57,10 @@ def nway_consistency(
         for p, ch in enumerate(lab[:max_n]):
             canon[o, p] = LETTERS.index(ch)
     choice = np.full(R.ai.size, -1, dtype=np.int64)
-    choice[R.verdict == 2] = max_n
+    choice[R.verdict == VerdictCode.OTHER] = max_n
     m = answered & (R.pick >= 0)
     choice[m] = canon[R.oi[m], R.pick[m]]
-    m2 = (R.verdict == 0) & (R.pick < 0)
+    m2 = (R.verdict == VerdictCode.CORRECT) & (R.pick < 0)
     choice[m2] = canon[R.oi[m2], np.clip(R.gold[m2], 0, max_n - 1)]
     sel = choice >= 0
     size = n_arms * n_items
