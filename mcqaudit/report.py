@@ -26,7 +26,7 @@ from mcqaudit.formatting import (
     pp,
     with_chance,
 )
-from mcqaudit.metrics import MIN_AUDIT_ROWS, MIN_CI_ROWS, MIN_ITEMS, PARSER_DISAGREEMENT_MIN_ROWS
+from mcqaudit.metrics import MIN_AUDIT_ROWS, MIN_CI_ROWS, MIN_ITEMS, PARSER_DISAGREEMENT_MIN_ROWS, results
 from mcqaudit.metrics.parsers import misread_counts
 from mcqaudit.metrics.results import Finding
 from mcqaudit.vocab import LETTERS
@@ -371,8 +371,8 @@ def _letter_findings(report: Mapping[str, Any]) -> list[Finding]:
         for arm in arms:
             e = (report["metrics"][arm].get("parser_letters") or {}).get(name)
             m = (e or {}).get("misread")
-            if m and m.get("value") is not None:
-                said.append((arm, misread_counts(e or {})["misread"], int(m["n"]), m))
+            if e and m and m.get("value") is not None:
+                said.append((arm, misread_counts(e)["misread"], int(m["n"]), m))
         if not any(bad for _, bad, _, _ in said):
             continue  # a parser that reads every letter right needs no sentence
         parts = []
@@ -1038,7 +1038,7 @@ def _html_table(t: Table, names: Sequence[str]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def to_html(report: Mapping[str, Any], figures: Sequence[tuple[str, Any]] | None = None) -> str:
+def to_html(report: results.Report, figures: Sequence[tuple[str, Any]] | None = None) -> str:
     """One self-contained HTML page with the tables and the plots, drawn as inline SVG: no script and no
     external reference, so it works offline and stays small (plotly.js alone would be about 4.8 MB)."""
     from mcqaudit.plots import report_figures
@@ -1071,7 +1071,7 @@ def to_html(report: Mapping[str, Any], figures: Sequence[tuple[str, Any]] | None
     )
 
 
-def render(report: Mapping[str, Any], fmt: str) -> str:
+def render(report: results.Report, fmt: str) -> str:
     """The report in one of :data:`FORMATS`."""
     import json
 

@@ -185,8 +185,7 @@ def _tables(frames: StudyFrames, R: Rows, C: Cells, notes: Notes) -> _Tables:
     else:
         scope = "all" if reviewed.any() else "none"
     rj = reviewed & (R.auto_verdict != VerdictCode.NONE)
-    nv = len(VERDICT_CODES)
-    keys = [R.ai[rj], R.auto_verdict[rj], R.review[rj]]
+    keys, nv = [R.ai[rj], R.auto_verdict[rj], R.review[rj]], len(VERDICT_CODES)
     review_vs_auto = grid.sum(keys, [n_arms, nv, nv], R.ii[rj]) if rj.any() else None
 
     lp_tables = _logprob_tables(frames, R, grid)
