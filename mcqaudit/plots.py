@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 
 from mcqaudit.formatting import pairing_words, plotly_text
 from mcqaudit.metrics.results import Metric, Report
+from mcqaudit.metrics.rules import compared_arms
 from mcqaudit.report import FamilyView, family_entry, first_family, report_families
 from mcqaudit.vocab import VERDICTS
 
@@ -364,10 +365,9 @@ def fig_pairwise_delta(report: Report) -> go.Figure:
     return fig
 
 
-def _pair_words(arms: Sequence[str], pw: Mapping[str, Any]) -> str:
-    return pairing_words(
-        {f"{a} − {b}": (pw.get(a) or {}).get(b) for k, a in enumerate(arms) for b in arms[k + 1 :]}
-    )
+def _pair_words(arms: Sequence[str], pw: Mapping[str, Mapping[str, Metric | None]]) -> str:
+    _, pairs = compared_arms(arms, None)  # every pair once, in arm order
+    return pairing_words({f"{a} − {b}": (pw.get(a) or {}).get(b) for a, b in pairs})
 
 
 def report_figures(report: Report) -> list[tuple[str, go.Figure]]:

@@ -1,4 +1,5 @@
-"""The project's fixed vocabulary (docs/design.md §1): verdicts, judge statuses, verdict sources, parser names, the
+"""The project's fixed vocabulary (docs/design.md §1): verdicts (and :class:`VerdictCode`, a verdict as the
+metrics' frames carry it), judge statuses, verdict sources, parser names, the
 stand-in judge's model name; and the Python twins of the rules the study file holds as SQL macros
 (:mod:`mcqaudit.store.schema`, ``RULE_MACROS``): :func:`verdict_of` (``verdict_of(letter, gold)``) and
 :func:`is_blank` (``is_blank(text)``). ``tests/test_rules.py`` checks each twin against the production SQL."""

@@ -10,7 +10,6 @@ Bootstrap columns read here: ``("pick", arm, position)`` / ``("picked", arm)``, 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -21,6 +20,8 @@ from mcqaudit.metrics.rules import BALANCE_TOLERANCE, IMBALANCE_RATIO
 from mcqaudit.vocab import LETTERS, VerdictCode
 
 Note = Callable[[str, str], None]  # (key under the arm's path, reason)
+# one arm's chance level of a pick at each displayed position: "uniform" (1/n) and "gold" (the gold share)
+Chance = dict[str, dict[int, float | None]]
 
 
 def binary_consistency(
@@ -86,10 +87,10 @@ def nway_consistency(
 
 def position_chance(
     c_ai: np.ndarray, c_gold: np.ndarray, c_nopt: np.ndarray, n_picked: np.ndarray, n_arms: int, max_n: int
-) -> list[dict[str, Any]]:
+) -> list[Chance]:
     """Per arm and position: the pick share expected without position preference — 1/n averaged over the
     picked rows (balanced design), and the share of picked rows whose gold letter is there."""
-    out = []
+    out: list[Chance] = []
     for a in range(n_arms):
         sel = c_ai == a
         w, n, g = n_picked[sel], c_nopt[sel], c_gold[sel]
@@ -177,7 +178,7 @@ def _family(F: Families, f: int, orients: list[str], reported: bool) -> Family:
 
 
 def position_pick_rates(
-    S: Sums, a: int, max_n: int, balanced: bool, chance: Mapping[str, Any], design: Design, note: Note
+    S: Sums, a: int, max_n: int, balanced: bool, chance: Chance, design: Design, note: Note
 ) -> tuple[dict[str, Metric | None] | None, Metric | None, dict[str, Metric | None] | None]:
     """Arm ``a``'s share of non-OTHER picks at each displayed position with its chance level, the first
     position's, and the shares alone (``pick_share``: what the model picked, which holds whatever the design).

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from mcqaudit.metrics import accuracy, agreement, bias, rules
-from mcqaudit.metrics.bootstrap import ItemBootstrap, Sums, ratio, round6, safe_div
+from mcqaudit.metrics.bootstrap import Column, ItemBootstrap, Sums, ratio, round6, safe_div
 from mcqaudit.metrics.cells import (
     Cells,
     Families,
@@ -106,7 +105,7 @@ class _Tables:
     gold_correct: np.ndarray  # (n_arms, max_n, n_items) by gold position
     gold_graded: np.ndarray
     picks: np.ndarray  # (n_arms, max_n, n_items) by picked position
-    chance: list[dict[str, Any]]
+    chance: list[bias.Chance]
     balanced: bool
     design: Design
     binary: tuple[np.ndarray, np.ndarray]  # pairs, consistent
@@ -298,7 +297,7 @@ class _Comparisons:
         )
 
 
-def _add_arm_columns(col: Callable[[Any, np.ndarray], Any], T: _Tables, n_arms: int) -> None:
+def _add_arm_columns(col: Callable[[Column, np.ndarray], object], T: _Tables, n_arms: int) -> None:
     orients = T.orientations
     for a in range(n_arms):
         col(("acc_num", a), np.where(T.present[a], T.acc_item[a], 0.0))
@@ -342,7 +341,7 @@ def _add_arm_columns(col: Callable[[Any, np.ndarray], Any], T: _Tables, n_arms: 
                 col(("review_vs_auto", "all", int(j), int(h)), pooled[j, h])
 
 
-def _add_family_columns(col: Callable[[Any, np.ndarray], Any], T: _Tables, n_arms: int) -> None:
+def _add_family_columns(col: Callable[[Column, np.ndarray], object], T: _Tables, n_arms: int) -> None:
     """Per (arm, reported family): accuracy, accuracy per orientation, recall by gold letter, graded rows.
     A study with one family gets columns equal to the pooled ones, which the bootstrap sums once."""
     orients, F = T.orientations, T.families
@@ -365,7 +364,7 @@ def _add_family_columns(col: Callable[[Any, np.ndarray], Any], T: _Tables, n_arm
 
 
 def _add_family_delta_columns(
-    col: Callable[[Any, np.ndarray], Any], T: _Tables, t: int, c0: int, both: np.ndarray
+    col: Callable[[Column, np.ndarray], object], T: _Tables, t: int, c0: int, both: np.ndarray
 ) -> None:
     """Treated ``t`` − control within each reported family, on the family's items graded in both arms."""
     orients, F, acc_item = T.orientations, T.families, T.acc_item
@@ -388,7 +387,7 @@ def _add_family_delta_columns(
 
 
 def _add_comparison_columns(
-    col: Callable[[Any, np.ndarray], Any],
+    col: Callable[[Column, np.ndarray], object],
     T: _Tables,
     tallies: list[ParserTally],
     cmp: _Comparisons,

@@ -7,7 +7,6 @@ metric that could not be computed is ``n/a``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import pandas as pd
 
@@ -219,7 +218,7 @@ def letter_rates(report: Report) -> pd.DataFrame:
     them were another letter, a letter made up (the answer picks none) and a letter missed."""
     rows = []
     for p in parsers_of(report):
-        row: dict[str, Any] = {"parser": p}
+        row: dict[str, str] = {"parser": p}
         for a in report["arms"]:
             e = report["metrics"][a]["parser_letters"].get(p)
             m = e["misread"] if e else None
@@ -261,7 +260,7 @@ def parser_deltas(report: Report) -> pd.DataFrame:
 def disagreement_rates(report: Report) -> pd.DataFrame:
     rows = []
     for p in parsers_of(report):
-        row: dict[str, Any] = {"parser": p}
+        row: dict[str, str] = {"parser": p}
         for a in report["arms"]:
             e = (report["metrics"][a].get("parser_disagreement") or {}).get(p)
             rate = e.get("rate") if e else None
