@@ -12,6 +12,7 @@ import random
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from mcqaudit.vocab import LETTERS, MAX_OPTIONS, letters
 
@@ -149,7 +150,7 @@ class Item:
     question: str
     options: tuple[str, ...]  # canonical order
     gold_index: int
-    metadata: dict | None = None
+    metadata: dict[str, Any] | None = None
 
 
 def gold_index(gold: object, n: int) -> int:
@@ -168,13 +169,13 @@ def gold_index(gold: object, n: int) -> int:
     raise ValueError(f"gold must be a letter or a 0-based index, not {type(gold).__name__}")
 
 
-def orient_item(item: Item, labels: Iterable[str], template: str = DEFAULT_TEMPLATE) -> list[dict]:
+def orient_item(item: Item, labels: Iterable[str], template: str = DEFAULT_TEMPLATE) -> list[dict[str, Any]]:
     """Prompt rows (docs/design.md §3 fields minus generation and arm) for one item in each orientation."""
     rows = []
     gold_canon = LETTERS[item.gold_index]
     for lab in labels:
         displayed = apply(item.options, lab)
-        row: dict = {
+        row: dict[str, Any] = {
             "item_id": item.item_id,
             "question": item.question,
             "options": displayed,

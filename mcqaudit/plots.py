@@ -8,16 +8,17 @@ titled with the reason, so a caller can always place it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from mcqaudit.formatting import pairing_words, plotly_text
+from mcqaudit.metrics.results import Metric, Report
+from mcqaudit.metrics.rules import compared_arms
 from mcqaudit.report import FamilyView, family_entry, first_family, report_families
 from mcqaudit.vocab import VERDICTS
 
-Report = Mapping[str, Any]
 _LAYOUT: dict[str, Any] = {
     "template": "plotly_white",
     "margin": {"l": 60, "r": 20, "t": 60, "b": 50},
@@ -28,21 +29,23 @@ _LAYOUT: dict[str, Any] = {
 _txt = plotly_text  # plotly.js reads a few HTML tags in labels: every name is shown as text
 
 
-def _err(ms: Sequence[Mapping[str, Any] | None], scale: float = 1.0) -> dict[str, Any]:
+def _err(ms: Sequence[Metric | None], scale: float = 1.0) -> dict[str, object]:
     plus: list[float | None] = []
     minus: list[float | None] = []
     for m in ms:
-        if m is None or m.get("ci_low") is None or m.get("ci_high") is None or m.get("value") is None:
+        lo, hi, v = (m.get("ci_low"), m.get("ci_high"), m.get("value")) if m else (None, None, None)
+        if lo is None or hi is None or v is None:
             plus.append(None)
             minus.append(None)
         else:
-            plus.append((m["ci_high"] - m["value"]) * scale)
-            minus.append((m["value"] - m["ci_low"]) * scale)
+            plus.append((hi - v) * scale)
+            minus.append((v - lo) * scale)
     return {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus}
 
 
-def _val(m: Mapping[str, Any] | None, scale: float = 1.0) -> float | None:
-    return None if m is None or m.get("value") is None else m["value"] * scale
+def _val(m: Metric | None, scale: float = 1.0) -> float | None:
+    v = m.get("value") if m else None
+    return None if v is None else v * scale
 
 
 def _empty(title: str, reason: str) -> go.Figure:
@@ -53,12 +56,14 @@ def _empty(title: str, reason: str) -> go.Figure:
     return fig
 
 
-def _ci_hover(m: Mapping[str, Any] | None, scale: float = 100.0, unit: str = "%") -> str:
-    if m is None or m.get("value") is None:
+def _ci_hover(m: Metric | None, scale: float = 100.0, unit: str = "%") -> str:
+    v = m.get("value") if m else None
+    if m is None or v is None:
         return "n/a"
-    s = f"{m['value'] * scale:.1f}{unit}"
-    if m.get("ci_low") is not None:
-        s += f" [{m['ci_low'] * scale:.1f}, {m['ci_high'] * scale:.1f}]"
+    s = f"{v * scale:.1f}{unit}"
+    lo, hi = m.get("ci_low"), m.get("ci_high")
+    if lo is not None and hi is not None:
+        s += f" [{lo * scale:.1f}, {hi * scale:.1f}]"
     return s + f" n={m.get('n')}"
 
 
@@ -100,7 +105,11 @@ def fig_other_rate(report: Report) -> go.Figure:
     """OTHER rate and ungraded rate per arm with CIs."""
     arms = report["arms"]
     fig = go.Figure()
-    for key, label in (("other_rate", "OTHER rate"), ("ungraded_rate", "ungraded rate")):
+    rates: tuple[tuple[Literal["other_rate", "ungraded_rate"], str], ...] = (
+        ("other_rate", "OTHER rate"),
+        ("ungraded_rate", "ungraded rate"),
+    )
+    for key, label in rates:
         ms = [report["metrics"][a][key] for a in arms]
         fig.add_bar(
             name=label,
@@ -135,7 +144,7 @@ def fig_delta_by_orientation(report: Report, family: FamilyView | None = None) -
             mode="markers",
             marker={"size": 10},
             hovertext=[
-                _ci_hover(m, unit=" pp") + (f" MDE {m['mde'] * 100:.1f} pp" if m and m.get("mde") else "")
+                _ci_hover(m, unit=" pp") + (f" MDE {mde * 100:.1f} pp" if m and (mde := m.get("mde")) else "")
                 for m in ms
             ],
         )
@@ -157,7 +166,8 @@ def fig_delta_by_parser(report: Report) -> go.Figure:
     fig = go.Figure()
     for arm, by in dp.items():
         names = ["verdicts", *by]
-        ms = [(report["delta_accuracy"].get(arm) or {}).get("overall"), *by.values()]
+        d = report["delta_accuracy"].get(arm)
+        ms = [d["overall"] if d else None, *by.values()]
         fig.add_scatter(
             name=_txt(arm),
             x=names,
@@ -232,7 +242,7 @@ def fig_position_picks(report: Report) -> go.Figure:
     shown = False
     for arm in report["arms"]:
         m = report["metrics"][arm]
-        ppr = m.get("pick_share" if confounded else "position_pick_rate")
+        ppr = m.get("pick_share") if confounded else m.get("position_pick_rate")
         if not ppr:
             continue
         shown = True
@@ -248,7 +258,7 @@ def fig_position_picks(report: Report) -> go.Figure:
         if baseline is None and not confounded:
             baseline = (
                 letters,
-                [None if v is None or v.get("chance") is None else v["chance"] * 100 for v in ms],
+                [None if (c := v.get("chance") if v else None) is None else c * 100 for v in ms],
             )
             kind = m.get("position_baseline", "uniform")
     if not shown:
@@ -281,13 +291,15 @@ def fig_judge_agreement(report: Report) -> go.Figure:
         return _empty("Judge vs human", "no reviewed rows yet")
     # a bar from 3 rows would read as a finding: groups under MIN_CI_ROWS are in the table, as counts only
     groups = [
-        (_txt(name), ag) for name, ag in every if (ag.get("agreement") or {}).get("n", 0) >= MIN_CI_ROWS
+        (_txt(name), ag) for name, ag in every if (a := ag.get("agreement")) is not None and a["n"] >= MIN_CI_ROWS
     ]
     if not groups:
         return _empty("Judge vs human", f"fewer than {MIN_CI_ROWS} reviewed rows: counts only, in the table")
     fig = go.Figure()
-    for key, label in (("agreement", "agreement"), ("kappa", "Cohen's κ")):
-        ms = [g[key] for _, g in groups]
+    for label, ms in (
+        ("agreement", [g["agreement"] for _, g in groups]),
+        ("Cohen's κ", [g["kappa"] for _, g in groups]),
+    ):
         fig.add_bar(
             name=label,
             x=[n for n, _ in groups],
@@ -315,17 +327,18 @@ def fig_pairwise_delta(report: Report) -> go.Figure:
         tr: list[str] = []
         for b in arms:
             m = (pw.get(a) or {}).get(b) if a != b else None
+            v = m.get("value") if m else None
             if a == b:
                 zr.append(None)
                 tr.append("")
-            elif not m or m.get("value") is None:
+            elif not m or v is None:
                 zr.append(None)
                 tr.append("not compared")
             else:
-                zr.append(m["value"] * 100)
+                zr.append(v * 100)
                 lo, hi = m.get("ci_low"), m.get("ci_high")
                 ci = f"<br>[{lo * 100:+.1f}, {hi * 100:+.1f}]" if lo is not None and hi is not None else ""
-                tr.append(f"{m['value'] * 100:+.1f}{ci}<br>n={int(m.get('n') or m.get('items') or 0)}")
+                tr.append(f"{v * 100:+.1f}{ci}<br>n={int(m.get('n') or m.get('items') or 0)}")
         z.append(zr)
         text.append(tr)
     lim = max([abs(v) for r in z for v in r if v is not None] or [1.0])
@@ -354,10 +367,9 @@ def fig_pairwise_delta(report: Report) -> go.Figure:
     return fig
 
 
-def _pair_words(arms: Sequence[str], pw: Mapping[str, Any]) -> str:
-    return pairing_words(
-        {f"{a} − {b}": (pw.get(a) or {}).get(b) for k, a in enumerate(arms) for b in arms[k + 1 :]}
-    )
+def _pair_words(arms: Sequence[str], pw: Mapping[str, Mapping[str, Metric | None]]) -> str:
+    _, pairs = compared_arms(arms, None)  # every pair once, in arm order
+    return pairing_words({f"{a} − {b}": (pw.get(a) or {}).get(b) for a, b in pairs})
 
 
 def report_figures(report: Report) -> list[tuple[str, go.Figure]]:

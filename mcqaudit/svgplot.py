@@ -166,14 +166,20 @@ def _categorical(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:
         if a.get("text") and a.get("y") is not None and a.get("yref", "y") == "y":
             body.append(f'<text x="{W - MR - 4}" y="{_num(Y(float(a["y"])) - 4)}" text-anchor="end" '
                         f'fill="#666">{_t(a["text"])}</text>')  # fmt: skip
+    return _svg(body + _legend(series, ticks_), title)
+
+
+def _legend(series: list[dict[str, Any]], ticks_: list[dict[str, Any]]) -> list[str]:
+    """The legend above the plot: a swatch and the name of each named series, then of each tick trace."""
     legend = [(d.get("name"), PALETTE[i % len(PALETTE)]) for i, d in enumerate(series) if d.get("name")]
     legend += [(d.get("name"), "#000") for d in ticks_ if d.get("name")]
+    out: list[str] = []
     x = ML
     for name, color in legend:
-        body.append(f'<rect x="{x}" y="{MT - 18}" width="10" height="10" fill="{color}"/>'
-                    f'<text x="{x + 14}" y="{MT - 9}" fill="#333">{_t(name)}</text>')  # fmt: skip
+        out.append(f'<rect x="{x}" y="{MT - 18}" width="10" height="10" fill="{color}"/>'
+                   f'<text x="{x + 14}" y="{MT - 9}" fill="#333">{_t(name)}</text>')  # fmt: skip
         x += 24 + 7 * len(html.unescape(str(name)))
-    return _svg(body, title)
+    return out
 
 
 def _heatmaps(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:

@@ -1,10 +1,12 @@
-"""The project's fixed vocabulary (docs/design.md §1): verdicts, judge statuses, verdict sources, parser names, the
+"""The project's fixed vocabulary (docs/design.md §1): verdicts (and :class:`VerdictCode`, a verdict as the
+metrics' frames carry it), judge statuses, verdict sources, parser names, the
 stand-in judge's model name; and the Python twins of the rules the study file holds as SQL macros
 (:mod:`mcqaudit.store.schema`, ``RULE_MACROS``): :func:`verdict_of` (``verdict_of(letter, gold)``) and
 :func:`is_blank` (``is_blank(text)``). ``tests/test_rules.py`` checks each twin against the production SQL."""
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import Final, Literal
 
 CORRECT: Final = "CORRECT"
@@ -12,6 +14,26 @@ INCORRECT: Final = "INCORRECT"
 OTHER: Final = "OTHER"
 VERDICTS: Final[tuple[str, str, str]] = (CORRECT, INCORRECT, OTHER)
 Verdict = Literal["CORRECT", "INCORRECT", "OTHER"]
+
+
+class VerdictCode(IntEnum):
+    """A verdict as the metrics' frames carry it (:mod:`mcqaudit.store.frames` renders its SQL from this):
+    the three verdicts in :data:`VERDICTS` order, and ``NONE`` for a row without one (ungraded, or pending;
+    for a review column: not reviewed)."""
+
+    NONE = -1
+    CORRECT = 0
+    INCORRECT = 1
+    OTHER = 2
+
+    @classmethod
+    def of(cls, verdict: str | None) -> VerdictCode:
+        """The code of a verdict name (``None``: :attr:`NONE`)."""
+        return cls.NONE if verdict is None else cls[verdict]
+
+
+# the codes of the three verdicts, in VERDICTS order (index k of a per-verdict axis is VERDICTS[k])
+VERDICT_CODES: Final = (VerdictCode.CORRECT, VerdictCode.INCORRECT, VerdictCode.OTHER)
 
 # judge_status values
 SKIPPED: Final = "skipped"

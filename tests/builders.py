@@ -7,17 +7,21 @@ ingest and grade path (tests/ui_study.py, tests/review_study.py, the CLI in subp
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from mcqaudit import orient
+from mcqaudit.metrics.inputs import Columns, StudyFrames, StudyInfo
+from mcqaudit.metrics.rules import arm_order
 from mcqaudit.store.db import Study
 from mcqaudit.store.schema import rebuild_current
-from mcqaudit.vocab import LETTERS, verdict_of
+from mcqaudit.vocab import LETTERS, VerdictCode, verdict_of
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -224,3 +228,115 @@ NO_POSITION_EFFECT = (
     {"AB": (8, 5), "BA": (8, 5)},  # 2-option items: base 80 %, steered 50 % in both orientations (−30 pp)
     {lab: (4, 7) for lab in orient.scheme_labels(4, "cyclic")},  # 4-option: 40 % → 70 % everywhere (+30 pp)
 )
+
+
+def frames_of(b: StudyBuilder, verdicts: str = "final") -> StudyFrames:
+    """The :class:`~mcqaudit.metrics.StudyFrames` that :func:`mcqaudit.store.frames.load_frames` reads off
+    ``b.build()``, built in memory with no study file (for the metric tests that are about the metrics, not
+    the store): the same codes, the same rules (:mod:`mcqaudit.vocab`'s twins of the SQL macros, the
+    final-verdict precedence of docs/design.md §1) and the same study facts. Rows come in the builder's order;
+    ``tests/test_metrics.py`` checks the two against each other."""
+
+    def pos(letter: str | None) -> int:
+        return -1 if letter is None else ord(letter) - 65
+
+    arms = arm_order(b.arms, {a: k for k, a in enumerate(b.arms)})
+    orientations = sorted({r["orientation"] for r in b.rows}, key=lambda o: (len(o), o))
+    item_ids = sorted({r["item_id"] for r in b.rows})
+    judged = {r["row_id"]: r["status"] for r in b.rows if r["source"] == "judge" and r["status"] != "pending"}
+    fps = sorted({r["fp"] for r in b.rows if r["row_id"] in judged})
+    reviews: dict[str, tuple[str, str | None]] = {}
+    for row_id, verdict, letter in b.reviews:  # the latest review of a row is in force
+        reviews[row_id] = (verdict, letter)
+    uniform = {rid for strategy, ids in b.spot if strategy == "uniform" for rid in ids}
+    frameworks = sorted({name for _, name, _ in b.parser_rows if name not in ("strict", "naive", "user")})
+    names = ("ai", "oi", "ii", "sample", "gold_pos", "n_opt", "verdict", "pick_pos", "auto_verdict", "human",
+             "strict_pos", "naive_pos", "user_pos", "fp", "uniform")  # fmt: skip
+    cols: dict[str, list[int]] = {k: [] for k in names}
+    pending: list[bool] = []
+    index: dict[str, int] = {}
+    lp_rows: list[int] = []
+    lp_pos: list[int] = []
+    for n, r in enumerate(b.rows):
+        index[r["row_id"]] = n
+        gold = b.gold_letter(r["item_id"], r["orientation"])
+        blank = r["source"] == "blank"
+        strict = r["letter"] if r["source"] == "strict" else None
+        judged_ok = judged.get(r["row_id"]) == "ok"
+        jv = verdict_of(r["letter"], gold) if judged_ok else None
+        jl = r["letter"] if judged_ok and r["named"] else None
+        rv, rl = reviews.get(r["row_id"], (None, None))
+        rule = verdict_of(strict, gold) if strict is not None else ("OTHER" if blank else None)
+        auto, auto_letter = (jv, jl) if jv is not None else (rule, strict)
+        final, final_letter = (rv, rl) if rv is not None else (auto, auto_letter)
+        v, pick = (final, final_letter) if verdicts == "final" else (auto, auto_letter)
+        code = VerdictCode.of(v)
+        values = {
+            "ai": arms.index(r["arm"]), "oi": orientations.index(r["orientation"]),
+            "ii": item_ids.index(r["item_id"]), "sample": r["sample"], "gold_pos": pos(gold),
+            "n_opt": len(r["orientation"]), "verdict": code, "pick_pos": pos(pick),
+            "auto_verdict": VerdictCode.of(auto), "human": VerdictCode.of(rv), "strict_pos": pos(strict),
+            "naive_pos": pos(r["naive"]), "user_pos": pos(r["user"]),
+            "fp": fps.index(r["fp"]) if judged_ok else -1, "uniform": r["row_id"] in uniform,
+        }  # fmt: skip
+        for k, x in values.items():
+            cols[k].append(int(x))
+        pending.append(code == VerdictCode.NONE and judged.get(r["row_id"], "pending") != "error")
+        if (lp := _logprob_pick(r["logprobs"])) is not None:
+            lp_rows.append(n)
+            lp_pos.append(lp)
+    rows = Columns({k: np.asarray(v, dtype=bool if k == "uniform" else np.int64) for k, v in cols.items()})
+    fw = [
+        (index[rid], frameworks.index(name), pos(lt)) for rid, name, lt in b.parser_rows if name in frameworks
+    ]
+    framework = (
+        Columns({"parser": np.asarray([p for _, p, _ in fw], dtype=np.int8),
+                 "pos": np.asarray([x for _, _, x in fw], dtype=np.int8),
+                 "row": np.asarray([k for k, _, _ in fw], dtype=np.int64)})
+        if frameworks else None
+    )  # fmt: skip
+    logprob = Columns(
+        {"lp_pos": np.asarray(lp_pos, dtype=np.int8), "row": np.asarray(lp_rows, dtype=np.int64)}
+    )
+    ai, fp = rows["ai"].astype(np.int64), rows["fp"].astype(np.int64)
+    arm_fps: dict[str, dict[str, int]] = {}
+    for a, k in zip(ai[fp >= 0], fp[fp >= 0], strict=True):
+        by = arm_fps.setdefault(arms[a], {})
+        by[fps[k]] = by.get(fps[k], 0) + 1
+    by_pending = np.bincount(ai[np.asarray(pending, dtype=bool)], minlength=len(arms))
+    parsers = ["strict", "naive", *(["user"] if (rows["user_pos"] >= 0).any() else []), *frameworks]
+    info = StudyInfo(
+        path=str(b.path),
+        created=None,
+        unaudited=(b.meta.get("unaudited") or "").lower() == "true",
+        arms=arms,
+        orientations=orientations,
+        stored_control=b.meta.get("control_arm"),
+        n_items=len(item_ids),
+        rows_by_arm={a: int(n) for a, n in zip(arms, np.bincount(ai, minlength=len(arms)), strict=True)},
+        judge_configs={
+            fp: {"model": c["model"], "shape": c["shape"], "temperature": 0.0, "standin": c["standin"]}
+            for fp, c in sorted(b.configs.items())
+        },
+        arm_fingerprints={a: dict(sorted(arm_fps[a].items())) for a in arms if a in arm_fps},
+        n_reviews=len(reviews),
+        uniform_spot_check_rows=int(rows["uniform"].sum()),
+        pending_by_arm={a: int(n) for a, n in zip(arms, by_pending, strict=True) if n},
+        parsers=parsers,
+        frameworks=frameworks,
+    )
+    return StudyFrames(info=info, verdicts=verdicts, rows=rows, framework=framework, logprob=logprob)
+
+
+def _logprob_pick(logprobs: dict[str, float] | None) -> int | None:
+    """The frames' ``lp_pos`` of a row's option_logprobs (store/frames.py): the 0-based position of the
+    single-letter key (any case) with the largest finite value, -1 for a tie; None without such a key."""
+    lps = {
+        k.upper(): float(x) for k, x in (logprobs or {}).items() if len(k) == 1 and "A" <= k.upper() <= "Z"
+    }
+    lps = {k: x for k, x in lps.items() if math.isfinite(x)}
+    if not lps:
+        return None
+    top = max(lps.values())
+    best = {ord(k) - 65 for k, x in lps.items() if x == top}
+    return best.pop() if len(best) == 1 else -1

@@ -1,7 +1,9 @@
 """Metrics on small hand-computed studies (docs/design.md §7).
 
-Studies are written straight into a real DuckDB study file by :class:`StudyBuilder` (no ingest, no judge),
-so each test states exactly which verdict every row has and checks the numbers by hand.
+Studies are stated row by row with :class:`StudyBuilder` (no ingest, no judge), so each test states exactly
+which verdict every row has and checks the numbers by hand. A test about the metrics computes them from the
+builder's frames in memory (:func:`frames_of`); a few go through a real DuckDB study file and
+:func:`load_frames` (``stored_report_of``), and one checks that the two give the same frames.
 """
 
 from __future__ import annotations
@@ -28,10 +30,17 @@ from mcqaudit.metrics import (
 )
 from mcqaudit.store.frames import load_frames
 from mcqaudit.vocab import LETTERS
-from tests.builders import NO_POSITION_EFFECT, StudyBuilder, two_family_study
+from tests.builders import NO_POSITION_EFFECT, StudyBuilder, frames_of, two_family_study
 
 
 def report_of(b: StudyBuilder, **kw: Any) -> dict[str, Any]:
+    """The metrics of the builder's study, from its frames built in memory."""
+    verdicts = kw.pop("verdicts", "final")
+    return compute(frames_of(b, verdicts), **{"n_boot": 200, "seed": 0, **kw})
+
+
+def stored_report_of(b: StudyBuilder, **kw: Any) -> dict[str, Any]:
+    """The same, through a real study file: ``b.build()`` and :func:`load_frames`."""
     study = b.build()
     verdicts = kw.pop("verdicts", "final")
     return compute(load_frames(study, verdicts), **{"n_boot": 200, "seed": 0, **kw})
@@ -288,7 +297,7 @@ def test_framework_parsers_from_parser_letters(tmp_path: Path) -> None:
             "A",
             frameworks={"simple_evals": "A" if k else "C", "mmlu_pro_chain": None},
         )
-    r = report_of(b)
+    r = stored_report_of(b)
     pd_ = r["metrics"]["base"]["parser_disagreement"]
     assert pd_["simple_evals"]["rate"]["value"] == approx(1 / 3)
     assert pd_["mmlu_pro_chain"]["confusion"]["CORRECT"]["OTHER"] == 3
@@ -308,7 +317,7 @@ def test_judge_agreement_kappa_precision_and_corrected_accuracy(tmp_path: Path) 
     for k in range(8):
         verdict = {4: "INCORRECT", 5: "OTHER", 7: "CORRECT"}.get(k, "CORRECT" if k < 6 else "INCORRECT")
         b.review(ids[k], verdict)
-    r = report_of(b, verdicts="judge")
+    r = stored_report_of(b, verdicts="judge")
     ag = r["metrics"]["base"]["judge_agreement"]
     assert ag["agreement"]["value"] == approx(5 / 8)
     # po = 5/8; judge marginals C 6/8, I 2/8; reviewer C 5/8, I 2/8, O 1/8
@@ -324,7 +333,7 @@ def test_judge_agreement_kappa_precision_and_corrected_accuracy(tmp_path: Path) 
     assert ag["sample"] == "all" and "caveat" in ag
     assert r["judge_agreement"]["agreement"]["value"] == approx(5 / 8)
     # the final view takes the reviews: accuracy 5/8 exactly
-    assert report_of(b)["metrics"]["base"]["accuracy"]["value"] == approx(5 / 8)
+    assert stored_report_of(b)["metrics"]["base"]["accuracy"]["value"] == approx(5 / 8)
 
 
 def test_judge_view_ignores_reviews_and_keeps_failed_rows_ungraded(tmp_path: Path) -> None:
@@ -356,7 +365,7 @@ def test_logprob_crosscheck_and_flag(tmp_path: Path) -> None:
         b.item(f"i{k}", n=4)
         lp = {"A": -0.1, "B": -2.0} if k < 10 else {"A": -3.0, "B": -0.2}  # argmax A on half the items
         b.row("base", f"i{k}", "ABCD", "A", logprobs=lp)
-    r = report_of(b)
+    r = stored_report_of(b)
     lp = r["metrics"]["base"]["logprob_crosscheck"]
     assert lp["accuracy_text"]["value"] == 1.0
     assert lp["accuracy_logprob"]["value"] == 0.5
@@ -398,7 +407,7 @@ def test_control_arm_resolution_order() -> None:
 def test_stored_control_arm_is_used(tmp_path: Path) -> None:
     b = delta_study(tmp_path)
     b.meta["control_arm"] = "steered"
-    r = report_of(b)
+    r = stored_report_of(b)
     assert r["control_arm"] == "steered" and r["control_source"] == "stored"
     assert r["delta_accuracy"]["base"]["overall"]["value"] == approx(0.5)
 
@@ -406,7 +415,7 @@ def test_stored_control_arm_is_used(tmp_path: Path) -> None:
 def test_unaudited_study_flag(tmp_path: Path) -> None:
     b = two_orient_study(tmp_path)
     b.meta["unaudited"] = "true"
-    flags = {f["name"]: f for f in report_of(b)["flags"]}
+    flags = {f["name"]: f for f in stored_report_of(b)["flags"]}
     assert "--no-judge" in flags["judge_unaudited"]["evidence"]
 
 
@@ -439,6 +448,77 @@ def test_frames_resolve_the_same_verdicts_as_graded_rows(tmp_path: Path) -> None
         )
 
     assert norm(got) == norm(want)
+
+
+def _every_kind_of_row(tmp_path: Path) -> StudyBuilder:
+    """Every kind of row the frames carry: judge, strict, blank, failed and pending rows, reviews (one
+    overriding a failed row), a uniform and a stratified spot check, log-probs (a tie, a NaN, lower-case
+    keys), framework parsers, user letters, two fingerprints, arms out of name order, a stored control."""
+    b = two_orient_study(tmp_path)
+    b.item("i9", n=4)
+    b.row("steered", "i9", "ABCD", "A", source="strict", user="same")
+    b.row("steered", "i9", "BCDA", "OTHER", source="blank")
+    rid = b.row("steered", "i9", "CDAB", "B", fp="fp-b", logprobs={"a": -0.5, "B": -0.5, "C": float("nan")})
+    b.row("steered", "i9", "DABC", None, status="pending", frameworks={"simple_evals": "D"})
+    b.row(
+        "alpha",
+        "i9",
+        "ABCD",
+        "C",
+        logprobs={"A": -0.1, "AB": 0.0, "C": -1.0},
+        frameworks={"simple_evals": None},
+    )
+    failed = b.row("alpha", "i0", "AB", None, status="error")
+    b.review(rid, "CORRECT", "A")
+    b.review(failed, "OTHER")
+    b.review(rid, "INCORRECT", "D")  # the latest review of a row is in force
+    b.spot.append(("uniform", [rid, failed]))
+    b.spot.append(("stratified", [failed]))
+    b.meta["control_arm"] = "steered"
+    return b
+
+
+def _by_row(t: Any, rows: Any) -> list[tuple[int, ...]]:
+    """A side frame (framework, logprob) whose ``row`` points into ``rows``, each entry keyed by the row it
+    names (arm, item, orientation, sample) instead: the two frames' rows may come in different orders."""
+    cols = [k for k in t.cols if k != "row"]
+    return sorted(
+        (
+            *(int(np.asarray(rows[k])[r]) for k in ("ai", "ii", "oi", "sample")),
+            *(int(np.asarray(t[c])[n]) for c in cols),
+        )
+        for n, r in enumerate(np.asarray(t["row"]).astype(np.int64))
+    )
+
+
+@pytest.mark.parametrize("verdicts", ["final", "judge"])
+@pytest.mark.parametrize("study", ["two_orient", "every_kind", "two_families"])
+def test_frames_built_in_memory_are_the_frames_of_the_study_file(
+    tmp_path: Path, study: str, verdicts: str
+) -> None:
+    """tests/builders.py frames_of, which most tests here compute from, gives the frames load_frames reads
+    off the same study in DuckDB: the same facts, and the same rows (in whatever order)."""
+    b = {
+        "two_orient": two_orient_study,
+        "every_kind": _every_kind_of_row,
+        "two_families": lambda p: two_family_study(p / "f.duckdb", *NO_POSITION_EFFECT),
+    }[study](tmp_path)
+    mem, disk = frames_of(b, verdicts), load_frames(b.build(), verdicts)
+    assert mem.verdicts == disk.verdicts == verdicts
+    assert {**vars(mem.info), "created": None} == {**vars(disk.info), "created": None}
+
+    def rows(t: Any, names: list[str]) -> list[tuple[int, ...]]:
+        return sorted(zip(*(np.asarray(t[k]).astype(np.int64).tolist() for k in names), strict=True))
+
+    names = list(disk.rows.cols)
+    assert list(mem.rows.cols) == names
+    assert rows(mem.rows, names) == rows(disk.rows, names)
+    for frame in ("framework", "logprob"):
+        got, want = getattr(mem, frame), getattr(disk, frame)
+        assert (got is None) == (want is None)
+        if want is not None:
+            assert _by_row(got, mem.rows) == _by_row(want, disk.rows)
+    assert compute(mem, n_boot=50) == compute(disk, n_boot=50)
 
 
 def test_bootstrap_is_seeded_and_paired() -> None:

@@ -15,8 +15,11 @@ from hypothesis import strategies as st
 from mcqaudit.grade import GradeOptions, grade
 from mcqaudit.ingest import ingest_file
 from mcqaudit.judge.prompts import JudgeConfig
+from mcqaudit.metrics.rules import arm_order, compared_arms
 from mcqaudit.standin.server import StandinOptions, StandinServer
 from mcqaudit.store import Study
+from mcqaudit.store.frames import load_frames, verdict_code_sql
+from mcqaudit.store.rows import study_choices, verdict_counts
 from mcqaudit.store.schema import MIGRATIONS
 from mcqaudit.vocab import (
     CORRECT,
@@ -27,10 +30,14 @@ from mcqaudit.vocab import (
     SOURCE_PREFILTER,
     SOURCE_REVIEW,
     SOURCE_RULE,
+    VERDICT_CODES,
+    VERDICTS,
     WHITESPACE,
+    VerdictCode,
     is_blank,
     verdict_of,
 )
+from tests.builders import StudyBuilder
 from tests.conftest import read_cases, write_jsonl
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -126,6 +133,28 @@ def test_verdict_of_in_sql_matches_python(con: duckdb.DuckDBPyConnection) -> Non
     ).fetchall()
     assert [r[0] for r in got] == [verdict_of(letter, gold) for letter, gold in pairs]
     assert (verdict_of("B", "B"), verdict_of("C", "B"), verdict_of(None, "B")) == (CORRECT, INCORRECT, OTHER)
+
+
+# --- verdict -> code (the metrics' frames) ----------------------------------------------------------------------
+def test_verdict_codes_in_sql_match_the_enum(con: duckdb.DuckDBPyConnection) -> None:
+    """The frames' SQL code of every verdict (and of none) is the VerdictCode the metrics compare with,
+    also over the verdict_of macro's output."""
+    values = [*VERDICTS, None, "not a verdict"]
+    got = con.execute(
+        f"SELECT {verdict_code_sql('v')} FROM (SELECT unnest(?::VARCHAR[]) AS v, unnest(range(?)) AS i) ORDER BY i",
+        [values, len(values)],
+    ).fetchall()
+    assert [r[0] for r in got] == [VerdictCode.of(v) for v in values[:-1]] + [VerdictCode.NONE]
+    # the frames' documented codes
+    assert [int(c) for c in (*VERDICT_CODES, VerdictCode.NONE)] == [0, 1, 2, -1]
+    assert [c.name for c in VERDICT_CODES] == list(VERDICTS)
+    pairs = [(letter, gold) for letter in [None, *LETTERS[:4]] for gold in LETTERS[:4]]
+    got = con.execute(
+        f"SELECT {verdict_code_sql('verdict_of(l, g)')} FROM (SELECT unnest(?::VARCHAR[]) AS l, "
+        "unnest(?::VARCHAR[]) AS g, unnest(range(?)) AS i) ORDER BY i",
+        [[p[0] for p in pairs], [p[1] for p in pairs], len(pairs)],
+    ).fetchall()
+    assert [r[0] for r in got] == [VerdictCode.of(verdict_of(letter, gold)) for letter, gold in pairs]
 
 
 # --- final-verdict precedence ------------------------------------------------------------------------------------
@@ -261,3 +290,26 @@ def test_a_blank_looking_generation_is_other_by_rule_and_never_judged(tmp_path: 
         "SELECT count(*) FROM judge_verdicts v JOIN gen_rows g USING (row_id) WHERE g.item_id = 'blank'"
     ) == [(0,)]
     assert study.query("SELECT count(*) FROM judge_replies") == [(1,)]
+
+
+# --- arm order ----------------------------------------------------------------------------------------------------
+def test_arm_order_in_sql_matches_python(tmp_path: Path) -> None:
+    """metrics.rules.arm_order (ingest order, then arms without one by name) is the order of the frames' arms,
+    of the dashboard's arm choices and of the verdict counts, whose SQL spells it ``ordinal NULLS LAST, arm``."""
+    b = StudyBuilder(tmp_path / "arms.duckdb")
+    b.item("i0", n=2)
+    for arm in ("zeta", "base", "alpha", "orphan-b", "orphan-a"):
+        b.row(arm, "i0", "AB", "A")
+    study = b.build()
+    with study.write() as c:  # arms only in gen_rows (no ordinal): last, by name
+        c.execute("DELETE FROM arms WHERE arm LIKE 'orphan-%'")
+    want = arm_order(["orphan-b", "alpha", "zeta", "orphan-a", "base"], {"zeta": 0, "base": 1, "alpha": 2})
+    assert want == ["zeta", "base", "alpha", "orphan-a", "orphan-b"]
+    assert load_frames(study).info.arms == want
+    assert study_choices(study)["arms"] == want
+    assert list(dict.fromkeys(verdict_counts(study)["arm"])) == want
+    assert compared_arms(want, "base") == (
+        ["zeta", "alpha", "orphan-a", "orphan-b"],
+        [(a, b) for k, a in enumerate(want) for b in want[k + 1 :]],
+    )
+    assert compared_arms(want[:2], None) == ([], [])

@@ -14,7 +14,7 @@ from mcqaudit.formatting import plural
 from mcqaudit.metrics.bootstrap import Sums, clustered_rate, safe_div, summarize
 from mcqaudit.metrics.results import JudgeAgreement, LogprobCrosscheck, Metric, Notes
 from mcqaudit.metrics.rules import MIN_AUDIT_ROWS, MIN_CI_ROWS
-from mcqaudit.vocab import VERDICTS
+from mcqaudit.vocab import VERDICT_CODES, VerdictCode
 
 LOGPROB_COLUMNS = ("n", "lp_correct", "text_correct")
 
@@ -28,14 +28,21 @@ def _counts_only(m: Metric | None, n: int, what: str, thin: list[str]) -> None:
     thin.append(f"{what} ({plural(n, 'row')})")
 
 
+def has_reviews(S: Sums, key: int | str) -> bool:
+    """Arm ``key`` (or ``"all"``) has reviewed rows with an automated verdict (its review_vs_auto columns)."""
+    return ("review_vs_auto", key, int(VerdictCode.CORRECT), int(VerdictCode.CORRECT)) in S
+
+
 def judge_agreement(
     S: Sums, notes: Notes, key: int | str, arm: str | None, scope: str
 ) -> JudgeAgreement | None:
     """Automated verdict vs the reviewer's on reviewed rows of arm ``key`` (or ``"all"``); per arm, also
     the accuracy corrected by the reviews. None when no reviewed row has an automated verdict."""
-    if ("review_vs_auto", key, 0, 0) not in S:
+    if not has_reviews(S, key):
         return None
-    conf = np.array([[S["review_vs_auto", key, j, h] for h in range(3)] for j in range(3)])  # (3, 3, B + 1)
+    # (3, 3, B + 1), indexed by VerdictCode: automated × reviewer's
+    codes = [int(c) for c in VERDICT_CODES]
+    conf = np.array([[S["review_vs_auto", key, j, h] for h in codes] for j in codes])
     total = conf.sum(axis=(0, 1))
     n = int(round(total[0]))
     if n == 0:
@@ -43,7 +50,7 @@ def judge_agreement(
     row = conf.sum(axis=1)  # automated verdict
     colm = conf.sum(axis=0)  # reviewer's verdict
     po = safe_div(np.einsum("kkb->b", conf), total)
-    pe = sum(safe_div(row[k], total) * safe_div(colm[k], total) for k in range(3))
+    pe = sum(safe_div(row[k], total) * safe_div(colm[k], total) for k in VERDICT_CODES)
     kappa = safe_div(po - pe, 1 - pe)
     out: JudgeAgreement = {
         "sample": "uniform" if scope == "uniform" else "all",
@@ -52,18 +59,18 @@ def judge_agreement(
         "agreement": summarize(po, n),
         "kappa": summarize(kappa, n),
         "precision": {
-            VERDICTS[k]: summarize(safe_div(conf[k, k], row[k]), int(round(row[k][0]))) for k in range(3)
+            k.name: summarize(safe_div(conf[k, k], row[k]), int(round(row[k][0]))) for k in VERDICT_CODES
         },
         "confusion": {
-            VERDICTS[j]: {VERDICTS[h]: int(round(conf[j, h, 0])) for h in range(3)} for j in range(3)
+            j.name: {h.name: int(round(conf[j, h, 0])) for h in VERDICT_CODES} for j in VERDICT_CODES
         },
     }
     where = "judge_agreement" if arm is None else f"metrics.{arm}.judge_agreement"
     thin: list[str] = []
     _counts_only(out["agreement"], n, "agreement", thin)
     _counts_only(out["kappa"], n, "κ", thin)
-    for k in range(3):
-        v = VERDICTS[k]
+    for k in VERDICT_CODES:
+        v = k.name
         if out["precision"][v] is None:
             notes[f"{where}.precision.{v}"] = f"no reviewed row with automated verdict {v}"
         else:
@@ -74,14 +81,14 @@ def judge_agreement(
         # Σ_V (item-weighted share of automated verdict V) × P(reviewer says CORRECT | automated V)
         corr = np.zeros_like(total)
         assumed = []
-        for k in range(3):
-            share = safe_div(S["auto_share", VERDICTS[k], key], S["auto_den", key])
+        for k in VERDICT_CODES:
+            share = safe_div(S["auto_share", k.name, key], S["auto_den", key])
             if row[k][0] > 0:
-                q = safe_div(conf[k, 0], row[k])
+                q = safe_div(conf[k, VerdictCode.CORRECT], row[k])
             else:
-                q = np.full_like(total, 1.0 if k == 0 else 0.0)
-                if S.point(("auto_share", VERDICTS[k], key)) > 0:
-                    assumed.append(VERDICTS[k])
+                q = np.full_like(total, 1.0 if k == VerdictCode.CORRECT else 0.0)
+                if S.point(("auto_share", k.name, key)) > 0:
+                    assumed.append(k.name)
             corr = corr + share * q
         m = summarize(corr, int(round(S.point(("auto_den", key)))))
         if m is not None:

@@ -10,7 +10,6 @@ Bootstrap columns read here: ``("pick", arm, position)`` / ``("picked", arm)``, 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -18,9 +17,11 @@ from mcqaudit.metrics.bootstrap import Sums, ratio, round6, safe_div, summarize
 from mcqaudit.metrics.cells import Families, Rows, group_ids
 from mcqaudit.metrics.results import Consistency, Design, Family, Metric
 from mcqaudit.metrics.rules import BALANCE_TOLERANCE, IMBALANCE_RATIO
-from mcqaudit.vocab import LETTERS
+from mcqaudit.vocab import LETTERS, VerdictCode
 
 Note = Callable[[str, str], None]  # (key under the arm's path, reason)
+# one arm's chance level of a pick at each displayed position: "uniform" (1/n) and "gold" (the gold share)
+Chance = dict[str, dict[int, float | None]]
 
 
 def binary_consistency(
@@ -34,7 +35,8 @@ def binary_consistency(
     key = ((R.ai * n_items + R.ii) * smax + R.sample)[answered]
     uq, inv = group_ids(key, n_arms * n_items * smax)
     cnt = np.bincount(inv, minlength=uq.size)
-    corr = np.bincount(inv, weights=(R.verdict[answered] == 0).astype(np.float64), minlength=uq.size)
+    correct = R.verdict[answered] == VerdictCode.CORRECT
+    corr = np.bincount(inv, weights=correct.astype(np.float64), minlength=uq.size)
     parent = uq // smax
     pair = (cnt == 2) & (n_orient[parent] == 2)
     consistent = pair & ((corr == 0) | (corr == 2))
@@ -56,10 +58,10 @@ def nway_consistency(
         for p, ch in enumerate(lab[:max_n]):
             canon[o, p] = LETTERS.index(ch)
     choice = np.full(R.ai.size, -1, dtype=np.int64)
-    choice[R.verdict == 2] = max_n
+    choice[R.verdict == VerdictCode.OTHER] = max_n
     m = answered & (R.pick >= 0)
     choice[m] = canon[R.oi[m], R.pick[m]]
-    m2 = (R.verdict == 0) & (R.pick < 0)
+    m2 = (R.verdict == VerdictCode.CORRECT) & (R.pick < 0)
     choice[m2] = canon[R.oi[m2], np.clip(R.gold[m2], 0, max_n - 1)]
     sel = choice >= 0
     size = n_arms * n_items
@@ -85,10 +87,10 @@ def nway_consistency(
 
 def position_chance(
     c_ai: np.ndarray, c_gold: np.ndarray, c_nopt: np.ndarray, n_picked: np.ndarray, n_arms: int, max_n: int
-) -> list[dict[str, Any]]:
+) -> list[Chance]:
     """Per arm and position: the pick share expected without position preference — 1/n averaged over the
     picked rows (balanced design), and the share of picked rows whose gold letter is there."""
-    out = []
+    out: list[Chance] = []
     for a in range(n_arms):
         sel = c_ai == a
         w, n, g = n_picked[sel], c_nopt[sel], c_gold[sel]
@@ -176,7 +178,7 @@ def _family(F: Families, f: int, orients: list[str], reported: bool) -> Family:
 
 
 def position_pick_rates(
-    S: Sums, a: int, max_n: int, balanced: bool, chance: Mapping[str, Any], design: Design, note: Note
+    S: Sums, a: int, max_n: int, balanced: bool, chance: Chance, design: Design, note: Note
 ) -> tuple[dict[str, Metric | None] | None, Metric | None, dict[str, Metric | None] | None]:
     """Arm ``a``'s share of non-OTHER picks at each displayed position with its chance level, the first
     position's, and the shares alone (``pick_share``: what the model picked, which holds whatever the design).

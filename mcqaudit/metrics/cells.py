@@ -13,6 +13,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from mcqaudit.metrics.inputs import StudyFrames, column
+from mcqaudit.vocab import VerdictCode
+
+N_CODES = len(VerdictCode)  # the verdict codes, NONE included: the width of a code_counts table
+
+
+def code_col(code: VerdictCode) -> int:
+    """The column of verdict code ``code`` in a :func:`code_counts` table (codes ascending: NONE first)."""
+    return code - VerdictCode.NONE
+
+
+def code_counts(group: np.ndarray, codes: np.ndarray, size: int) -> np.ndarray:
+    """Rows per group (``0 <= group < size``) and verdict code: ``(size, N_CODES)``, the count of code ``c``
+    in column :func:`code_col` ``(c)``."""
+    slot = codes.astype(np.int64, copy=False) - VerdictCode.NONE
+    key = group.astype(np.int64, copy=False) * N_CODES + slot
+    return np.bincount(key, minlength=size * N_CODES).reshape(size, N_CODES)
 
 
 def group_ids(key: np.ndarray, space: int) -> tuple[np.ndarray, np.ndarray]:
@@ -60,10 +76,10 @@ class Rows:
     sample: np.ndarray
     gold: np.ndarray
     n_opt: np.ndarray
-    verdict: np.ndarray  # the chosen view's verdict (final or judge); -1 ungraded
+    verdict: np.ndarray  # the chosen view's VerdictCode (final or judge); NONE ungraded
     pick: np.ndarray
-    auto_verdict: np.ndarray  # judge, else pre-filter, else rule; -1 ungraded
-    review: np.ndarray  # the effective review's verdict; -1 not reviewed
+    auto_verdict: np.ndarray  # judge, else pre-filter, else rule; NONE ungraded
+    review: np.ndarray  # the effective review's VerdictCode; NONE not reviewed
     uniform: np.ndarray  # in the uniform spot check
     n_arms: int
     n_or: int
@@ -149,7 +165,8 @@ class Families:
     labels: list[str]
 
     def mask(self, f: int) -> np.ndarray:
-        return self.of_item == f
+        out: np.ndarray = self.of_item == f
+        return out
 
 
 def family_labels(option_counts: list[int], orientation_sets: list[list[str]]) -> list[str]:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from mcqaudit.metrics import accuracy, agreement, bias, rules
-from mcqaudit.metrics.bootstrap import ItemBootstrap, Sums, ratio, round6, safe_div
+from mcqaudit.metrics.bootstrap import Column, ItemBootstrap, Sums, ratio, round6, safe_div
 from mcqaudit.metrics.cells import (
     Cells,
     Families,
@@ -22,6 +21,8 @@ from mcqaudit.metrics.cells import (
     Rows,
     cells_of,
     cluster_sums,
+    code_col,
+    code_counts,
     item_families,
     rows_of,
 )
@@ -41,7 +42,7 @@ from mcqaudit.metrics.results import (
     Results,
 )
 from mcqaudit.metrics.rules import MAX_FAMILIES, MIN_AUDIT_ROWS, MIN_ITEMS, resolve_control
-from mcqaudit.vocab import VERDICTS
+from mcqaudit.vocab import VERDICT_CODES, VERDICTS, VerdictCode
 
 COUNTS = ("rows", "graded", "correct", "incorrect", "other")  # per (arm, item) row counts
 
@@ -104,7 +105,7 @@ class _Tables:
     gold_correct: np.ndarray  # (n_arms, max_n, n_items) by gold position
     gold_graded: np.ndarray
     picks: np.ndarray  # (n_arms, max_n, n_items) by picked position
-    chance: list[dict[str, Any]]
+    chance: list[bias.Chance]
     balanced: bool
     design: Design
     binary: tuple[np.ndarray, np.ndarray]  # pairs, consistent
@@ -131,17 +132,17 @@ def _tables(frames: StudyFrames, R: Rows, C: Cells, notes: Notes) -> _Tables:
     c_nopt = np.ones(nc, dtype=np.int64)
     c_nopt[cinv] = R.n_opt
 
-    def counts4(codes: np.ndarray) -> np.ndarray:  # (nc, 4): none, CORRECT, INCORRECT, OTHER
-        return np.bincount(cinv * 4 + (codes + 1), minlength=nc * 4).reshape(nc, 4).astype(np.float64)
+    def counts4(codes: np.ndarray) -> np.ndarray:  # (nc, 4): columns code_col(VerdictCode)
+        return code_counts(cinv, codes, nc).astype(np.float64)
 
     def arm_sum(w: np.ndarray) -> np.ndarray:  # cells -> (n_arms, n_items)
         return np.bincount(C.arm_item, weights=w, minlength=n_arms * n_items).reshape(n_arms, n_items)
 
     # accuracy: verdict counts per cell, item accuracy = mean over the item's graded cells
     v = R.verdict
-    answered = (v == 0) | (v == 1)
+    answered = (v == VerdictCode.CORRECT) | (v == VerdictCode.INCORRECT)
     vc, ac = counts4(v), counts4(R.auto_verdict)
-    n_c, n_i, n_o = vc[:, 1], vc[:, 2], vc[:, 3]
+    n_c, n_i, n_o = (vc[:, code_col(c)] for c in VERDICT_CODES)
     n_graded = n_c + n_i + n_o
     n_picked = np.bincount(cinv, weights=(answered & (R.pick >= 0)).astype(np.float64), minlength=nc)
     cell_acc = safe_div(n_c, n_graded)
@@ -149,11 +150,11 @@ def _tables(frames: StudyFrames, R: Rows, C: Cells, notes: Notes) -> _Tables:
     cells_ai = arm_sum(np.ones(nc))
     gcells_ai = arm_sum((n_graded > 0).astype(np.float64))
     acc_item = safe_div(arm_sum(np.nan_to_num(cell_acc)), gcells_ai)  # NaN: no graded row of the item
-    a_graded = ac[:, 1:].sum(axis=1)
+    a_graded = ac[:, [code_col(c) for c in VERDICT_CODES]].sum(axis=1)
     acells_ai = arm_sum((a_graded > 0).astype(np.float64))
     auto_share = {
-        name: safe_div(arm_sum(np.nan_to_num(safe_div(ac[:, k + 1], a_graded))), acells_ai)
-        for k, name in enumerate(VERDICTS)
+        c.name: safe_div(arm_sum(np.nan_to_num(safe_div(ac[:, code_col(c)], a_graded))), acells_ai)
+        for c in VERDICT_CODES
     }
 
     rows_by_or = np.bincount(R.oi, minlength=n_or)
@@ -176,16 +177,15 @@ def _tables(frames: StudyFrames, R: Rows, C: Cells, notes: Notes) -> _Tables:
     balanced, gold_share = bias.gold_balance(R)
 
     # agreement: automated vs review verdict on reviewed rows, the uniform spot check when it has reviews
-    reviewed = R.review >= 0
+    reviewed = R.review != VerdictCode.NONE
     if (reviewed & R.uniform).any():
         reviewed &= R.uniform
         scope = "uniform"
     else:
         scope = "all" if reviewed.any() else "none"
-    rj = reviewed & (R.auto_verdict >= 0)
-    review_vs_auto = (
-        grid.sum([R.ai[rj], R.auto_verdict[rj], R.review[rj]], [n_arms, 3, 3], R.ii[rj]) if rj.any() else None
-    )
+    rj = reviewed & (R.auto_verdict != VerdictCode.NONE)
+    keys, nv = [R.ai[rj], R.auto_verdict[rj], R.review[rj]], len(VERDICT_CODES)
+    review_vs_auto = grid.sum(keys, [n_arms, nv, nv], R.ii[rj]) if rj.any() else None
 
     lp_tables = _logprob_tables(frames, R, grid)
     logprob, lp_mismatch = lp_tables if lp_tables is not None else (None, None)
@@ -220,7 +220,7 @@ def _tables(frames: StudyFrames, R: Rows, C: Cells, notes: Notes) -> _Tables:
         logprob_mismatch=lp_mismatch,
         logprob_items=(logprob["n"] > 0).sum(axis=1) if logprob is not None else np.zeros(n_arms),
         items=(counts["rows"] > 0).sum(axis=1),
-        uniform_reviewed_rows=int(((R.review >= 0) & R.uniform).sum()),
+        uniform_reviewed_rows=int(((R.review != VerdictCode.NONE) & R.uniform).sum()),
     )
 
 
@@ -258,16 +258,16 @@ def _logprob_tables(
     v = R.verdict
     li = column(frames.logprob, "row").astype(np.int64)
     lpos = column(frames.logprob, "lp_pos").astype(np.int64)
-    keep = v[li] >= 0
+    keep = v[li] != VerdictCode.NONE
     li, lpos = li[keep], lpos[keep]
     if not li.size:
         return None
     ws = {
         "n": np.ones(li.size),
         "lp_correct": (lpos == R.gold[li]).astype(np.float64),
-        "text_correct": (v[li] == 0).astype(np.float64),
+        "text_correct": (v[li] == VerdictCode.CORRECT).astype(np.float64),
     }
-    pick, other = R.pick[li], v[li] == 2
+    pick, other = R.pick[li], v[li] == VerdictCode.OTHER
     known = (other | (pick >= 0)).astype(np.float64)
     mismatch = known * (other | (lpos < 0) | (lpos != pick))
     n_k, d_k = (grid.sum([R.ai[li]], [R.n_arms], R.ii[li], w) for w in (known, mismatch))
@@ -297,7 +297,7 @@ class _Comparisons:
         )
 
 
-def _add_arm_columns(col: Callable[[Any, np.ndarray], Any], T: _Tables, n_arms: int) -> None:
+def _add_arm_columns(col: Callable[[Column, np.ndarray], object], T: _Tables, n_arms: int) -> None:
     orients = T.orientations
     for a in range(n_arms):
         col(("acc_num", a), np.where(T.present[a], T.acc_item[a], 0.0))
@@ -327,21 +327,21 @@ def _add_arm_columns(col: Callable[[Any, np.ndarray], Any], T: _Tables, n_arms: 
             for name in VERDICTS:
                 col(("auto_share", name, a), np.nan_to_num(T.auto_share[name][a]))
             col(("auto_den", a), T.auto_present[a].astype(np.float64))
-            for j in range(3):
-                for h in range(3):
-                    col(("review_vs_auto", a, j, h), T.review_vs_auto[a, j, h])
+            for j in VERDICT_CODES:
+                for h in VERDICT_CODES:
+                    col(("review_vs_auto", a, int(j), int(h)), T.review_vs_auto[a, j, h])
         if T.logprob is not None:
             for k, arr in T.logprob.items():
                 col(("logprob", k, a), arr[a])
     _add_family_columns(col, T, n_arms)
     if T.review_vs_auto is not None:
         pooled = T.review_vs_auto.sum(axis=0)
-        for j in range(3):
-            for h in range(3):
-                col(("review_vs_auto", "all", j, h), pooled[j, h])
+        for j in VERDICT_CODES:
+            for h in VERDICT_CODES:
+                col(("review_vs_auto", "all", int(j), int(h)), pooled[j, h])
 
 
-def _add_family_columns(col: Callable[[Any, np.ndarray], Any], T: _Tables, n_arms: int) -> None:
+def _add_family_columns(col: Callable[[Column, np.ndarray], object], T: _Tables, n_arms: int) -> None:
     """Per (arm, reported family): accuracy, accuracy per orientation, recall by gold letter, graded rows.
     A study with one family gets columns equal to the pooled ones, which the bootstrap sums once."""
     orients, F = T.orientations, T.families
@@ -364,7 +364,7 @@ def _add_family_columns(col: Callable[[Any, np.ndarray], Any], T: _Tables, n_arm
 
 
 def _add_family_delta_columns(
-    col: Callable[[Any, np.ndarray], Any], T: _Tables, t: int, c0: int, both: np.ndarray
+    col: Callable[[Column, np.ndarray], object], T: _Tables, t: int, c0: int, both: np.ndarray
 ) -> None:
     """Treated ``t`` − control within each reported family, on the family's items graded in both arms."""
     orients, F, acc_item = T.orientations, T.families, T.acc_item
@@ -387,7 +387,7 @@ def _add_family_delta_columns(
 
 
 def _add_comparison_columns(
-    col: Callable[[Any, np.ndarray], Any],
+    col: Callable[[Column, np.ndarray], object],
     T: _Tables,
     tallies: list[ParserTally],
     cmp: _Comparisons,
@@ -487,7 +487,7 @@ def _arm_metrics(
     if not letters:
         note("parser_letters", "no graded row with a known reference letter (a picked letter, or OTHER)")
     ag: JudgeAgreement | None = None
-    if T.review_vs_auto is not None and ("review_vs_auto", a, 0, 0) in S:
+    if T.review_vs_auto is not None and agreement.has_reviews(S, a):
         ag = agreement.judge_agreement(S, notes, a, arm, T.review_scope)
     if ag is None:
         note("judge_agreement", "no reviewed row with an automated verdict in this arm")
@@ -546,10 +546,11 @@ def compute(
     T = _tables(frames, R, C, notes)
     tallies = parser_tallies(frames, R, C)
     c0 = arms.index(ctrl) if ctrl is not None else -1
+    treated, pairs = rules.compared_arms(arms, ctrl)
     cmp = _Comparisons(
         control=c0,
-        treated=[a for a in range(n_arms) if a != c0] if c0 >= 0 else [],
-        pairs=[(i, j) for i in range(n_arms) for j in range(i + 1, n_arms)] if n_arms >= 3 else [],
+        treated=[arms.index(a) for a in treated],
+        pairs=[(arms.index(a), arms.index(b)) for a, b in pairs],
         present=T.present,
     )
 

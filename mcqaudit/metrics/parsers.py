@@ -13,9 +13,8 @@ INCORRECT) and disagree as letters: this is why the two families differ.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal
 
 import numpy as np
 
@@ -29,12 +28,13 @@ from mcqaudit.metrics.results import (
     ParserDisagreement,
     ParserLetters,
 )
-from mcqaudit.vocab import LETTERS, VERDICTS
+from mcqaudit.vocab import LETTERS, VERDICT_CODES, VerdictCode
 
 ROW_PARSERS = ("strict", "naive", "user")  # parsers with a letter column in the frames' rows
 # parser_letters rates, each over the same rows (those whose reference letter is known), so that
 # misread = wrong_letter + fabricated + missed
-LETTER_KINDS = ("misread", "wrong_letter", "fabricated", "missed")
+LetterKind = Literal["misread", "wrong_letter", "fabricated", "missed"]
+LETTER_KINDS: tuple[LetterKind, ...] = ("misread", "wrong_letter", "fabricated", "missed")
 # the three ways of misreading, in words (flag evidence, findings)
 MISREAD_WORDS = {
     "wrong_letter": "another letter",
@@ -106,11 +106,12 @@ def _letter_tally(
     verdict: np.ndarray, pick: np.ndarray, pos: np.ndarray, cell: np.ndarray, uniform: np.ndarray,
     R: Rows, C: Cells,
 ) -> LetterTally | None:  # fmt: skip
-    """Letters (``pos``, -1 none) against the reference letters of graded rows (``verdict`` ≥ 0)."""
-    known = (verdict == 2) | (pick >= 0)
+    """Letters (``pos``, -1 none) against the reference letters of graded rows (``verdict`` not NONE)."""
+    other = verdict == VerdictCode.OTHER
+    known = other | (pick >= 0)
     if not known.any():
         return None
-    ref = np.where(verdict == 2, -1, pick)[known]
+    ref = np.where(other, -1, pick)[known]
     pos, cell, uniform = pos[known], cell[known], uniform[known]
     has_ref, has_pos = ref >= 0, pos >= 0
     wrong = has_ref & has_pos & (pos != ref)
@@ -135,7 +136,7 @@ def _tally(
     cols: tuple[np.ndarray, ...] = (R.verdict, R.gold, R.n_opt, C.of_row, R.uniform, R.pick)
     if idx is not None:
         cols = tuple(c[idx] for c in cols)
-    keep = cols[0] >= 0
+    keep = cols[0] != VerdictCode.NONE
     if not keep.all():
         cols = tuple(c[keep] for c in cols)
         pos = pos[keep]
@@ -145,12 +146,13 @@ def _tally(
     bad = pos >= n_opt  # a letter beyond the displayed options is no letter
     if bad.any():
         pos = np.where(bad, -1, pos)
-    pv = np.ones(ref.size, dtype=np.int64)
-    pv[pos < 0] = 2
-    pv[pos == gold] = 0
+    # the parser's verdicts (vocab.verdict_of over codes): no letter OTHER, the gold one CORRECT, else INCORRECT
+    pv = np.full(ref.size, VerdictCode.INCORRECT, dtype=np.int64)
+    pv[pos < 0] = VerdictCode.OTHER
+    pv[pos == gold] = VerdictCode.CORRECT
     # item-weighted accuracy of the parser's verdicts: mean over cells of the CORRECT share
     n_cell_all = np.bincount(cell, minlength=nc)
-    cell_acc = safe_div(np.bincount(cell, weights=(pv == 0), minlength=nc), n_cell_all)
+    cell_acc = safe_div(np.bincount(cell, weights=(pv == VerdictCode.CORRECT), minlength=nc), n_cell_all)
     has = n_cell_all > 0
     arm_item = C.arm_item
     acc = safe_div(
@@ -161,10 +163,11 @@ def _tally(
     if letter_only:
         cmp = pos >= 0
         ref, pv, cell, uniform, pick, pos = ref[cmp], pv[cmp], cell[cmp], uniform[cmp], pick[cmp], pos[cmp]
-    conf = np.bincount((C.group[cell] * 3 + ref) * 3 + pv, minlength=n_arms * n_or * 9)
+    nv = len(VERDICT_CODES)
+    conf = np.bincount((C.group[cell] * nv + ref) * nv + pv, minlength=n_arms * n_or * nv * nv)
     return ParserTally(
         name=name,
-        confusion=conf.reshape(n_arms, n_or, 3, 3),
+        confusion=conf.reshape(n_arms, n_or, nv, nv),
         disagreement=rate_sums((pv != ref).astype(np.float64)[None], cell, uniform, R, C),
         letters=_letter_tally(ref, pick, pos, cell, uniform, R, C),
         acc=acc,
@@ -192,8 +195,8 @@ def parser_tallies(frames: StudyFrames, R: Rows, C: Cells) -> list[ParserTally]:
 
 
 def confusion_of(m: np.ndarray) -> Confusion:
-    """A 3 × 3 count matrix as ``{verdict: {verdict: rows}}``."""
-    return {VERDICTS[j]: {VERDICTS[h]: int(m[j, h]) for h in range(3)} for j in range(3)}
+    """A 3 × 3 count matrix indexed by VerdictCode as ``{verdict: {verdict: rows}}``."""
+    return {j.name: {h.name: int(m[j, h]) for h in VERDICT_CODES} for j in VERDICT_CODES}
 
 
 def parser_disagreement(
@@ -251,21 +254,30 @@ def parser_letters(tallies: list[ParserTally], orientations: list[str], a: int) 
         shown = [o for o in range(len(orientations)) if conf[o].sum() > 0]
         if not shown:
             continue
-        entry = ParserLetters(
-            **_letter_rates(sums.by_arm[a], conf.sum(axis=0), max(len(orientations[o]) for o in shown)),
-            by_orientation={
+        overall = _letter_rates(sums.by_arm[a], conf.sum(axis=0), max(len(orientations[o]) for o in shown))
+        entry: ParserLetters = {
+            "misread": overall["misread"],
+            "wrong_letter": overall["wrong_letter"],
+            "fabricated": overall["fabricated"],
+            "missed": overall["missed"],
+            "confusion": overall["confusion"],
+            "by_orientation": {
                 orientations[o]: _letter_rates(sums.by_cell[a, o], conf[o], len(orientations[o]))
                 for o in shown
             },
-        )
+        }
         if p.name == "strict":
             entry["compared"] = STRICT_COMPARED
         out[p.name] = entry
     return out
 
 
-def misread_counts(entry: Mapping[str, Any]) -> dict[str, int]:
+def misread_counts(entry: LetterRates) -> dict[str, int]:
     """The rows behind each of a ``parser_letters`` entry's four rates (they share their ``n``)."""
     m = entry.get("misread")
     n = int(m["n"]) if m else 0
-    return {k: round(((entry.get(k) or {}).get("value") or 0.0) * n) for k in LETTER_KINDS}
+    out: dict[str, int] = {}
+    for k in LETTER_KINDS:
+        rate = entry.get(k)
+        out[k] = round(((rate["value"] if rate else None) or 0.0) * n)
+    return out

@@ -5,6 +5,7 @@ Every threshold a reader might ask about ("why did this flag not fire?") lives h
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 CIMethod = Literal["bootstrap", "normal", "none"]  # how a report's replicates were drawn (bootstrap.method)
@@ -62,6 +63,23 @@ FLAG_PAGES = {
 
 CONTROL_SOURCES = ("--control", "stored", "named control/base", "first ingested")
 CONTROL_NAMES = ("control", "base")
+
+
+def arm_order(arms: Iterable[str], ordinals: Mapping[str, int]) -> list[str]:
+    """The order arms are listed in, everywhere (the report's ``arms``, every table, plot and selector that
+    lists them, and the index ``ai`` of the metrics' frames): ingest order (``ordinals``: the ``arms`` table's
+    ``ordinal``), then any arm without one, by name. Each arm once. The store's SQL that orders rows by arm
+    spells the same rule ``ORDER BY ordinal NULLS LAST, arm`` (tests/test_rules.py compares the two)."""
+    return sorted(set(arms), key=lambda a: (a not in ordinals, ordinals.get(a, 0), a))
+
+
+def compared_arms(arms: Sequence[str], control: str | None) -> tuple[list[str], list[tuple[str, str]]]:
+    """Which arms are compared, in :func:`arm_order` (``arms`` is already in it): every arm but the control
+    against the control (none without one), and with three or more arms every pair, each once, the earlier
+    arm first (the order of ``delta_accuracy`` and ``pairwise_delta``)."""
+    treated = [a for a in arms if a != control] if control is not None else []
+    pairs = [(a, b) for k, a in enumerate(arms) for b in arms[k + 1 :]] if len(arms) >= 3 else []
+    return treated, pairs
 
 
 def resolve_control(arms: list[str], requested: str | None, stored: str | None) -> tuple[str | None, str]:

@@ -3,8 +3,9 @@
 DuckDB does the joins and resolves every row's verdict (the rule macros the ``graded_rows`` view calls, see
 :mod:`mcqaudit.store.schema`, over the base tables so that no text column is read). What comes back is one narrow row of
 small integer codes per generation — no strings: arms, items and orientations are dense codes (``ai``,
-``ii``, ``oi``) indexing the lists in :class:`~mcqaudit.metrics.StudyInfo`; verdicts are 0 = CORRECT,
-1 = INCORRECT, 2 = OTHER, -1 = none (ungraded); letters are 0-based displayed positions, -1 = none.
+``ii``, ``oi``) indexing the lists in :class:`~mcqaudit.metrics.StudyInfo`; verdicts are
+:class:`~mcqaudit.vocab.VerdictCode` values (0 CORRECT, 1 INCORRECT, 2 OTHER, -1 NONE: ungraded), the SQL rendered
+from that enum (:func:`verdict_code_sql`); letters are 0-based displayed positions, -1 = none.
 The metrics module aggregates these with vectorised numpy (bincount), which on a 1,000,000-row study is
 several times faster than a GROUP BY per statistic here.
 
@@ -21,25 +22,27 @@ import duckdb
 import numpy as np
 
 from mcqaudit.metrics.inputs import Columns, StudyFrames, StudyInfo
+from mcqaudit.metrics.rules import arm_order
 from mcqaudit.store.db import Study
+from mcqaudit.vocab import VERDICT_CODES, VerdictCode
 
 VerdictView = Literal["final", "judge"]
 VERDICT_VIEWS: tuple[str, str] = ("final", "judge")
 BASE_PARSERS = ("strict", "naive", "user")
 
+# every arm, registered (with its ingest ordinal) or only in gen_rows (NULL): ordered by metrics.rules.arm_order
 _ARMS_SQL = """
-SELECT arm FROM (
-    SELECT arm, min(ord) AS ord FROM (
-        SELECT arm, ordinal AS ord FROM arms
-        UNION ALL SELECT DISTINCT arm, 2147483647 FROM gen_rows
-    ) GROUP BY arm
-) ORDER BY ord, arm
+SELECT arm, ordinal FROM arms
+UNION ALL SELECT DISTINCT arm, NULL FROM gen_rows WHERE arm NOT IN (SELECT arm FROM arms)
 """
 _ORIENTATIONS_SQL = "SELECT DISTINCT orientation FROM gen_rows ORDER BY length(orientation), orientation"
 
 
-def _code(v: str) -> str:
-    return f"coalesce(CASE {v} WHEN 'CORRECT' THEN 0 WHEN 'INCORRECT' THEN 1 WHEN 'OTHER' THEN 2 END, -1)::TINYINT"
+def verdict_code_sql(v: str) -> str:
+    """SQL mapping verdict expression ``v`` to its :class:`~mcqaudit.vocab.VerdictCode` (NULL or an unknown
+    value: ``NONE``), rendered from the enum."""
+    whens = " ".join(f"WHEN '{c.name}' THEN {int(c)}" for c in VERDICT_CODES)
+    return f"coalesce(CASE {v} {whens} END, {int(VerdictCode.NONE)})::TINYINT"
 
 
 def _pos(letter: str) -> str:
@@ -91,7 +94,7 @@ SELECT rn, ai, oi, ii, sample::INTEGER AS sample,
     {naive} AS naive_pos,
     {user} AS user_pos,
     (coalesce(list_position(?::VARCHAR[], judge_fp), 0) - 1)::SMALLINT AS fp,
-    ({verdict} = -1 AND coalesce(judge_status, 'pending') <> 'error') AS pending
+    ({verdict} = {none} AND coalesce(judge_status, 'pending') <> 'error') AS pending
 FROM f
 """
 
@@ -128,22 +131,23 @@ def _rows_sql(view: VerdictView, single_fingerprint: bool) -> str:
     final = view == "final"
     return _ROWS_SQL.format(
         judge="judge_verdicts" if single_fingerprint else "current_judge",
-        verdict=_code("final_verdict" if final else "auto_verdict"),
+        verdict=verdict_code_sql("final_verdict" if final else "auto_verdict"),
         pick=_pos("final_letter" if final else "auto_letter"),
-        auto=_code("auto_verdict"),
-        human=_code("review_verdict"),
+        auto=verdict_code_sql("auto_verdict"),
+        human=verdict_code_sql("review_verdict"),
         strict=_pos("strict_letter"),
         naive=_pos("naive_letter"),
         user=_pos("user_letter"),
+        none=int(VerdictCode.NONE),
     )
 
 
-def _scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> int:
+def _scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> int:
     row = con.execute(sql, params or []).fetchone()
     return int(row[0]) if row and row[0] is not None else 0
 
 
-def _fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> Columns:
+def _fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> Columns:
     """numpy columns, no pandas (the CLI's report need not import it)."""
     cols = con.execute(sql, params or []).fetchnumpy()
     return Columns({k: np.asarray(v) for k, v in cols.items()})
@@ -155,7 +159,8 @@ def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
         raise ValueError(f"verdicts must be one of {', '.join(VERDICT_VIEWS)}, not {verdicts!r}")
     with study.connect() as con:
         meta = dict(con.execute("SELECT key, value FROM study_meta").fetchall())
-        arms = [r[0] for r in con.execute(_ARMS_SQL).fetchall()]
+        listed = con.execute(_ARMS_SQL).fetchall()
+        arms = arm_order([a for a, _ in listed], {a: int(o) for a, o in listed if o is not None})
         orientations = [r[0] for r in con.execute(_ORIENTATIONS_SQL).fetchall()]
         configs = {
             fp: {"model": model, "shape": shape, "temperature": temp, "standin": bool(standin)}

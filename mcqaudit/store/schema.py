@@ -30,7 +30,8 @@ A change to a rule is a new migration that re-runs ``RULE_MACROS`` (and the view
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+
+from duckdb import DuckDBPyConnection
 
 from mcqaudit.parsers import WS
 from mcqaudit.vocab import (
@@ -157,7 +158,7 @@ QUALIFY row_number() OVER (PARTITION BY row_id ORDER BY created_at DESC, review_
 """
 
 
-def refresh_current_judge(con: Any, scope: str = "true", params: Sequence[Any] = ()) -> None:
+def refresh_current_judge(con: DuckDBPyConnection, scope: str = "true", params: Sequence[object] = ()) -> None:
     """Re-derive ``current_judge`` for the rows that ``scope`` (a condition on ``row_id``, with ``params``)
     selects, from ``judge_verdicts``; call it in the transaction that changed their verdicts."""
     con.execute(f"DELETE FROM current_judge WHERE {scope}", list(params))
@@ -167,7 +168,9 @@ def refresh_current_judge(con: Any, scope: str = "true", params: Sequence[Any] =
     )
 
 
-def refresh_effective_reviews(con: Any, scope: str = "true", params: Sequence[Any] = ()) -> None:
+def refresh_effective_reviews(
+    con: DuckDBPyConnection, scope: str = "true", params: Sequence[object] = ()
+) -> None:
     """Re-derive ``effective_reviews`` for the rows that ``scope`` (a condition on ``row_id``, with
     ``params``) selects, from ``reviews``; call it in the transaction that added their reviews."""
     con.execute(f"DELETE FROM effective_reviews WHERE {scope}", list(params))
@@ -178,7 +181,7 @@ def refresh_effective_reviews(con: Any, scope: str = "true", params: Sequence[An
     )
 
 
-def rebuild_current(con: Any) -> None:
+def rebuild_current(con: DuckDBPyConnection) -> None:
     """Re-derive both maintained tables for every row: for code that writes judge_verdicts or reviews with its
     own SQL (test builders, benchmarks) instead of through :mod:`~mcqaudit.store.judging` and
     :mod:`~mcqaudit.store.reviews`."""

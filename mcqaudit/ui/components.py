@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
 from mcqaudit.formatting import md_rich
+from mcqaudit.metrics.results import Flag, Report
 from mcqaudit.report import STANDIN_BANNER, UNAUDITED_BANNER
 from mcqaudit.ui import state
 from mcqaudit.ui.tables import md_escape
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEMO_BANNER = (
     "Demo data: the generations in this study were written by sample_runs/simulate.py, a simulated "
@@ -31,15 +35,15 @@ FLAG_HELP = {
 }
 
 
-def provenance(report: Mapping[str, Any] | None, meta: Mapping[str, str | None]) -> None:
+def provenance(report: Report | None, meta: Mapping[str, str | None]) -> None:
     """The banners every page starts with: stand-in judge, unaudited study, demo data (``report`` None:
     from the study settings alone)."""
     from mcqaudit.demo import is_demo
 
-    study = (report or {}).get("study", {})
-    if study.get("standin_judge"):
+    study = report.get("study") if report else None
+    if study and study.get("standin_judge"):
         st.warning(STANDIN_BANNER, icon=":material/warning:")
-    if study.get("unaudited") or (report is None and (meta.get("unaudited") or "").lower() == "true"):
+    if (study and study.get("unaudited")) or (report is None and (meta.get("unaudited") or "").lower() == "true"):
         st.warning(UNAUDITED_BANNER, icon=":material/warning:")
     if is_demo(meta):
         st.info(DEMO_BANNER, icon=":material/science:")
@@ -57,7 +61,7 @@ def switch_to(name: str) -> None:
         st.switch_page(pages[name])
 
 
-def flag_table(instances: Sequence[Mapping[str, Any]]) -> Any:
+def flag_table(instances: Sequence[Flag]) -> pd.DataFrame:
     """One row per instance of a flag: arm, parser (where the flag names one), evidence, items, rows."""
     import pandas as pd
 
@@ -79,7 +83,7 @@ def flag_table(instances: Sequence[Mapping[str, Any]]) -> Any:
 
 
 def flags(
-    flag_list: Sequence[Mapping[str, Any]], *, only: Sequence[str] | None = None, links: bool = True
+    flag_list: Sequence[Flag], *, only: Sequence[str] | None = None, links: bool = True
 ) -> None:
     """The flags grouped by name: one card per flag name with what it means, a compact table of its
     instances (arm, parser, evidence, n) and a link to the page that shows the evidence (``only``: these
@@ -89,20 +93,20 @@ def flags(
         if only is None:
             st.success("No diagnostic fired.")
         return
-    groups: dict[str, list[Mapping[str, Any]]] = {}
+    groups: dict[str, list[Flag]] = {}
     for f in shown:
-        groups.setdefault(str(f["name"]), []).append(f)
+        groups.setdefault(f["name"], []).append(f)
     for name, instances in groups.items():
         with st.container(border=True, key=f"flag-{name}"):
             count = f" ({len(instances)})" if len(instances) > 1 else ""
             st.markdown(f":material/flag: **{name}**{count} — {md_escape(FLAG_HELP.get(name, ''))}")
             if len(instances) == 1 and not instances[0].get("arm") and instances[0].get("items") is None:
-                st.markdown(md_rich(str(instances[0]["evidence"])))
+                st.markdown(md_rich(instances[0]["evidence"]))
             else:
                 st.dataframe(flag_table(instances), hide_index=True, key=f"flagtable-{name}")
             page = instances[0].get("page")
             if links and page:
-                page_link(str(page), label=f"Evidence: {page} →")
+                page_link(page, label=f"Evidence: {page} →")
 
 
 def plain_text(text: str | None, *, empty: str = "(empty)") -> None:

@@ -22,10 +22,13 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from mcqaudit.metrics.inputs import StudyFrames
+from mcqaudit.metrics.results import Report
 from mcqaudit.store import Study, StudyError
 from mcqaudit.store import reviews as rv
 from mcqaudit.store import rows as rw
 from mcqaudit.store.rows import RowFilter
+from mcqaudit.vocab import VerdictCode
 
 Version = tuple[tuple[int, int] | None, ...]
 
@@ -68,34 +71,33 @@ def study_version(path: str) -> Version:
 @st.cache_data(show_spinner="Computing metrics and confidence intervals…", max_entries=8)
 def analysis(
     path: str, version: Version, n_boot: int, control: str | None = None, verdicts: str = "final"
-) -> tuple[dict[str, Any], pd.DataFrame]:
+) -> tuple[Report, pd.DataFrame]:
     """The report and the verdict counts per arm and orientation, from one read of the study's frames:
     one cached entry per (study version, resamples, control, verdict view), shared by every page."""
-    from mcqaudit.app.report import load_frames, report_from_frames
+    from mcqaudit.app.report import load_frames, report_from_frames, verdict_view
 
-    frames = load_frames(get_study(path), verdicts)
+    frames = load_frames(get_study(path), verdict_view(verdicts))
     rep = report_from_frames(frames, control=control, n_boot=n_boot, seed=SEED)
-    return dict(rep), counts_of(frames)
+    return rep, counts_of(frames)
 
 
-def report(path: str, version: Version, n_boot: int, control: str | None = None) -> dict[str, Any]:
+def report(path: str, version: Version, n_boot: int, control: str | None = None) -> Report:
     return analysis(path, version, n_boot, control)[0]
 
 
-def counts_of(frames: Any) -> pd.DataFrame:
+def counts_of(frames: StudyFrames) -> pd.DataFrame:
     """Rows, CORRECT, INCORRECT, OTHER and ungraded rows per arm and orientation of the frames' verdict view,
     in arm then orientation order — what :func:`mcqaudit.store.rows.verdict_counts` reads off
     ``graded_rows`` (final verdicts), counted from the frames the report already loaded."""
     import numpy as np
 
+    from mcqaudit.metrics.cells import code_col, code_counts
     from mcqaudit.metrics.inputs import column
 
     info = frames.info
     n_or = max(len(info.orientations), 1)
     key = column(frames.rows, "ai").astype(np.int64) * n_or + column(frames.rows, "oi")
-    v = column(frames.rows, "verdict").astype(np.int64)
-    size = len(info.arms) * n_or
-    by = np.bincount(key * 4 + (v + 1), minlength=size * 4).reshape(size, 4)  # ungraded, C, I, O
+    by = code_counts(key, column(frames.rows, "verdict"), len(info.arms) * n_or)
     rows = by.sum(axis=1)
     keep = np.flatnonzero(rows)
     return pd.DataFrame(
@@ -103,10 +105,10 @@ def counts_of(frames: Any) -> pd.DataFrame:
             "arm": [info.arms[g // n_or] for g in keep],
             "orientation": [info.orientations[g % n_or] for g in keep],
             "rows": rows[keep],
-            "correct": by[keep, 1],
-            "incorrect": by[keep, 2],
-            "other": by[keep, 3],
-            "ungraded": by[keep, 0],
+            "correct": by[keep, code_col(VerdictCode.CORRECT)],
+            "incorrect": by[keep, code_col(VerdictCode.INCORRECT)],
+            "other": by[keep, code_col(VerdictCode.OTHER)],
+            "ungraded": by[keep, code_col(VerdictCode.NONE)],
         }
     )
 

@@ -7,12 +7,18 @@ metric that could not be computed is ``n/a``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import pandas as pd
 
 from mcqaudit.formatting import md_text
 from mcqaudit.metrics.parsers import misread_counts
+from mcqaudit.metrics.results import (
+    LetterRates,
+    Metric,
+    OrientationDisagreement,
+    ParserDisagreement,
+    Report,
+)
 from mcqaudit.report import (
     FamilyView,
     agreement_cells,
@@ -26,7 +32,6 @@ from mcqaudit.report import (
 from mcqaudit.report import pct as _pct
 from mcqaudit.vocab import VERDICTS
 
-Report = Mapping[str, Any]
 NA = "n/a"
 
 
@@ -36,7 +41,7 @@ def md_escape(text: object) -> str:
     return md_text(text)
 
 
-def pct(m: Mapping[str, Any] | None, *, sign: bool = False, ci: bool = True) -> str:
+def pct(m: Metric | None, *, sign: bool = False, ci: bool = True) -> str:
     """The report's percent-with-CI, and beside every CI its n (items, or rows for a row-level rate): a
     number without its sample size is not shown to anyone."""
     s = _pct(m, sign=sign, ci=ci)
@@ -71,19 +76,20 @@ def headline(report: Report) -> pd.DataFrame:
 
 
 def deltas(report: Report) -> pd.DataFrame:
-    rows = []
+    rows: list[dict[str, object]] = []
     for a, d in (report.get("delta_accuracy") or {}).items():
         if d is None:
             rows.append({"arm": a, "Δaccuracy (pp)": "not compared (see notes)"})
             continue
         ov = d["overall"]
+        mde = ov.get("mde") if ov else None
         rows.append(
             {
                 "arm": a,
                 "items": d.get("items"),
                 "pairing": d.get("pairing", ""),
                 "Δaccuracy (pp)": pct(ov, sign=True),
-                "MDE (pp)": f"{ov['mde'] * 100:.1f}" if ov and ov.get("mde") is not None else NA,
+                "MDE (pp)": f"{mde * 100:.1f}" if mde is not None else NA,
                 "Δ OTHER rate (pp)": pct(d.get("other_rate"), sign=True),
                 "Δ answered accuracy (pp)": pct(d.get("answered_accuracy"), sign=True),
             }
@@ -136,11 +142,12 @@ def circular(report: Report) -> pd.DataFrame:
     rows = []
     for a in report["arms"]:
         c = report["metrics"][a]["circular_accuracy"]
+        chance = c.get("chance") if c else None
         rows.append(
             {
                 "arm": arm_label(report, a),
                 "circular accuracy %": pct(c),
-                "chance %": f"{c['chance'] * 100:.2f}" if c and c.get("chance") is not None else NA,
+                "chance %": f"{chance * 100:.2f}" if chance is not None else NA,
                 "items": c["n"] if c else 0,
                 "accuracy %": pct(report["metrics"][a]["accuracy"]),
             }
@@ -187,7 +194,9 @@ def parsers_of(report: Report) -> list[str]:
     return out
 
 
-def parser_entry(report: Report, parser: str, arm: str, orientation: str | None) -> Mapping[str, Any] | None:
+def parser_entry(
+    report: Report, parser: str, arm: str, orientation: str | None
+) -> ParserDisagreement | OrientationDisagreement | None:
     """The parser_disagreement entry ({rate, confusion}) of one arm, overall or for one orientation."""
     e = (report["metrics"][arm].get("parser_disagreement") or {}).get(parser)
     if e is None or orientation is None:
@@ -195,7 +204,7 @@ def parser_entry(report: Report, parser: str, arm: str, orientation: str | None)
     return (e.get("by_orientation") or {}).get(orientation)
 
 
-def letters_entry(report: Report, parser: str, arm: str, orientation: str | None) -> Mapping[str, Any] | None:
+def letters_entry(report: Report, parser: str, arm: str, orientation: str | None) -> LetterRates | None:
     """The parser_letters entry (the four rates and the letter confusion) of one arm, overall or for one
     orientation; None where no row with a known reference letter was compared."""
     e = (report["metrics"][arm].get("parser_letters") or {}).get(parser)
@@ -209,14 +218,14 @@ def letter_rates(report: Report) -> pd.DataFrame:
     them were another letter, a letter made up (the answer picks none) and a letter missed."""
     rows = []
     for p in parsers_of(report):
-        row: dict[str, Any] = {"parser": p}
+        row: dict[str, str] = {"parser": p}
         for a in report["arms"]:
-            e = (report["metrics"][a].get("parser_letters") or {}).get(p)
-            m = (e or {}).get("misread")
-            if not m:
+            e = report["metrics"][a]["parser_letters"].get(p)
+            m = e["misread"] if e else None
+            if not e or not m:
                 row[a] = NA
                 continue
-            count = misread_counts(e or {})
+            count = misread_counts(e)
             split = " / ".join(str(count[k]) for k in ("wrong_letter", "fabricated", "missed"))
             row[a] = f"{pct(m)} (another / made up / missed: {split})"
         rows.append(row)
@@ -251,10 +260,11 @@ def parser_deltas(report: Report) -> pd.DataFrame:
 def disagreement_rates(report: Report) -> pd.DataFrame:
     rows = []
     for p in parsers_of(report):
-        row: dict[str, Any] = {"parser": p}
+        row: dict[str, str] = {"parser": p}
         for a in report["arms"]:
             e = (report["metrics"][a].get("parser_disagreement") or {}).get(p)
-            row[a] = f"{pct(e['rate'])} (n={e['rate']['n']})" if e and e.get("rate") else NA
+            rate = e.get("rate") if e else None
+            row[a] = f"{pct(rate)} (n={rate['n']})" if rate else NA
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -324,11 +334,12 @@ def logprob(report: Report) -> pd.DataFrame:
     for a in report["arms"]:
         lp = report["metrics"][a].get("logprob_crosscheck")
         if lp:
+            text = lp.get("accuracy_text")
             rows.append(
                 {
                     "arm": arm_label(report, a),
                     "row-level mismatch %": pct(lp.get("mismatch_rate")),
-                    "rows": lp["accuracy_text"]["n"] if lp.get("accuracy_text") else 0,
+                    "rows": text["n"] if text else 0,
                     "accuracy by log-prob %": pct(lp.get("accuracy_logprob")),
                     "accuracy by text %": pct(lp.get("accuracy_text")),
                     "difference (pp)": pct(lp.get("difference"), sign=True),
@@ -364,7 +375,7 @@ def judge_agreement(report: Report) -> pd.DataFrame:
             {
                 "": name,
                 "reviewed rows": int(
-                    ag.get("reviewed_rows") or (ag["agreement"]["n"] if ag.get("agreement") else 0)
+                    ag.get("reviewed_rows") or (a["n"] if (a := ag.get("agreement")) else 0)
                 ),
                 "agreement %": cells["agreement"],
                 "Cohen's κ": cells["kappa"],

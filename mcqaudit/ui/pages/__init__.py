@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import streamlit as st
 
+from mcqaudit.metrics.results import Report
 from mcqaudit.ui import data, state
 
 
@@ -15,7 +15,7 @@ from mcqaudit.ui import data, state
 class Loaded:
     path: str
     version: data.Version
-    report: dict[str, Any]
+    report: Report
     meta: dict[str, str | None]
 
 

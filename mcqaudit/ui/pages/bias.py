@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import streamlit as st
 
 from mcqaudit import plots
+from mcqaudit.metrics.results import Report
 from mcqaudit.report import LOGPROB_WORDS
 from mcqaudit.ui import components, tables
 from mcqaudit.ui.pages import load
 
 
-def render_bias(report: Mapping[str, Any], meta: Mapping[str, str | None]) -> None:
+def render_bias(report: Report, meta: Mapping[str, str | None]) -> None:
     st.title("Bias")
     components.provenance(report, meta)
     components.flags(report["flags"], only=["design_imbalance", "logprob_mismatch"], links=False)

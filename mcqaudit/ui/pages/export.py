@@ -7,17 +7,17 @@ import json
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import streamlit as st
 
+from mcqaudit.metrics.results import Report
 from mcqaudit.store import StudyError
 from mcqaudit.store.reviews import ReviewImportError
 from mcqaudit.ui import components, data, state, tables
 from mcqaudit.ui.pages import load
 
 
-def render_export(report: Mapping[str, Any], meta: Mapping[str, str | None], path: str) -> None:
+def render_export(report: Report, meta: Mapping[str, str | None], path: str) -> None:
     from mcqaudit.report import to_html, to_markdown
 
     st.title("Export")

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import streamlit as st
 
 from mcqaudit import plots
+from mcqaudit.metrics.results import Report
 from mcqaudit.ui import components, tables
 from mcqaudit.ui.pages import load
 
 
-def render_orientations(report: Mapping[str, Any], meta: Mapping[str, str | None]) -> None:
+def render_orientations(report: Report, meta: Mapping[str, str | None]) -> None:
     st.title("Orientations")
     components.provenance(report, meta)
     components.flags(report["flags"], only=["design_imbalance", "orientation_instability"], links=False)

@@ -4,12 +4,12 @@ and the OTHER rows themselves."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from mcqaudit import plots
+from mcqaudit.metrics.results import Report
 from mcqaudit.store.rows import RowFilter
 from mcqaudit.ui import components, data, state, tables
 from mcqaudit.ui.pages import load
@@ -20,7 +20,7 @@ LIST_LIMIT = 200
 
 
 def render_other(
-    report: Mapping[str, Any],
+    report: Report,
     meta: Mapping[str, str | None],
     counts: pd.DataFrame,
     path: str,

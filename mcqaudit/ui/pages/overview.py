@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import streamlit as st
 
 from mcqaudit.formatting import md_rich, pairing_words
+from mcqaudit.metrics.results import Report
 from mcqaudit.report import ci_words, names_in, note_label
 from mcqaudit.ui import components, data, tables
 from mcqaudit.ui.pages import load
 
 
-def render_findings(report: Mapping[str, Any]) -> None:
+def render_findings(report: Report) -> None:
     """The study's story in a few sentences, each with its number, CI and n (written by the report)."""
     found = report.get("findings") or []
     st.subheader("Findings")
@@ -25,7 +25,7 @@ def render_findings(report: Mapping[str, Any]) -> None:
     st.markdown("\n".join(f"- {md_rich(' '.join(f['text'].split()), names)}" for f in found))
 
 
-def render_cards(report: Mapping[str, Any]) -> None:
+def render_cards(report: Report) -> None:
     """Headline figures per arm: accuracy and OTHER rate with their CI and n."""
     arms = list(report["arms"])
     cols = st.columns(max(1, min(len(arms), 4)))
@@ -37,19 +37,19 @@ def render_cards(report: Mapping[str, Any]) -> None:
             acc, oth = m["accuracy"], m["other_rate"]
             c1.metric(
                 f"accuracy · {tables.md_escape(arm)}",
-                f"{acc['value'] * 100:.1f} %" if acc else tables.NA,
+                f"{acc['value'] * 100:.1f} %" if acc and acc["value"] is not None else tables.NA,
                 help=f"95 % CI {tables.pct(acc)}; item-weighted; OTHER counts as not correct",
             )
             c2.metric(
                 f"OTHER rate · {tables.md_escape(arm)}",
-                f"{oth['value'] * 100:.1f} %" if oth else tables.NA,
+                f"{oth['value'] * 100:.1f} %" if oth and oth["value"] is not None else tables.NA,
                 help=f"95 % CI {tables.pct(oth)}; ungraded rows are counted apart",
             )
             st.caption(f"accuracy {tables.pct(acc)} · OTHER rate {tables.pct(oth)}")
 
 
 def render_overview(
-    report: Mapping[str, Any], meta: Mapping[str, str | None], counts: Mapping[str, int], path: str
+    report: Report, meta: Mapping[str, str | None], counts: Mapping[str, int], path: str
 ) -> None:
     st.title("Overview")
     components.provenance(report, meta)

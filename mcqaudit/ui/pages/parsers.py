@@ -5,13 +5,14 @@ misread rates against the 5 % line, and the Δ each parser would have reported b
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from mcqaudit import plots
 from mcqaudit.formatting import naive_words, plural
 from mcqaudit.metrics import PARSER_DISAGREEMENT_MAX
+from mcqaudit.metrics.results import LetterRates, Metric, OrientationDisagreement, ParserDisagreement, Report
 from mcqaudit.store.rows import Cell, ConfusionCell, LetterCell, RowFilter
 from mcqaudit.ui import components, data, state, tables
 from mcqaudit.ui.pages import load
@@ -27,25 +28,28 @@ PARSER_HELP = {
 }
 
 
-def _pick_cell(cell: dict[str, Any]) -> None:
+def _pick_cell(cell: dict[str, str | None]) -> None:
     st.session_state[state.CELL] = cell
 
 
-def _rate_metric(box: Any, label: str, rate: Mapping[str, Any] | None, what: str) -> None:
+def _rate_metric(box: DeltaGenerator, label: str, rate: Metric | None, what: str) -> None:
     """A rate against the 5 % line, with its CI and n in the help."""
-    if not rate or rate.get("value") is None:
+    value = rate["value"] if rate else None
+    if value is None:
         return
-    above = rate["value"] > PARSER_DISAGREEMENT_MAX
+    above = value > PARSER_DISAGREEMENT_MAX
     box.metric(
         tables.md_escape(label),
-        f"{rate['value'] * 100:.1f} %",
+        f"{value * 100:.1f} %",
         delta=("above" if above else "below") + f" the {PARSER_DISAGREEMENT_MAX * 100:.0f} % line",
         delta_color="inverse" if above else "normal",
         help=f"95 % CI {tables.pct(rate)} rows (item-clustered); compared on {what}",
     )
 
 
-def _verdict_matrix(entry: Mapping[str, Any], parser: str, arm: str, o: str | None) -> None:
+def _verdict_matrix(
+    entry: ParserDisagreement | OrientationDisagreement, parser: str, arm: str, o: str | None
+) -> None:
     st.markdown(
         "**Verdict (rows) × the parser's verdict (columns).** Click a count to list exactly those rows."
     )
@@ -58,7 +62,9 @@ def _verdict_matrix(entry: Mapping[str, Any], parser: str, arm: str, o: str | No
         cols = st.columns(4)
         cols[0].markdown(f"**verdict: {r}**")
         for k, c in enumerate(VERDICTS, start=1):
-            cell = {"parser": parser, "arm": arm, "orientation": o, "verdict": r, "parser_verdict": c}
+            cell: dict[str, str | None] = {
+                "parser": parser, "arm": arm, "orientation": o, "verdict": r, "parser_verdict": c
+            }  # fmt: skip
             cols[k].button(
                 f"{int(conf[r][c])}",
                 key=f"cell-{r}-{c}",
@@ -70,16 +76,16 @@ def _verdict_matrix(entry: Mapping[str, Any], parser: str, arm: str, o: str | No
             )
 
 
-def _letter_matrix(letters: Mapping[str, Any], parser: str, arm: str, o: str | None) -> None:
+def _letter_matrix(letters: LetterRates, parser: str, arm: str, o: str | None) -> None:
     """The letter confusion as a heatmap of buttons: reference letter (rows) × the parser's letter (columns),
     ``none`` included; a cell's shade is its share of the largest count of its kind (agreement in blue,
     misreads in red); a click lists its rows."""
     conf = letters["confusion"]
     keys = list(conf)
-    m = letters.get("misread") or {}
+    m = letters.get("misread")
     st.markdown(
         "**Reference letter (rows) × the parser's letter (columns)**, `none` included: the picked letter, "
-        f"none for OTHER, on the {m.get('n', 0)} rows whose letter is known. Click a count to list its rows."
+        f"none for OTHER, on the {m['n'] if m else 0} rows whose letter is known. Click a count to list its rows."
     )
     same = max([conf[k][k] for k in keys] + [1])
     off = max([conf[r][c] for r in keys for c in keys if r != c] + [1])
@@ -98,7 +104,7 @@ def _letter_matrix(letters: Mapping[str, Any], parser: str, arm: str, o: str | N
                 alpha = 0.15 + 0.6 * n / (same if r == c else off)
                 rgb = "31, 119, 180" if r == c else "214, 39, 40"
                 css.append(f".st-key-{key} button {{ background-color: rgba({rgb}, {alpha:.2f}); }}")
-            cell = {
+            cell: dict[str, str | None] = {
                 "kind": "letter",
                 "parser": parser,
                 "arm": arm,
@@ -118,9 +124,10 @@ def _letter_matrix(letters: Mapping[str, Any], parser: str, arm: str, o: str | N
     if css:  # our own rules, keyed by letters only: nothing from the data is written into them
         st.html("<style>" + "\n".join(css) + "</style>")
     parts = [
-        f"{label} {tables.pct(letters.get(k))}"
-        for k, label in (("wrong_letter", "another letter"), ("fabricated", "a letter made up for none"),
-                         ("missed", "no letter where there is one"))
+        f"{label} {tables.pct(rate)}"
+        for rate, label in ((letters.get("wrong_letter"), "another letter"),
+                            (letters.get("fabricated"), "a letter made up for none"),
+                            (letters.get("missed"), "no letter where there is one"))
     ]  # fmt: skip
     st.caption("Of those rows, % with 95 % CI and n: " + "; ".join(parts) + ".")
 
@@ -160,7 +167,7 @@ def _cell_rows(path: str, parser: str, arm: str, o: str | None) -> None:
         send_to_review(arms=[arm], orientations=[o] if o else [], cell=cell)
 
 
-def render_parsers(report: Mapping[str, Any], meta: Mapping[str, str | None], path: str) -> None:
+def render_parsers(report: Report, meta: Mapping[str, str | None], path: str) -> None:
     st.title("Parsers vs judge")
     components.provenance(report, meta)
     components.flags(report["flags"], only=["suspected_parser_artifact", "parser_disagreement"], links=False)
