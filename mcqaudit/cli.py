@@ -292,10 +292,15 @@ def generate(
     flags, no API key for a remote endpoint, an output file from another model); 1 anything else (bad prompt
     rows, the endpoint refusing every request).
     """
-    from mcqaudit.endpoint import Interrupted, scrub
-    from mcqaudit.generate import GenerateOptions, GenerateUsageError, secret_for
-    from mcqaudit.generate import generate as run_generate
-    from mcqaudit.ingest.errors import InputError
+    from mcqaudit.app.generate import (
+        GenerateOptions,
+        GenerateUsageError,
+        InputError,
+        Interrupted,
+        scrub,
+        secret_for,
+    )
+    from mcqaudit.app.generate import generate as run_generate
 
     options = GenerateOptions(model=model, base_url=base_url, arm=arm, api_key_env=api_key_env,
                               concurrency=concurrency, temperature=temperature, samples=samples,
@@ -1181,7 +1186,7 @@ def standin_judge(
     `mcqaudit grade --judge-model standin-heuristic --judge-base-url http://127.0.0.1:PORT/v1`.
     Every view of its verdicts says they come from a heuristic. Stops on Ctrl-C.
     """
-    from mcqaudit.standin.server import BatchKnobs, StandinOptions, serve
+    from mcqaudit.app.standin import BatchKnobs, StandinOptions, serve
 
     try:
         opts = StandinOptions(latency_ms=latency_ms, fail_rate=fail_rate, rate_limit_rate=rate_limit_rate,
