@@ -6,5 +6,8 @@ extension) call only these modules and the pure core; the use cases call ``store
 ``ingest/`` (readers), and the pure core. Nothing below imports this package.
 
 - :mod:`~mcqaudit.app.report` — study → frames → metrics → report dict;
-- :mod:`~mcqaudit.app.info` — the flags that need no bootstrap, for ``mcqaudit info``.
+- :mod:`~mcqaudit.app.info` — the flags that need no bootstrap, for ``mcqaudit info``;
+- :mod:`~mcqaudit.app.study` — ``open_study``, the one way a use case opens a study (its journal replayed);
+- :mod:`~mcqaudit.app.grade` — the grade prelude and runs (online, batch), dry runs, ``--no-judge``;
+- :mod:`~mcqaudit.app.generate`, :mod:`~mcqaudit.app.standin` — a model run to a file; the stand-in judge.
 """
