@@ -114,9 +114,9 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 def _check_key_env(flag: str, env_name: str, base_url: str | None) -> None:
     """Refuse a key-variable value that is neither set nor shaped like a variable name, without repeating
     it: it is most likely the key itself, pasted where its variable's name belongs (issue 13)."""
-    from mcqaudit.endpoint import api_key_for, looks_like_env_name
+    from mcqaudit.app.grade import key_variable_plausible
 
-    if looks_like_env_name(env_name) or api_key_for(env_name, base_url) is not None:
+    if key_variable_plausible(env_name, base_url):
         return
     raise _fail(
         f"error: {flag} takes the NAME of an environment variable that holds the API key; the value given is "

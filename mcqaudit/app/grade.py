@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcqaudit.app.study import JUDGED, replay_journal, take_replayed
-from mcqaudit.endpoint import run_until_sigterm
+from mcqaudit.endpoint import api_key_for, looks_like_env_name, run_until_sigterm
 from mcqaudit.endpoint import scrub as scrub
 from mcqaudit.grade import run
 from mcqaudit.grade.batch import (
@@ -91,6 +91,7 @@ __all__ = [
     "grade_options",
     "grade_without_judge",
     "key_in_env",
+    "key_variable_plausible",
     "scrub",
     "summary_json",
 ]
@@ -132,6 +133,13 @@ def grade_options(settings: JudgeSettings) -> GradeOptions:
     except ValueError as exc:  # the judge configuration's own checks (a temperature above 0.2, ...)
         raise GradeUsageError(str(exc)) from None
     return options
+
+
+def key_variable_plausible(env_name: str, base_url: str | None) -> bool:
+    """Whether a key-variable value (`--judge-api-key-env`, `--api-key-env`) is set or reads as a variable
+    name; one that is neither is most likely the key itself, pasted where its variable's name belongs, and
+    is refused without being repeated (issue 13)."""
+    return looks_like_env_name(env_name) or api_key_for(env_name, base_url) is not None
 
 
 # --- the prelude ------------------------------------------------------------------------------------------
