@@ -39,7 +39,7 @@ import openai
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from mcqaudit.grade import GradeOptions, grade  # noqa: E402
+from mcqaudit.app.grade import GradeOptions, grade  # noqa: E402
 from mcqaudit.judge.prompts import SYSTEM_PROMPT, JudgeConfig, render  # noqa: E402
 from mcqaudit.store import Study  # noqa: E402
 from tests.judge_servers import add_rows  # noqa: E402

@@ -11,7 +11,7 @@ import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -34,6 +34,10 @@ from rich.text import Text
 from mcqaudit import __version__
 from mcqaudit.files import WriteFailed, write_atomic
 from mcqaudit.terminal import visible
+
+if TYPE_CHECKING:
+    from mcqaudit.app.grade import BatchDryRun, DryRun, GradeOptions, JudgeConfig
+    from mcqaudit.app.study import Study
 
 app = typer.Typer(
     name="mcqaudit",
@@ -110,9 +114,9 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 def _check_key_env(flag: str, env_name: str, base_url: str | None) -> None:
     """Refuse a key-variable value that is neither set nor shaped like a variable name, without repeating
     it: it is most likely the key itself, pasted where its variable's name belongs (issue 13)."""
-    from mcqaudit.endpoint import api_key_for, looks_like_env_name
+    from mcqaudit.app.grade import key_variable_plausible
 
-    if looks_like_env_name(env_name) or api_key_for(env_name, base_url) is not None:
+    if key_variable_plausible(env_name, base_url):
         return
     raise _fail(
         f"error: {flag} takes the NAME of an environment variable that holds the API key; the value given is "
@@ -130,14 +134,14 @@ def _write_out(out: Path, content) -> None:
         raise _fail(f"error: {exc}") from None
 
 
-def _open_study(db: Path, create: bool = False, *, say_replayed: bool = True):
-    """The study, or one clear line and exit 1. Opening it for writing replays what a stopped or killed run
-    left in its journal: said here on stderr, unless the command says it itself (``say_replayed=False``:
-    `info` in its journal section, an online `grade` in its summary)."""
-    from mcqaudit.store import Study, StudyError
+def _open_study(db: Path, create: bool = False, *, say_replayed: bool = True) -> Study:
+    """The study (:func:`mcqaudit.app.study.open_study`), or one clear line and exit 1. Opening it for
+    writing replays what a stopped or killed run left in its journal: said here on stderr, unless the command
+    says it itself (``say_replayed=False``: `info` in its journal section, an online `grade` in its summary)."""
+    from mcqaudit.app.study import StudyError, open_study
 
     try:
-        study = Study(db, create=create)
+        study = open_study(db, create=create)
     except StudyError as exc:
         raise _fail(f"error: {exc}") from None
     if say_replayed and (line := _replayed_line(study)):
@@ -145,11 +149,11 @@ def _open_study(db: Path, create: bool = False, *, say_replayed: bool = True):
     return study
 
 
-def _replayed_line(study) -> str | None:
+def _replayed_line(study: Study) -> str | None:
     """What opening ``study`` wrote in from its journal, once (it is then forgotten), or None."""
-    from mcqaudit.store.journal import JUDGED
+    from mcqaudit.app.study import JUDGED, take_replayed
 
-    done, study.replayed = study.replayed, None
+    done = take_replayed(study)
     if done is None or not done.total:
         return None
     n = done.records.get(JUDGED, 0)
@@ -288,10 +292,15 @@ def generate(
     flags, no API key for a remote endpoint, an output file from another model); 1 anything else (bad prompt
     rows, the endpoint refusing every request).
     """
-    from mcqaudit.endpoint import Interrupted, scrub
-    from mcqaudit.generate import GenerateOptions, GenerateUsageError, secret_for
-    from mcqaudit.generate import generate as run_generate
-    from mcqaudit.ingest.errors import InputError
+    from mcqaudit.app.generate import (
+        GenerateOptions,
+        GenerateUsageError,
+        InputError,
+        Interrupted,
+        scrub,
+        secret_for,
+    )
+    from mcqaudit.app.generate import generate as run_generate
 
     options = GenerateOptions(model=model, base_url=base_url, arm=arm, api_key_env=api_key_env,
                               concurrency=concurrency, temperature=temperature, samples=samples,
@@ -938,10 +947,8 @@ def grade(
     else.
     """
 
-    from mcqaudit import grade as grading
-    from mcqaudit.judge.client import scrub
-    from mcqaudit.judge.prompts import JudgeConfig
-    from mcqaudit.store import StudyError
+    from mcqaudit.app import grade as grading
+    from mcqaudit.app.grade import StudyError, scrub
 
     arms = tuple(arm or ())
     if no_judge and dry_run:
@@ -964,8 +971,8 @@ def grade(
         except StudyError as exc:  # a read-only study: one line, never a traceback
             raise _fail(f"error: {exc}") from None
         console.print(
-            f"graded with the strict pre-filter alone: {counts.get('prefilter', 0)} rows by the pre-filter, "
-            f"{counts.get('rule', 0)} blank rows OTHER by rule; {counts.get('needs_judge', 0)} rows need a judge "
+            f"graded with the strict pre-filter alone: {counts.prefilter} rows by the pre-filter, "
+            f"{counts.rule} blank rows OTHER by rule; {counts.needs_judge} rows need a judge "
             "and stay ungraded (pending).",
             markup=False, highlight=False,
         )
@@ -974,34 +981,26 @@ def grade(
         return
     assert judge_model is not None
     try:
-        ex = grading.load_exemplars(exemplars, shape) if exemplars is not None else ()
-        config = JudgeConfig(model=judge_model, shape=shape, temperature=temperature, max_tokens=max_tokens,
-                             seed=seed, exemplars=ex, base_url=judge_base_url, rationale=rationale)
-        options = grading.GradeOptions(config, base_url=judge_base_url, api_key_env=judge_api_key_env,
-                                       concurrency=concurrency, timeout_s=timeout, max_retries=max_retries,
-                                       arms=arms, limit=limit)
-        options.validate()
-    except (ValueError, grading.GradeUsageError) as exc:
+        options = grading.grade_options(grading.JudgeSettings(
+            model=judge_model, base_url=judge_base_url, api_key_env=judge_api_key_env, shape=shape,
+            temperature=temperature, max_tokens=max_tokens, seed=seed, exemplars=exemplars, rationale=rationale,
+            concurrency=concurrency, timeout_s=timeout, max_retries=max_retries, arms=arms, limit=limit,
+        ))  # fmt: skip
+    except grading.GradeUsageError as exc:
         raise _fail(f"error: {exc}", 2) from None
     if not dry_run:
         _check_key_env("--judge-api-key-env", judge_api_key_env, judge_base_url)
-    if dry_run and batch:
-        from mcqaudit.grade import batch as batching
-
-        try:
-            bplan = batching.batch_dry_run(
-                study, options, batching.BatchOptions(max_lines=batch_max_lines, poll_interval_s=poll_interval)
-            )
-        except grading.GradeUsageError as exc:
-            raise _fail(f"error: {exc}", 2) from None
-        _print_dry_run(bplan.plan, config, bplan)
-        return
     if dry_run:
         try:
-            plan = grading.dry_run(study, options)
+            if batch:
+                bplan = grading.batch_dry_run(
+                    study, options, grading.BatchOptions(max_lines=batch_max_lines, poll_interval_s=poll_interval)
+                )
+                _print_dry_run(bplan.plan, options.config, bplan)
+            else:
+                _print_dry_run(grading.dry_run(study, options), options.config)
         except grading.GradeUsageError as exc:
             raise _fail(f"error: {exc}", 2) from None
-        _print_dry_run(plan, config)
         return
     secret = grading.key_in_env(judge_api_key_env)
     if batch:
@@ -1063,19 +1062,16 @@ class BatchProgress(GradeProgress):
         self._progress.update(self._lines, completed=done_lines, total=total_lines, status=status)
 
 
-def _grade_batch(study, options, secret: str, *, no_wait: bool, max_lines: int, poll_interval: float,
-                 quiet: bool, as_json: bool) -> None:
+def _grade_batch(study: Study, options: GradeOptions, secret: str, *, no_wait: bool, max_lines: int,
+                 poll_interval: float, quiet: bool, as_json: bool) -> None:
     """`grade --batch`: the run through the Batch API, its summary and exit status (docs/design.md §5)."""
-    from mcqaudit import grade as grading
-    from mcqaudit.grade import batch as batching
-    from mcqaudit.judge.client import scrub
-    from mcqaudit.store import StudyError
-    from mcqaudit.store.db import disk_failure
+    from mcqaudit.app import grade as grading
+    from mcqaudit.app.grade import StudyError, disk_failure, scrub
 
-    opts = batching.BatchOptions(wait=not no_wait, max_lines=max_lines, poll_interval_s=poll_interval)
+    opts = grading.BatchOptions(wait=not no_wait, max_lines=max_lines, poll_interval_s=poll_interval)
     try:
         opts.validate()
-        summary = batching.grade_batch(study, options, opts, reporter=None if quiet or as_json else BatchProgress(err))
+        summary = grading.grade_batch(study, options, opts, reporter=None if quiet or as_json else BatchProgress(err))
     except grading.GradeUsageError as exc:
         raise _fail(f"error: {scrub(str(exc), secret)}", 2) from None
     except (KeyboardInterrupt, grading.GradeInterrupted) as exc:
@@ -1092,14 +1088,14 @@ def _grade_batch(study, options, secret: str, *, no_wait: bool, max_lines: int, 
                         "`mcqaudit grade --batch` once there is room to collect them") from None
         raise _fail(f"error: batch grading failed: {type(exc).__name__}: {scrub(str(exc), secret)}") from None
     if as_json:
-        sys.stdout.write(json.dumps(batching.batch_summary_json(summary), indent=2) + "\n")
+        sys.stdout.write(json.dumps(grading.batch_summary_json(summary), indent=2) + "\n")
     else:
         for line in summary.lines():
             console.print(scrub(line, secret), markup=False, highlight=False)
     raise typer.Exit(summary.exit_code)
 
 
-def _print_dry_run(plan, config, batched=None) -> None:
+def _print_dry_run(plan: DryRun, config: JudgeConfig, batched: BatchDryRun | None = None) -> None:
     """The dry run; with ``batched`` (a :class:`mcqaudit.grade.batch.BatchDryRun`) what `--batch` would do."""
     console.print(f"judge fingerprint: {plan.fingerprint}", markup=False, highlight=False)
     console.print(
@@ -1126,10 +1122,10 @@ def _print_dry_run(plan, config, batched=None) -> None:
     console.print(f"--- user message (row {plan.row_id}) ---\n{plan.user}", markup=False, highlight=False)
 
 
-def _info_fingerprints(study) -> None:
-    from mcqaudit.store.judging import fingerprint_summary
+def _info_fingerprints(study: Study) -> None:
+    from mcqaudit.app.grade import fingerprints
 
-    fps = fingerprint_summary(study)
+    fps = fingerprints(study)
     if not fps:
         console.print("judge fingerprints: none (no judge run yet)", markup=False, highlight=False)
         return
@@ -1190,10 +1186,10 @@ def _submission_line(sub, model: str | None, now) -> str:
     )
 
 
-def _info_batches(study) -> None:
-    from mcqaudit.store.batches import overview
+def _info_batches(study: Study) -> None:
+    from mcqaudit.app.grade import batch_overview
 
-    o = overview(study)
+    o = batch_overview(study)
     if not o.open and not o.collected:
         return
     if not o.open:
@@ -1212,13 +1208,15 @@ def _info_batches(study) -> None:
 _INFO_SECTIONS.append(_info_batches)
 
 
-def _info_journal(study) -> None:
+def _info_journal(study: Study) -> None:
+    from mcqaudit.app.study import JUDGED, journal_pending
+
     if line := _replayed_line(study):
         console.print(f"journal: {line.removeprefix('recovered: ')}", markup=False, highlight=False)
-    p = study.journal_pending()
+    p = journal_pending(study)
     if not p.total:
         return
-    n = p.records.get("judged", 0)
+    n = p.records.get(JUDGED, 0)
     what = f"{n} judge replies" + (f" and {p.total - n} other records" if p.total > n else "")
     why = (
         "the study is read-only, so they are not replayed into it; they are at the next open where it can be "
@@ -1263,7 +1261,7 @@ def standin_judge(
     `mcqaudit grade --judge-model standin-heuristic --judge-base-url http://127.0.0.1:PORT/v1`.
     Every view of its verdicts says they come from a heuristic. Stops on Ctrl-C.
     """
-    from mcqaudit.standin.server import BatchKnobs, StandinOptions, serve
+    from mcqaudit.app.standin import BatchKnobs, StandinOptions, serve
 
     try:
         opts = StandinOptions(latency_ms=latency_ms, fail_rate=fail_rate, rate_limit_rate=rate_limit_rate,

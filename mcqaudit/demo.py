@@ -60,10 +60,10 @@ def is_demo(study_meta: Mapping[str, str | None]) -> bool:
 def _current(path: Path, digest: str) -> bool:
     if not path.exists():
         return False
-    from mcqaudit.store import Study, StudyError
+    from mcqaudit.app.study import StudyError, open_study
 
     try:
-        study = Study(path)
+        study = open_study(path)
         return study.get_meta(DEMO_INPUTS_KEY) == digest and study.get_meta(DEMO_KEY) == "true"
     except StudyError:
         return False
@@ -118,13 +118,12 @@ def build_demo(
 
 
 def _build(path: Path, gens: Path, items: Path, digest: str, reporter: Reporter | None) -> None:
-    from mcqaudit.grade import GradeOptions, grade
+    from mcqaudit.app.grade import GradeOptions, JudgeConfig, grade
+    from mcqaudit.app.study import open_study
     from mcqaudit.ingest import ingest_file
-    from mcqaudit.judge.prompts import JudgeConfig
     from mcqaudit.standin.server import StandinOptions, StandinServer
-    from mcqaudit.store import Study
 
-    study = Study(path, create=True)
+    study = open_study(path, create=True)
     ingest_file(study, gens, items_path=items, control=CONTROL_ARM)
     with StandinServer(StandinOptions()) as judge:
         options = GradeOptions(

@@ -233,7 +233,7 @@ class ChatEndpoint:
     def _delay(self, retry_number: int, retry_after: float | None) -> float:
         if retry_after is not None:
             return min(max(retry_after, 0.0), self.retry_after_max_s)
-        base = min(self.backoff_base_s * 2**retry_number, self.backoff_max_s)
+        base = min(self.backoff_base_s * float(2**retry_number), self.backoff_max_s)
         return base * (0.75 + 0.5 * random.random())
 
     @staticmethod

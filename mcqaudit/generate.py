@@ -244,25 +244,25 @@ def _first_token_top(resp: Any) -> list[tuple[str, float]]:
 
 @dataclass(frozen=True)
 class Job:
-    row: dict
+    row: dict[str, Any]
     sample: int
     key: Key
 
 
-def _orientation_key(row: dict) -> str:
+def _orientation_key(row: dict[str, Any]) -> str:
     o = row.get("orientation")
     # without a label, the displayed order itself tells two rows of one item apart (ingest derives the label)
     return o if isinstance(o, str) and o else json.dumps(row["options"], ensure_ascii=False)
 
 
-def read_prompts(path: Path, options: GenerateOptions) -> list[tuple[dict, str]]:
+def read_prompts(path: Path, options: GenerateOptions) -> list[tuple[dict[str, Any], str]]:
     """(row, arm) for every prompt row; raises InputError naming each problem as FILE:LINE: field: reason."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise InputError([Problem(str(path), None, "file", f"cannot be read ({exc.strerror})")]) from None
     problems: list[Problem] = []
-    rows: list[tuple[dict, str]] = []
+    rows: list[tuple[dict[str, Any], str]] = []
     seen: dict[tuple[str, str, str], int] = {}
     total = 0
 
@@ -385,7 +385,7 @@ class LineWriter:
         self._unsynced = 0
         self._last_sync = time.monotonic()
 
-    def write(self, row: dict) -> None:
+    def write(self, row: dict[str, Any]) -> None:
         # one write call per line: a kill between calls leaves whole lines; a kill inside one leaves a
         # torn last line, which the next run cuts off
         self._fh.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -476,7 +476,9 @@ class ModelClient(ChatEndpoint):
         return out
 
 
-def _output_row(job: Job, arm: str, text: str, model: str, logprobs: dict[str, float] | None) -> dict:
+def _output_row(
+    job: Job, arm: str, text: str, model: str, logprobs: dict[str, float] | None
+) -> dict[str, Any]:
     r = job.row
     row: dict[str, Any] = {"item_id": r["item_id"], "arm": arm, "sample": job.sample}
     for k in ("orientation", "question", "options", "gold", "prompt"):

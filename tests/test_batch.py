@@ -18,8 +18,8 @@ from pathlib import Path
 import openai
 import pytest
 
-from mcqaudit.grade import GradeOptions, grade
-from mcqaudit.grade.batch import BatchJudge, BatchOptions, _split, grade_batch
+from mcqaudit.app.grade import GradeOptions, grade, grade_batch
+from mcqaudit.grade.batch import BatchJudge, BatchOptions, _split
 from mcqaudit.judge.prompts import JudgeConfig
 from mcqaudit.standin.server import BatchKnobs, StandinServer
 from mcqaudit.store import Study

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mcqaudit.grade import GradeOptions, grade
+from mcqaudit.app.grade import GradeOptions, grade
 from mcqaudit.judge.prompts import FENCE_CLOSE, FENCE_OPEN, JudgeConfig, neutralise
 from mcqaudit.standin.server import StandinOptions, StandinServer
 from mcqaudit.store import Study

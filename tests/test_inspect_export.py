@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mcqaudit.grade import GradeOptions, grade
+from mcqaudit.app.grade import GradeOptions, grade
 from mcqaudit.judge.prompts import JudgeConfig
 from mcqaudit.store import Study
 from mcqaudit.store.reviews import add_review, retract_review, review_log_csv

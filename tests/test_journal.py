@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from mcqaudit.app.study import journal_pending, open_study, take_replayed
 from mcqaudit.store import Study
 from mcqaudit.store.journal import Journal, journal_dir, pending, replay
 from mcqaudit.store.judging import ReplyRecord, VerdictRecord, write_judged
@@ -79,8 +80,9 @@ def left_by_a_dead_writer(study: Study, ks: range) -> Path:
 def test_next_open_replays_a_dead_writers_segment_then_deletes_it(rows_study: Study) -> None:
     path = left_by_a_dead_writer(rows_study, range(4))
     assert counts(rows_study) == (0, 0)  # a Study already open does not replay behind its owner's back
-    again = Study(rows_study.path)
-    assert again.replayed is not None and again.replayed.records == {"judged": 4}
+    again = open_study(rows_study.path)
+    replayed = take_replayed(again)
+    assert replayed is not None and replayed.records == {"judged": 4}
     assert counts(again) == (4, 4)
     assert not path.exists() and not journal_dir(rows_study.path).exists()
     got = again.query("SELECT row_id, status, letter, judged_at FROM judge_verdicts ORDER BY row_id")
@@ -107,14 +109,15 @@ def test_replay_is_idempotent_and_skips_a_torn_last_line(rows_study: Study) -> N
 def test_a_live_writers_segment_is_left_alone(rows_study: Study) -> None:
     j = Journal(rows_study.path)
     j.append_judged(*records(1))
-    done = Study(rows_study.path).replayed  # another open (e.g. the dashboard) while the writer lives
+    # another open (e.g. the dashboard) while the writer lives
+    done = take_replayed(open_study(rows_study.path))
     assert done is not None and done.records == {} and counts(rows_study) == (0, 0)
     assert pending(rows_study.path).total == 1
     j.append_judged(*records(2))  # the writer goes on; its records are still there
     seg = j.rotate()
     assert seg is not None
     seg.release()
-    assert Study(rows_study.path).replayed.records == {"judged": 2}  # type: ignore[union-attr]
+    assert take_replayed(open_study(rows_study.path)).records == {"judged": 2}  # type: ignore[union-attr]
     assert counts(rows_study) == (2, 2)
 
 
@@ -125,8 +128,8 @@ def test_a_read_only_study_opens_with_a_journal_and_info_says_so(
 
     left_by_a_dead_writer(rows_study, range(2))
     study = Study(rows_study.path, read_only=True)  # as a shared, read-only file or folder opens
-    assert study.read_only and study.replayed is None and counts(study) == (0, 0)
-    assert study.journal_pending().records == {"judged": 2}
+    assert study.read_only and take_replayed(study) is None and counts(study) == (0, 0)
+    assert journal_pending(study).records == {"judged": 2}
     capsys.readouterr()
     cli._info_journal(study)
     out = capsys.readouterr().out
@@ -151,7 +154,7 @@ def test_a_read_only_study_opens_with_a_journal_and_info_says_so(
             rows_study.path,
         ]:
             p.chmod(0o755 if p.is_dir() else 0o644)
-    assert Study(rows_study.path).replayed.records == {"judged": 2}  # type: ignore[union-attr]
+    assert take_replayed(open_study(rows_study.path)).records == {"judged": 2}  # type: ignore[union-attr]
 
 
 def test_a_record_of_an_unknown_kind_stays_in_the_journal(rows_study: Study) -> None:
@@ -160,7 +163,7 @@ def test_a_record_of_an_unknown_kind_stays_in_the_journal(rows_study: Study) -> 
     seg = j.rotate()
     assert seg is not None
     seg.release()
-    assert Study(rows_study.path).replayed.records == {}  # type: ignore[union-attr]
+    assert take_replayed(open_study(rows_study.path)).records == {}  # type: ignore[union-attr]
     assert seg.path.exists()
 
 
@@ -212,14 +215,15 @@ def test_records_this_version_cannot_read_are_skipped_and_counted(rows_study: St
     with path.open("ab") as fh:
         fh.write(b'{"kind": "judged", "v": 1, "replies": [{"fingerprint": 3}], "verdicts": []}\n')
         fh.write(b"not json at all\n")
-    again = Study(rows_study.path)
-    assert again.replayed is not None
-    assert again.replayed.records == {"judged": 2} and again.replayed.unreadable == 2
+    again = open_study(rows_study.path)
+    replayed = take_replayed(again)
+    assert replayed is not None
+    assert replayed.records == {"judged": 2} and replayed.unreadable == 2
     assert counts(again) == (2, 2) and not path.exists()
 
 
 def test_grade_on_a_study_opened_before_the_kill_replays_and_asks_nothing_again(rows_study: Study) -> None:
-    from mcqaudit.grade import GradeOptions, grade
+    from mcqaudit.app.grade import GradeOptions, grade
     from mcqaudit.judge.prompts import JudgeConfig
 
     with ScriptedJudge(heuristic) as srv:

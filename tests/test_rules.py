@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcqaudit.grade import GradeOptions, grade
+from mcqaudit.app.grade import GradeOptions, grade
 from mcqaudit.ingest import ingest_file
 from mcqaudit.judge.prompts import JudgeConfig
 from mcqaudit.metrics.rules import arm_order, compared_arms

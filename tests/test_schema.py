@@ -21,7 +21,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from mcqaudit.grade import GradeOptions, grade
+from mcqaudit.app.grade import GradeOptions, grade
 from mcqaudit.ingest import ingest_file
 from mcqaudit.judge.prompts import JudgeConfig
 from mcqaudit.store import Study, judging

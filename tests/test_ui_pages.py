@@ -242,7 +242,7 @@ def test_export_data(ui_db: Path) -> None:
 
 
 def test_unaudited_study_says_so_and_lists_its_ungraded_rows(tmp_path: Path) -> None:
-    from mcqaudit.grade import grade_without_judge
+    from mcqaudit.app.grade import grade_without_judge
     from mcqaudit.report import UNAUDITED_BANNER
     from tests.ui_study import build_study
 

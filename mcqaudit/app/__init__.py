@@ -8,4 +8,7 @@ extension) call only these modules and the pure core; the use cases call ``store
 - :mod:`~mcqaudit.app.report` — study → frames → metrics → report dict;
 - :mod:`~mcqaudit.app.info` — the study's summary and the flags that need no bootstrap, for ``mcqaudit info``;
 - :mod:`~mcqaudit.app.check` — the CI gate: the report's flags named to fail on, and the exit code.
+- :mod:`~mcqaudit.app.study` — ``open_study``, the one way a use case opens a study (its journal replayed);
+- :mod:`~mcqaudit.app.grade` — the grade prelude and runs (online, batch), dry runs, ``--no-judge``;
+- :mod:`~mcqaudit.app.generate`, :mod:`~mcqaudit.app.standin` — a model run to a file; the stand-in judge.
 """

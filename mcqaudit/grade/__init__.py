@@ -4,12 +4,15 @@
 - :mod:`.plan`: the rows that need the judge, rendered into one request per distinct prompt; the dry run.
 - :mod:`.records`: a judge outcome (or an earlier legal reply) as reply and verdict records.
 - :mod:`.writer`: those records written to the study in small batches as they arrive.
-- :mod:`.run`: the run itself (online, N requests in flight), and `--no-judge`.
+- :mod:`.run`: the online run (N requests in flight) after the prelude.
+- :mod:`.batch`: the run through the provider's Batch API after the prelude.
 - :mod:`.summary`: what a run did, and the progress sink it reports to.
 - :mod:`.lock`: one grader per study at a time (online and batch), so no prompt is paid for twice.
 
-Dependencies go one way: the CLI uses this package, this package uses :mod:`mcqaudit.judge` and
-:mod:`mcqaudit.store`; neither of those imports it.
+The prelude every run starts with (open and lock the study, replay its journal, check the options, look up
+the key, plan) and the entry points (``grade``, ``grade_batch``, the dry runs, ``--no-judge``) are the grade
+use case's, :mod:`mcqaudit.app.grade`. Dependencies go one way: ``app/`` uses this package, this package uses
+:mod:`mcqaudit.judge` and :mod:`mcqaudit.store`; neither of those imports it.
 """
 
 from mcqaudit.grade.config import (
@@ -28,10 +31,8 @@ from mcqaudit.grade.config import (
     key_in_env,
     load_exemplars,
     resolve_api_key,
-    valid_env_name,
 )
-from mcqaudit.grade.plan import DryRun, dry_run
-from mcqaudit.grade.run import grade, grade_async, grade_without_judge
+from mcqaudit.grade.plan import DryRun
 from mcqaudit.grade.summary import STANDIN_NOTE, GradeSummary, NullReporter, Reporter, summary_json
 
 __all__ = [
@@ -52,13 +53,8 @@ __all__ = [
     "NullReporter",
     "Reporter",
     "check_arms",
-    "dry_run",
-    "grade",
-    "grade_async",
-    "grade_without_judge",
     "key_in_env",
     "load_exemplars",
     "resolve_api_key",
     "summary_json",
-    "valid_env_name",
 ]

@@ -18,6 +18,10 @@ records written are the online run's (:mod:`.plan`, :meth:`JudgeClient.read`, :m
    reason, which a re-run resubmits. An illegal reply is not re-asked within the run (a re-run asks again).
 4. ``--no-wait`` submits, collects what has already finished, and returns; a later run collects the rest.
 
+The prelude (the study checked and locked, the fingerprint registered, the rows planned) is the grade use
+case's (:func:`mcqaudit.app.grade.grade_batch`); :func:`run_batches` is the run that follows, one named step
+of :class:`_BatchRun` each: from the cache, close the answered, start the unstarted, submit, poll, collect.
+
 :func:`batch_dry_run` is ``grade --dry-run --batch``: the same selection, cache, open submissions, encoding and
 split, with nothing sent or written.
 
@@ -29,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,10 +40,9 @@ from datetime import UTC, datetime
 from typing import Any, Final, Protocol, TypeVar
 
 from mcqaudit.endpoint import BAD_RESPONSE, HTTP_ERROR, RATE_LIMITED, SERVER_ERROR, EndpointFatalError
-from mcqaudit.grade.config import GradeOptions, GradeUsageError, check_arms, resolve_api_key
-from mcqaudit.grade.lock import one_grader
-from mcqaudit.grade.plan import DryRun, dry_plan, plan_requests
-from mcqaudit.grade.records import cached_verdicts, outcome_records
+from mcqaudit.grade.config import GradeOptions, GradeUsageError
+from mcqaudit.grade.plan import DryRun, Work, dry_plan, plan_requests
+from mcqaudit.grade.records import outcome_records
 from mcqaudit.grade.summary import STANDIN_NOTE, GradeSummary, summary_json
 from mcqaudit.judge.client import JudgeClient, JudgeOutcome, JudgeRequest, request_body
 from mcqaudit.judge.prompts import JudgeConfig
@@ -147,7 +149,7 @@ class BatchSummary(GradeSummary):
         return out
 
 
-def batch_summary_json(summary: BatchSummary) -> dict:
+def batch_summary_json(summary: BatchSummary) -> dict[str, Any]:
     return {
         **summary_json(summary),
         "batch": {
@@ -257,7 +259,7 @@ class BatchJudge(JudgeClient):
     # --- one result line ------------------------------------------------------------------------------
 
     def outcome(
-        self, line: BatchLine, result: dict | None, batch_status: str, batch_error: str | None
+        self, line: BatchLine, result: dict[str, Any] | None, batch_status: str, batch_error: str | None
     ) -> JudgeOutcome:
         """What one line of a finished batch ended in, read as an online reply is."""
         out = JudgeOutcome(request=JudgeRequest(line.prompt_hash, "", line.n_options), attempts=1)
@@ -349,7 +351,7 @@ def _split(
     return chunks
 
 
-def _read_jsonl(data: bytes) -> list[dict]:
+def _read_jsonl(data: bytes) -> list[dict[str, Any]]:
     out = []
     for raw in data.decode("utf-8", errors="replace").splitlines():
         if not raw.strip():
@@ -363,262 +365,272 @@ def _read_jsonl(data: bytes) -> list[dict]:
     return out
 
 
-def _prefer(old: dict | None, new: dict) -> bool:
+def _answered(result: dict[str, Any]) -> bool:
+    """A result line whose request was answered (HTTP 200)."""
+    response = result.get("response")
+    return isinstance(response, dict) and response.get("status_code") == 200
+
+
+def _prefer(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
     """Of two result lines for one custom_id, keep a 200 over anything else."""
     if old is None:
         return True
-    ok = lambda r: isinstance(r.get("response"), dict) and r["response"].get("status_code") == 200  # noqa: E731
-    return ok(new) and not ok(old)
+    return _answered(new) and not _answered(old)
 
 
-async def grade_batch_async(
-    study: Study, options: GradeOptions, batch: BatchOptions, *, reporter: BatchReporter | None = None
-) -> BatchSummary:
-    """Grade every row in scope through the Batch API (see the module docstring)."""
-    options.validate()
-    batch.validate()
-    study.require_writable()
-    check_arms(study, options.arms)
-    config = options.config
-    fp = config.fingerprint
-    api_key = resolve_api_key(options.api_key_env, options.base_url)
-    rep: BatchReporter = reporter or NullBatchReporter()
-    started = time.monotonic()
-    judge = BatchJudge(
-        config,
-        api_key=api_key,
-        base_url=options.base_url,
-        timeout_s=options.timeout_s,
-        max_retries=options.max_retries,
-        backoff_base_s=options.backoff_base_s,
-    )
-    del api_key
-    summary = BatchSummary(
-        fingerprint=fp,
-        model=config.model,
-        shape=config.shape,
-        temperature=config.temperature,
-        base_url=judge.base_url,
-        rationale=config.rationale,
-    )
-    # One grader per study (grade/lock.py); --no-wait refuses rather than wait for another run.
-    async with one_grader(study, wait=batch.wait), judge:
-        judging.register_config(study, config)
-        targets, summary.already_ok = judging.select_rows(study, fp, options.arms, options.limit)
-        summary.in_scope = judging.resolution_counts(study, options.arms).get("needs_judge", 0)
-        summary.targeted = len(targets)
-        summary.standin = judging.is_standin(study, fp)
-        targeted_ids = {t.row_id for t in targets}
-        planned = plan_requests(config, targets)
-        cached = judging.cached_replies(study, fp, list(planned.groups))
-        rep.start(total=summary.targeted, done=0)
-        standin_noted = summary.standin
-        if standin_noted:
-            rep.note(STANDIN_NOTE)
+async def run_batches(
+    study: Study,
+    options: GradeOptions,
+    batch: BatchOptions,
+    judge: BatchJudge,
+    summary: BatchSummary,
+    rep: BatchReporter,
+    work: Work,
+) -> None:
+    """The batch run after the prelude (:mod:`mcqaudit.app.grade`: study checked and locked, fingerprint
+    registered, rows planned): answer from the cache, close what is answered, submit, poll, collect."""
+    summary.begin(work)
+    run = _BatchRun(study, options.config, batch, judge, summary, rep, work, work.plan.groups)
+    run.start()
+    to_send = work.to_send(skip=store.open_prompt_hashes(study, run.fp))
+    summary.prompts_sent = len(to_send)
+    if options.arms or options.limit is not None:  # the rows outside this run's scope too (after the cache)
+        run.everyone = plan_requests(options.config, judging.select_rows(study, run.fp)[0]).groups
+    try:
+        run.close_answered()
+        await run.start_unstarted()
+        await run.submit(to_send)
+        await run.poll()
+    except EndpointFatalError as exc:
+        summary.aborted = (
+            f"{exc}; the endpoint refuses requests, so the run stopped. Check --judge-model, "
+            "--judge-base-url and the API key variable, and that the endpoint serves the Batch API "
+            "(/v1/files, /v1/batches)"
+        )
+    except BatchError as exc:
+        summary.aborted = f"{exc}; submitted batches are recorded in the study: re-run to continue"
+    finally:
+        rep.stop()
+    run.finish()
 
-        now = datetime.now(UTC)
-        from_cache = [
-            v
-            for h, hit in cached.items()
-            for v in cached_verdicts(hit, h, planned.groups[h], config, judge.base_url, now)
-        ]
+
+@dataclass
+class _BatchRun:
+    """One batch run's state: the study, the judge and its transport, and the summary each step adds to.
+
+    ``everyone``: every row without an ok verdict, by prompt (a collected reply answers all rows that share
+    its prompt, in any arm); ``targeted``: the rows this run set out to grade (what the summary counts).
+    """
+
+    study: Study
+    config: JudgeConfig
+    batch: BatchOptions
+    judge: BatchJudge
+    summary: BatchSummary
+    rep: BatchReporter
+    work: Work
+    everyone: dict[str, list[TargetRow]]
+    standin_noted: bool = False
+    targeted: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.targeted = {t.row_id for t in self.work.targets}
+
+    @property
+    def fp(self) -> str:
+        return self.config.fingerprint
+
+    def start(self) -> None:
+        """The progress display; the rows an earlier legal reply answers, written without a request."""
+        self.rep.start(total=self.summary.targeted, done=0)
+        self.standin_noted = self.summary.standin
+        if self.standin_noted:
+            self.rep.note(STANDIN_NOTE)
+        from_cache = self.work.cache_verdicts(self.config, self.judge.base_url, datetime.now(UTC))
         if from_cache:
-            judging.write_judged(study, [], from_cache)
-            summary.graded += len(from_cache)
-            summary.from_cache += len(from_cache)
-            rep.advance(len(from_cache), 0, 0)
+            judging.write_judged(self.study, [], from_cache)
+            self.summary.graded += len(from_cache)
+            self.summary.from_cache += len(from_cache)
+            self.rep.advance(len(from_cache), 0, 0)
 
-        pending = store.open_prompt_hashes(study, fp)
-        to_send = [
-            r for r in planned.requests if r.prompt_hash not in cached and r.prompt_hash not in pending
-        ]
-        summary.prompts_sent = len(to_send)
-
-        # Every row without an ok verdict, by prompt: a collected reply answers all rows that share its prompt.
-        if options.arms or options.limit is not None:
-            everyone = plan_requests(config, judging.select_rows(study, fp)[0]).groups
-        else:
-            everyone = planned.groups
-
-        def write(outcomes: Sequence[JudgeOutcome], sub: Submission, status: str, error: str | None) -> None:
-            nonlocal standin_noted
-            replies: list[ReplyRecord] = []
-            verdicts: list[VerdictRecord] = []
-            standin = False
-            rows_ok = rows_err = tokens = 0
-            for outcome in outcomes:
-                rows: list[TargetRow] = everyone.get(outcome.request.prompt_hash, [])
-                r, v = outcome_records(outcome, rows, config, judge.base_url)
-                replies += r
-                verdicts += v
-                standin = standin or outcome.standin
-                tin, tout = outcome.tokens
-                summary.tokens_in += tin
-                summary.tokens_out += tout
-                tokens += tin + tout
-                mine = sum(1 for row in rows if row.row_id in targeted_ids)
-                if outcome.ok:
-                    rows_ok += mine
-                    summary.shared += max(mine - 1, 0)
-                else:
-                    rows_err += mine
-                    summary.errors_by_kind[outcome.error_kind or "unknown"] += mine
-            judging.write_judged(
-                study,
-                replies,
-                verdicts,
-                standin_fingerprint=fp if standin else None,
-                also=store.collected(sub.input_file_id, status, error),
+    def close_answered(self) -> None:
+        """Close the open submissions none of whose prompts any row still waits for (their rows were graded
+        otherwise, e.g. online): they bring nothing, and are neither created, polled nor listed again."""
+        cached = self.work.cached
+        answered = [
+            sub
+            for sub in store.open_submissions(self.study, self.fp)
+            if not any(
+                line.prompt_hash in self.everyone and line.prompt_hash not in cached
+                for line in store.lines_of(self.study, sub.input_file_id)
             )
-            summary.graded += rows_ok
-            summary.errors += rows_err
-            rep.advance(rows_ok + rows_err, rows_err, tokens)
-            if standin and not standin_noted:
-                standin_noted = summary.standin = True
-                rep.note(STANDIN_NOTE)
+        ]
+        if answered:
+            store.close_answered(self.study, [sub.input_file_id for sub in answered])
+            self.summary.closed_answered = [s.batch_id or s.input_file_id for s in answered]
 
-        async def collect(sub: Submission, b: Any | None, refused: str | None = None) -> None:
-            lines = store.lines_of(study, sub.input_file_id)
-            status = "refused" if refused else "lost" if b is None else str(b.status)
-            error: str | None = refused
-            results: dict[str, dict] = {}
-            if b is not None:
-                if status == "failed":
-                    data = getattr(getattr(b, "errors", None), "data", None) or []
-                    msgs = [judge.scrub(getattr(e, "message", None)) for e in data]
-                    error = "; ".join(m for m in msgs if m)[:300] or None
-                wanted = {line.custom_id for line in lines}
-                for fid in (b.output_file_id, b.error_file_id):
-                    if not fid:
-                        continue
-                    for obj in _read_jsonl(await judge.content(fid, batch.transfer_timeout_s)):
-                        cid = obj.get("custom_id")
-                        if isinstance(cid, str) and cid in wanted and _prefer(results.get(cid), obj):
-                            results[cid] = obj
-            outcomes = [judge.outcome(line, results.get(line.custom_id), status, error) for line in lines]
-            await asyncio.to_thread(write, outcomes, sub, status, error)
-            summary.collected.append(sub.batch_id or sub.input_file_id)
-            summary.statuses[status] += 1
+    async def start_unstarted(self) -> None:
+        """A submission recorded but never created (a crash between upload and create): find it, or create it."""
+        for sub in store.open_submissions(self.study, self.fp):
+            if sub.batch_id is None:
+                await self._create(sub, look_first=True)
 
-        async def start(sub: Submission, look_first: bool) -> None:
-            """Create the batch of an uploaded, recorded file (after a crash, first look for one made from it).
-            A refusal (HTTP 4xx, e.g. a file over the provider's limits) closes the submission with its rows in
-            error, so that the next run sends them again instead of retrying the refused file forever."""
-            try:
-                b = (await judge.find(sub.input_file_id) if look_first else None) or await judge.create(
-                    sub.input_file_id, fp
-                )
-            except BatchError as exc:
-                if exc.kind != HTTP_ERROR:
-                    raise
-                await collect(sub, None, refused=str(exc))
-                return
-            store.record_created(study, sub.input_file_id, b.id, b.status)
-            summary.submitted.append(b.id)
+    async def submit(self, to_send: Sequence[JudgeRequest]) -> None:
+        """New submissions: upload, record, create, record the id; all before any polling."""
+        judge, batch = self.judge, self.batch
+        for chunk in _split(_encode(self.config, to_send), batch.max_lines, batch.max_bytes):
+            payload = b"".join(d for _, d in chunk)
+            fid = await judge.upload(payload, batch.transfer_timeout_s)
+            store.record_upload(
+                self.study,
+                input_file_id=fid,
+                fingerprint=self.fp,
+                base_url=judge.base_url,
+                lines=[line for line, _ in chunk],
+                size=len(payload),
+            )
+            await self._create(
+                Submission(fid, None, self.fp, judge.base_url, len(chunk), "uploaded", datetime.now(UTC)),
+                look_first=False,
+            )
+            self.summary.requests += len(chunk)
 
+    async def _create(self, sub: Submission, look_first: bool) -> None:
+        """Create the batch of an uploaded, recorded file (after a crash, first look for one made from it).
+        A refusal (HTTP 4xx, e.g. a file over the provider's limits) closes the submission with its rows in
+        error, so that the next run sends them again instead of retrying the refused file forever."""
         try:
-            # A submission none of whose prompts any row still waits for (its rows were graded otherwise, e.g.
-            # online) brings nothing: closed, and neither created, polled nor listed as open again.
-            answered = [
-                sub
-                for sub in store.open_submissions(study, fp)
-                if not any(
-                    line.prompt_hash in everyone and line.prompt_hash not in cached
-                    for line in store.lines_of(study, sub.input_file_id)
-                )
-            ]
-            if answered:
-                store.close_answered(study, [sub.input_file_id for sub in answered])
-                summary.closed_answered = [s.batch_id or s.input_file_id for s in answered]
-
-            # A submission recorded but never created (a crash between upload and create): find it, or create it.
-            for sub in store.open_submissions(study, fp):
-                if sub.batch_id is None:
-                    await start(sub, look_first=True)
-
-            # New submissions: upload, record, create, record the id; all before any polling.
-            for chunk in _split(_encode(config, to_send), batch.max_lines, batch.max_bytes):
-                payload = b"".join(d for _, d in chunk)
-                fid = await judge.upload(payload, batch.transfer_timeout_s)
-                store.record_upload(
-                    study,
-                    input_file_id=fid,
-                    fingerprint=fp,
-                    base_url=judge.base_url,
-                    lines=[line for line, _ in chunk],
-                    size=len(payload),
-                )
-                await start(
-                    Submission(fid, None, fp, judge.base_url, len(chunk), "uploaded", datetime.now(UTC)),
-                    look_first=False,
-                )
-                summary.requests += len(chunk)
-
-            # Poll until every open batch under this fingerprint is collected (or once, with --no-wait).
-            open_subs = store.open_submissions(study, fp)
-            interval = batch.poll_interval_s
-            last: tuple | None = None
-            progress: dict[str, tuple[int, int, str]] = {}  # batch id -> (lines done, lines, status)
-            while open_subs:
-                for sub in list(open_subs):
-                    assert sub.batch_id is not None
-                    b = await judge.retrieve(sub.batch_id)
-                    if b is None or b.status in TERMINAL:
-                        await collect(sub, b)
-                        open_subs.remove(sub)
-                        progress[sub.batch_id] = (sub.lines, sub.lines, "collected")
-                        continue
-                    store.record_status(study, sub.input_file_id, str(b.status))
-                    counts = getattr(b, "request_counts", None)
-                    done = (getattr(counts, "completed", 0) or 0) + (getattr(counts, "failed", 0) or 0)
-                    progress[sub.batch_id] = (done, getattr(counts, "total", 0) or sub.lines, str(b.status))
-                lines_done = sum(p[0] for p in progress.values())
-                lines_total = sum(p[1] for p in progress.values())
-                by_status = Counter(p[2] for p in progress.values() if p[2] != "collected")
-                if not open_subs or not batch.wait:
-                    break
-                status = f"{len(open_subs)} batches open: " + ", ".join(
-                    f"{k} ×{n}" for k, n in sorted(by_status.items())
-                )
-                if len(progress) > len(open_subs):
-                    status += f"; {len(progress) - len(open_subs)} collected"
-                now_state = (lines_done, tuple(sorted(by_status.items())), len(open_subs))
-                interval = (
-                    batch.poll_interval_s if now_state != last else min(interval * 1.5, batch.poll_max_s)
-                )
-                last = now_state
-                rep.waiting(lines_done, lines_total, f"{status}; next poll in {interval:.3g} s")
-                await asyncio.sleep(interval)
-            summary.still_open = [s.batch_id or s.input_file_id for s in open_subs]
-        except EndpointFatalError as exc:
-            summary.aborted = (
-                f"{exc}; the endpoint refuses requests, so the run stopped. Check --judge-model, "
-                "--judge-base-url and the API key variable, and that the endpoint serves the Batch API "
-                "(/v1/files, /v1/batches)"
+            b = (await self.judge.find(sub.input_file_id) if look_first else None) or await self.judge.create(
+                sub.input_file_id, self.fp
             )
         except BatchError as exc:
-            summary.aborted = f"{exc}; submitted batches are recorded in the study: re-run to continue"
-        finally:
-            rep.stop()
-        open_now = store.open_prompt_hashes(study, fp)
-        summary.waiting = sum(
-            len(planned.groups[h]) for h in planned.groups if h in open_now and h not in cached
+            if exc.kind != HTTP_ERROR:
+                raise
+            await self._collect(sub, None, refused=str(exc))
+            return
+        store.record_created(self.study, sub.input_file_id, b.id, b.status)
+        self.summary.submitted.append(b.id)
+
+    async def poll(self) -> None:
+        """Poll until every open batch under this fingerprint is collected (or once, with --no-wait)."""
+        open_subs = store.open_submissions(self.study, self.fp)
+        interval = self.batch.poll_interval_s
+        last: tuple[object, ...] | None = None
+        progress: dict[str, tuple[int, int, str]] = {}  # batch id -> (lines done, lines, status)
+        while open_subs:
+            for sub in list(open_subs):
+                if await self._poll_one(sub, progress):
+                    open_subs.remove(sub)
+            if not open_subs or not self.batch.wait:
+                break
+            lines_done = sum(p[0] for p in progress.values())
+            lines_total = sum(p[1] for p in progress.values())
+            by_status = Counter(p[2] for p in progress.values() if p[2] != "collected")
+            status = f"{len(open_subs)} batches open: " + ", ".join(
+                f"{k} ×{n}" for k, n in sorted(by_status.items())
+            )
+            if len(progress) > len(open_subs):
+                status += f"; {len(progress) - len(open_subs)} collected"
+            now_state = (lines_done, tuple(sorted(by_status.items())), len(open_subs))
+            ceiling = self.batch.poll_max_s
+            interval = self.batch.poll_interval_s if now_state != last else min(interval * 1.5, ceiling)
+            last = now_state
+            self.rep.waiting(lines_done, lines_total, f"{status}; next poll in {interval:.3g} s")
+            await asyncio.sleep(interval)
+        self.summary.still_open = [s.batch_id or s.input_file_id for s in open_subs]
+
+    async def _poll_one(self, sub: Submission, progress: dict[str, tuple[int, int, str]]) -> bool:
+        """Poll one open batch: collect it when it has ended (True), else record its status and progress."""
+        assert sub.batch_id is not None
+        b = await self.judge.retrieve(sub.batch_id)
+        if b is None or b.status in TERMINAL:
+            await self._collect(sub, b)
+            progress[sub.batch_id] = (sub.lines, sub.lines, "collected")
+            return True
+        store.record_status(self.study, sub.input_file_id, str(b.status))
+        counts = getattr(b, "request_counts", None)
+        done = (getattr(counts, "completed", 0) or 0) + (getattr(counts, "failed", 0) or 0)
+        progress[sub.batch_id] = (done, getattr(counts, "total", 0) or sub.lines, str(b.status))
+        return False
+
+    async def _collect(self, sub: Submission, b: Any | None, refused: str | None = None) -> None:
+        """A finished (or lost, or refused) batch: its result lines matched to its prompts and written."""
+        lines = store.lines_of(self.study, sub.input_file_id)
+        status = "refused" if refused else "lost" if b is None else str(b.status)
+        error: str | None = refused
+        results: dict[str, dict[str, Any]] = {}
+        if b is not None:
+            if status == "failed":
+                data = getattr(getattr(b, "errors", None), "data", None) or []
+                msgs = [self.judge.scrub(getattr(e, "message", None)) for e in data]
+                error = "; ".join(m for m in msgs if m)[:300] or None
+            results = await self._results(b, {line.custom_id for line in lines})
+        outcomes = [self.judge.outcome(line, results.get(line.custom_id), status, error) for line in lines]
+        await asyncio.to_thread(self._write, outcomes, sub, status, error)
+        self.summary.collected.append(sub.batch_id or sub.input_file_id)
+        self.summary.statuses[status] += 1
+
+    async def _results(self, b: Any, wanted: set[str]) -> dict[str, dict[str, Any]]:
+        """The result line of each wanted ``custom_id``, from the batch's output and error files."""
+        results: dict[str, dict[str, Any]] = {}
+        for fid in (b.output_file_id, b.error_file_id):
+            if not fid:
+                continue
+            for obj in _read_jsonl(await self.judge.content(fid, self.batch.transfer_timeout_s)):
+                cid = obj.get("custom_id")
+                if isinstance(cid, str) and cid in wanted and _prefer(results.get(cid), obj):
+                    results[cid] = obj
+        return results
+
+    def _write(
+        self, outcomes: Sequence[JudgeOutcome], sub: Submission, status: str, error: str | None
+    ) -> None:
+        """The outcomes' records and the submission's closing, in one transaction; counted and shown."""
+        summary = self.summary
+        replies: list[ReplyRecord] = []
+        verdicts: list[VerdictRecord] = []
+        standin = False
+        rows_ok = rows_err = tokens = 0
+        for outcome in outcomes:
+            rows: list[TargetRow] = self.everyone.get(outcome.request.prompt_hash, [])
+            r, v = outcome_records(outcome, rows, self.config, self.judge.base_url)
+            replies += r
+            verdicts += v
+            standin = standin or outcome.standin
+            tin, tout = outcome.tokens
+            summary.tokens_in += tin
+            summary.tokens_out += tout
+            tokens += tin + tout
+            mine = sum(1 for row in rows if row.row_id in self.targeted)
+            if outcome.ok:
+                rows_ok += mine
+                summary.shared += max(mine - 1, 0)
+            else:
+                rows_err += mine
+                summary.errors_by_kind[outcome.error_kind or "unknown"] += mine
+        judging.write_judged(
+            self.study,
+            replies,
+            verdicts,
+            standin_fingerprint=self.fp if standin else None,
+            also=store.collected(sub.input_file_id, status, error),
         )
+        summary.graded += rows_ok
+        summary.errors += rows_err
+        self.rep.advance(rows_ok + rows_err, rows_err, tokens)
+        if standin and not self.standin_noted:
+            self.standin_noted = summary.standin = True
+            self.rep.note(STANDIN_NOTE)
+
+    def finish(self) -> None:
+        """What the run leaves waiting on open batches, what it never sent; the study audited if it ran through."""
+        summary, groups, cached = self.summary, self.work.plan.groups, self.work.cached
+        open_now = store.open_prompt_hashes(self.study, self.fp)
+        summary.waiting = sum(len(groups[h]) for h in groups if h in open_now and h not in cached)
         summary.not_attempted = max(summary.targeted - summary.graded - summary.errors - summary.waiting, 0)
-        summary.retries_by_kind = Counter(judge.retries)
+        summary.retries_by_kind = Counter(self.judge.retries)
         if summary.aborted is None:
-            judging.set_unaudited(study, False)
-    summary.elapsed_s = time.monotonic() - started
-    return summary
-
-
-def grade_batch(
-    study: Study, options: GradeOptions, batch: BatchOptions, *, reporter: BatchReporter | None = None
-) -> BatchSummary:
-    """Synchronous entry point; SIGTERM cancels it cleanly (submitted batches stay recorded in the study)."""
-    from mcqaudit.endpoint import run_until_sigterm
-
-    return run_until_sigterm(lambda: grade_batch_async(study, options, batch, reporter=reporter))
+            judging.set_unaudited(self.study, False)
 
 
 @dataclass(frozen=True)
@@ -636,15 +648,17 @@ class BatchDryRun:
 
 
 def batch_dry_run(study: Study, options: GradeOptions, batch: BatchOptions) -> BatchDryRun:
+    """The same selection, cache, open-submission exclusion, line encoding and split as a real run."""
     batch.validate()
-    shown, planned, cached = dry_plan(study, options)
+    shown, work = dry_plan(study, options)
     fp = options.config.fingerprint
     pending = store.open_prompt_hashes(study, fp)
-    to_send = [r for r in planned.requests if r.prompt_hash not in cached and r.prompt_hash not in pending]
+    to_send = work.to_send(skip=pending)
     chunks = _split(_encode(options.config, to_send), batch.max_lines, batch.max_bytes)
+    waiting = [rows for h, rows in work.plan.groups.items() if h in pending and h not in work.cached]
     return BatchDryRun(
         plan=shown,
-        waiting=sum(len(rows) for h, rows in planned.groups.items() if h in pending and h not in cached),
+        waiting=sum(len(rows) for rows in waiting),
         prompts=len(to_send),
         batches=[(len(c), sum(len(d) for _, d in c)) for c in chunks],
         max_lines=batch.max_lines,

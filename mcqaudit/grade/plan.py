@@ -1,19 +1,24 @@
 """Planning a grade run: the rows that need the judge, rendered into requests (one per distinct prompt).
 
-Rows that render to the same prompt share one request. ``dry_run`` is the plan shown, with nothing sent or
-written.
+Rows that render to the same prompt share one request. :func:`select_work` is what every run (online,
+batch, dry) sets out to do: the rows in scope, the plan, the prompts an earlier legal reply answers.
+``dry_run`` is the plan shown, with nothing sent or written.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from mcqaudit.grade.config import GradeOptions, check_arms
+from mcqaudit.grade.records import cached_verdicts
 from mcqaudit.judge.client import JudgeRequest
 from mcqaudit.judge.prompts import SYSTEM_PROMPT, JudgeConfig, prompt_hash, render
 from mcqaudit.store import judging
 from mcqaudit.store.db import Study
-from mcqaudit.store.judging import TargetRow
+from mcqaudit.store.judging import CachedReply, TargetRow, VerdictRecord
 
 
 @dataclass(frozen=True)
@@ -46,11 +51,52 @@ def plan_requests(config: JudgeConfig, targets: list[TargetRow]) -> Plan:
 
 
 @dataclass(frozen=True)
+class Work:
+    """What a run sets out to do under one fingerprint: the rows in scope without an ok verdict (``targets``,
+    at most ``--limit``), how many are already ok and how many need a judge at all, whether the fingerprint
+    is the stand-in's, the plan of requests, and the prompts an earlier legal reply answers (``cached``)."""
+
+    targets: list[TargetRow]
+    already_ok: int
+    in_scope: int
+    standin: bool
+    plan: Plan
+    cached: dict[str, CachedReply]
+
+    def cache_verdicts(self, config: JudgeConfig, base_url: str | None, now: datetime) -> list[VerdictRecord]:
+        """The verdicts of the rows whose prompt already got a legal reply: no request for them."""
+        return [
+            v
+            for h, hit in self.cached.items()
+            for v in cached_verdicts(hit, h, self.plan.groups[h], config, base_url, now)
+        ]
+
+    def to_send(self, skip: Collection[str] = ()) -> list[JudgeRequest]:
+        """The requests still to send: neither cached nor (``skip``) in a batch still open."""
+        return [
+            r for r in self.plan.requests if r.prompt_hash not in self.cached and r.prompt_hash not in skip
+        ]
+
+
+def select_work(
+    study: Study, config: JudgeConfig, arms: Sequence[str] = (), limit: int | None = None
+) -> Work:
+    """The rows a run under ``config`` targets, planned into requests, with the reply cache looked up."""
+    fp = config.fingerprint
+    targets, already_ok = judging.select_rows(study, fp, arms, limit)
+    in_scope = judging.resolution_counts(study, arms).get("needs_judge", 0)
+    standin = judging.is_standin(study, fp)
+    planned = plan_requests(config, targets)
+    cached = judging.cached_replies(study, fp, list(planned.groups))
+    return Work(targets, already_ok, in_scope, standin, planned, cached)
+
+
+@dataclass(frozen=True)
 class DryRun:
     """What `grade --dry-run` shows: one rendered prompt and the fingerprint; nothing is sent or written."""
 
     fingerprint: str
-    fingerprint_payload: dict
+    fingerprint_payload: dict[str, Any]
     row_id: str | None
     system: str
     user: str | None
@@ -65,26 +111,24 @@ def dry_run(study: Study, options: GradeOptions) -> DryRun:
     return dry_plan(study, options)[0]
 
 
-def dry_plan(study: Study, options: GradeOptions) -> tuple[DryRun, Plan, set[str]]:
-    """The dry run, with the plan it shows and the prompts the cache answers (for batch mode's dry run)."""
+def dry_plan(study: Study, options: GradeOptions) -> tuple[DryRun, Work]:
+    """The dry run, with the work it shows (for batch mode's dry run)."""
     options.validate()
     check_arms(study, options.arms)
     config = options.config
-    targets, already_ok = judging.select_rows(study, config.fingerprint, options.arms, options.limit)
-    p = plan_requests(config, targets)
-    cached = judging.cached_replies(study, config.fingerprint, p.groups)
-    counts = judging.resolution_counts(study, options.arms)
+    work = select_work(study, config, options.arms, options.limit)
+    p, cached = work.plan, work.cached
     shown = DryRun(
         fingerprint=config.fingerprint,
         fingerprint_payload=config.fingerprint_payload(),
-        row_id=targets[0].row_id if targets else None,
+        row_id=work.targets[0].row_id if work.targets else None,
         system=SYSTEM_PROMPT,
         # the first row's prompt is the first request's: requests are made in row order
         user=p.requests[0].user if p.requests else None,
-        in_scope=counts.get("needs_judge", 0),
-        already_ok=already_ok,
-        targeted=len(targets),
+        in_scope=work.in_scope,
+        already_ok=work.already_ok,
+        targeted=len(work.targets),
         cached=sum(len(p.groups[h]) for h in cached),
         would_send=sum(1 for r in p.requests if r.prompt_hash not in cached),
     )
-    return shown, p, set(cached)
+    return shown, work

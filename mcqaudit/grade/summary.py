@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from mcqaudit.grade.config import run_exit_code
+from mcqaudit.grade.plan import Work
 from mcqaudit.judge.client import redact_url
 from mcqaudit.vocab import STANDIN_MODEL
 
@@ -47,6 +48,13 @@ class GradeSummary:
     aborted: str | None = None
     recovered: int = 0  # outcomes an earlier, killed run had journalled, written to the study at this open
     journal_failed: str | None = None  # the journal could not hold a reply, even in its reserve
+
+    def begin(self, work: Work) -> None:
+        """What the run sets out to do (the rows in scope, targeted, already ok; a stand-in fingerprint)."""
+        self.already_ok = work.already_ok
+        self.in_scope = work.in_scope
+        self.targeted = len(work.targets)
+        self.standin = self.standin or work.standin
 
     @property
     def exit_code(self) -> int:
@@ -116,7 +124,7 @@ class NullReporter:
     def stop(self) -> None: ...
 
 
-def summary_json(summary: GradeSummary) -> dict:
+def summary_json(summary: GradeSummary) -> dict[str, Any]:
     """The summary as plain JSON-able data (for scripts)."""
     return {
         "fingerprint": summary.fingerprint,

@@ -29,6 +29,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from mcqaudit.vocab import LETTERS, OTHER, VERDICTS
 
@@ -371,7 +372,7 @@ class JudgeConfig:
         if self.max_tokens is None or self.max_tokens < 1:
             raise ValueError("max tokens must be at least 1")
 
-    def fingerprint_payload(self) -> dict:
+    def fingerprint_payload(self) -> dict[str, Any]:
         payload = {
             "model": self.model,
             "shape": self.shape,

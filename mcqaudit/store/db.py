@@ -19,15 +19,18 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from mcqaudit.files import os_reason
-from mcqaudit.store.journal import Pending, journal_dir, pending, replay
 from mcqaudit.store.schema import MIGRATIONS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 LOCK_MARKERS = ("Could not set lock", "Conflicting lock", "database is locked")
 DEFAULT_LOCK_TIMEOUT_S = 60.0
@@ -250,7 +253,6 @@ class Study:
                 and os.access(self.path.parent, os.W_OK)
             )
         )
-        self.replayed: Pending | None = None  # what this open replayed from the journal, if anything
         if self.read_only:
             with self.connect() as con:
                 _check_schema(con, self.path)
@@ -259,15 +261,8 @@ class Study:
                 _migrate(con, self.path)
             with self.connect() as con:
                 tidy_after_a_kill(con, self.path)
-            if journal_dir(self.path).is_dir():
-                # What a killed writer left in the journal (replies that arrived but were not yet written):
-                # written now, before anyone reads the study or decides what to send (docs/design.md §5).
-                self.replayed = replay(self)
-
-    def journal_pending(self) -> Pending:
-        """Records in the journal beside the study that it may not hold yet (a read-only study is never
-        replayed into; `info` says so)."""
-        return pending(self.path)
+        # What a killed writer left in the journal is replayed by the use cases' open
+        # (``mcqaudit.app.study.open_study``, docs/design.md §5), not here: the store knows no journal.
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         deadline = time.monotonic() + self.lock_timeout_s
@@ -400,11 +395,11 @@ class Study:
 
     read = connect
 
-    def query_df(self, sql: str, params: list | tuple | None = None):  # -> pandas.DataFrame
+    def query_df(self, sql: str, params: Sequence[object] | None = None) -> pd.DataFrame:
         with self.connect() as con:
             return con.execute(sql, params or []).df()
 
-    def query(self, sql: str, params: list | tuple | None = None) -> list[tuple]:
+    def query(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
         with self.connect() as con:
             return con.execute(sql, params or []).fetchall()
 

@@ -4,8 +4,8 @@ A grade run writes judge outcomes to the study in batches (one short DuckDB tran
 dashboard can read in between). Between arrival and commit a reply lives in memory, and a killed process
 (SIGKILL included) would lose it. So each outcome is first appended, as one JSON line, to a journal segment
 beside the study; the segment is deleted only after the transaction that holds its records commits. The
-next open of the study for writing (any command, the next `grade` among them) replays what a dead process
-left behind (docs/design.md §5).
+next open of the study for writing (``mcqaudit.app.study.open_study``: any command, the next `grade` among
+them) replays what a dead process left behind (docs/design.md §5).
 
 Layout: ``<study>.journal/`` holds segment files ``<kind>-<pid>-<n>-<random>.jsonl``. A writer holds an
 exclusive ``flock`` on each segment it has open (created under a dot-name, locked, then renamed, so no
@@ -50,13 +50,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import duckdb
 
 from mcqaudit.files import os_reason
-
-if TYPE_CHECKING:
-    from mcqaudit.store.db import Study
-    from mcqaudit.store.judging import ReplyRecord, VerdictRecord
+from mcqaudit.store import judging
+from mcqaudit.store.db import Study, StudyError
+from mcqaudit.store.judging import ReplyRecord, VerdictRecord
 
 JOURNAL_SUFFIX = ".journal"
 SEGMENT_SUFFIX = ".jsonl"
@@ -311,7 +312,7 @@ def pending(study_path: str | Path) -> Pending:
     return out
 
 
-Replayer = Callable[["Study", list[dict[str, Any]]], int]
+Replayer = Callable[[Study, list[dict[str, Any]]], int]
 _REPLAYERS: dict[str, Replayer] = {}
 
 
@@ -327,10 +328,6 @@ def replay(study: Study) -> Pending:
     Segments whose writer is alive (locked) are left alone. Records of a kind this version has no handler
     for stay in the journal. Returns what was replayed (``records``) and skipped.
     """
-    import duckdb
-
-    from mcqaudit.store.db import StudyError
-
     d = journal_dir(study.path)
     if not d.is_dir():
         return Pending()
@@ -411,8 +408,6 @@ def _decode(cls: type, d: Any, text: tuple[str, ...], time_field: str) -> Any:
 
 
 def _replay_judged(study: Study, records: list[dict[str, Any]]) -> int:
-    from mcqaudit.store import judging
-
     replies: list[judging.ReplyRecord] = []
     verdicts: list[judging.VerdictRecord] = []
     standin: set[str] = set()

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 import duckdb
 import pyarrow as pa
@@ -389,8 +389,27 @@ def is_unaudited(study: Study) -> bool:
 # --- reading back -------------------------------------------------------------------------------------
 
 
-def fingerprint_summary(study: Study) -> list[dict[str, Any]]:
-    """One dict per judge configuration used in the study, oldest first (for `mcqaudit info`)."""
+class FingerprintSummary(TypedDict):
+    """One judge configuration of the study and what it graded (a row of :func:`fingerprint_summary`)."""
+
+    fingerprint: str
+    model: str
+    shape: str
+    temperature: float
+    max_tokens: int
+    seed: int
+    template_version: str
+    standin: bool
+    first_used: datetime
+    rationale: bool
+    base_urls: list[str]
+    arms: list[str]
+    rows_ok: int
+    rows_error: int
+
+
+def fingerprint_summary(study: Study) -> list[FingerprintSummary]:
+    """One entry per judge configuration used in the study, oldest first (for `mcqaudit info`)."""
     sql = """
         WITH v AS (
             SELECT v.fingerprint, v.status, v.base_url, g.arm
@@ -416,12 +435,25 @@ def fingerprint_summary(study: Study) -> list[dict[str, Any]]:
         cur = con.execute(sql)
         names = [d[0] for d in cur.description]
         rows = cur.fetchall()
-    out = []
+    out: list[FingerprintSummary] = []
     for r in rows:
         d = dict(zip(names, r, strict=True))
-        d["base_urls"] = list(d["base_urls"] or [])
-        d["arms"] = list(d["arms"] or [])
-        d["rows_ok"] = int(d["rows_ok"])
-        d["rows_error"] = int(d["rows_error"])
-        out.append(d)
+        out.append(
+            FingerprintSummary(
+                fingerprint=d["fingerprint"],
+                model=d["model"],
+                shape=d["shape"],
+                temperature=d["temperature"],
+                max_tokens=d["max_tokens"],
+                seed=d["seed"],
+                template_version=d["template_version"],
+                standin=d["standin"],
+                first_used=d["first_used"],
+                rationale=d["rationale"],
+                base_urls=list(d["base_urls"] or []),
+                arms=list(d["arms"] or []),
+                rows_ok=int(d["rows_ok"]),
+                rows_error=int(d["rows_error"]),
+            )
+        )
     return out

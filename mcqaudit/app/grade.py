@@ -1,0 +1,281 @@
+"""The grade use case (docs/design.md §5): judge settings in, a run's summary out.
+
+This module is the one prelude every run goes through, online and batch alike, before anything is sent:
+
+1. the study is opened (:func:`mcqaudit.app.study.open_study`: its journal replayed) and checked writable;
+2. the options are checked (:meth:`GradeOptions.validate`, the arms the study has) and the API key looked up
+   in its environment variable (never stored);
+3. the study's grader lock is taken (:func:`mcqaudit.grade.lock.one_grader`: one run per study);
+4. online: the journal's reserve is set aside and the journal replayed again (another run may have been
+   killed since the study was opened);
+5. the fingerprint is registered and the rows planned (:func:`mcqaudit.grade.plan.select_work`).
+
+The run itself is :mod:`mcqaudit.grade.run` (online) or :mod:`mcqaudit.grade.batch` (the Batch API); the
+dry runs, ``--no-judge`` and what `info` shows about judges and batches are here too, so that the faces
+(``cli.py``, the dashboard, the demo) import nothing below ``app/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from mcqaudit.app.study import JUDGED, replay_journal, take_replayed
+from mcqaudit.endpoint import api_key_for, looks_like_env_name, run_until_sigterm
+from mcqaudit.endpoint import scrub as scrub
+from mcqaudit.grade import run
+from mcqaudit.grade.batch import (
+    BatchDryRun,
+    BatchJudge,
+    BatchOptions,
+    BatchReporter,
+    BatchSummary,
+    NullBatchReporter,
+    batch_summary_json,
+    run_batches,
+)
+from mcqaudit.grade.batch import batch_dry_run as _batch_dry_run
+from mcqaudit.grade.config import (
+    DEFAULT_API_KEY_ENV,
+    NO_JUDGE_MESSAGE,
+    GradeInterrupted,
+    GradeOptions,
+    GradeUsageError,
+    check_arms,
+    key_in_env,
+    load_exemplars,
+    resolve_api_key,
+)
+from mcqaudit.grade.lock import one_grader
+from mcqaudit.grade.plan import DryRun, dry_plan, select_work
+from mcqaudit.grade.summary import GradeSummary, NullReporter, Reporter, summary_json
+from mcqaudit.judge.client import JudgeClient
+from mcqaudit.judge.prompts import JudgeConfig
+from mcqaudit.store import batches as store_batches
+from mcqaudit.store import judging
+from mcqaudit.store.batches import BatchOverview
+from mcqaudit.store.db import Study, StudyError, disk_failure, write_failure
+from mcqaudit.store.judging import FingerprintSummary
+
+__all__ = [
+    "NO_JUDGE_MESSAGE",
+    "BatchDryRun",
+    "BatchOptions",
+    "BatchOverview",
+    "BatchReporter",
+    "BatchSummary",
+    "DryRun",
+    "FingerprintSummary",
+    "GradeInterrupted",
+    "GradeOptions",
+    "GradeSummary",
+    "GradeUsageError",
+    "JudgeConfig",
+    "JudgeSettings",
+    "Reporter",
+    "Resolved",
+    "StudyError",
+    "batch_dry_run",
+    "batch_overview",
+    "batch_summary_json",
+    "disk_failure",
+    "dry_run",
+    "fingerprints",
+    "grade",
+    "grade_async",
+    "grade_batch",
+    "grade_batch_async",
+    "grade_options",
+    "grade_without_judge",
+    "key_in_env",
+    "key_variable_plausible",
+    "scrub",
+    "summary_json",
+]
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """A grade run's settings as a person gives them (the `grade` command's flags): the judge, where it is,
+    the name of the key's variable, and the run's scope and pace. :func:`grade_options` checks them."""
+
+    model: str
+    base_url: str | None = None
+    api_key_env: str = DEFAULT_API_KEY_ENV
+    shape: str = "extract"
+    temperature: float = 0.0
+    max_tokens: int | None = None
+    seed: int = 0
+    exemplars: Path | None = None
+    rationale: bool = False
+    concurrency: int = 16
+    timeout_s: float = 60.0
+    max_retries: int = 5
+    arms: tuple[str, ...] = ()
+    limit: int | None = None
+
+
+def grade_options(settings: JudgeSettings) -> GradeOptions:
+    """The checked options of a run (the exemplar file read, the judge's configuration frozen); a bad
+    setting is a :class:`GradeUsageError` (one line, exit 2)."""
+    s = settings
+    try:
+        ex = load_exemplars(s.exemplars, s.shape) if s.exemplars is not None else ()
+        config = JudgeConfig(model=s.model, shape=s.shape, temperature=s.temperature, max_tokens=s.max_tokens,
+                             seed=s.seed, exemplars=ex, base_url=s.base_url, rationale=s.rationale)  # fmt: skip
+        options = GradeOptions(config, base_url=s.base_url, api_key_env=s.api_key_env,
+                               concurrency=s.concurrency, timeout_s=s.timeout_s, max_retries=s.max_retries,
+                               arms=s.arms, limit=s.limit)  # fmt: skip
+        options.validate()
+    except ValueError as exc:  # the judge configuration's own checks (a temperature above 0.2, ...)
+        raise GradeUsageError(str(exc)) from None
+    return options
+
+
+def key_variable_plausible(env_name: str, base_url: str | None) -> bool:
+    """Whether a key-variable value (`--judge-api-key-env`, `--api-key-env`) is set or reads as a variable
+    name; one that is neither is most likely the key itself, pasted where its variable's name belongs, and
+    is refused without being repeated (issue 13)."""
+    return looks_like_env_name(env_name) or api_key_for(env_name, base_url) is not None
+
+
+# --- the prelude ------------------------------------------------------------------------------------------
+
+
+def _ready_to_send(study: Study, options: GradeOptions) -> str:
+    """Steps 1–2 of the prelude: the options and the study checked, the API key read from its variable."""
+    options.validate()
+    study.require_writable()
+    check_arms(study, options.arms)
+    return resolve_api_key(options.api_key_env, options.base_url)
+
+
+def _register(study: Study, config: JudgeConfig) -> None:
+    """The fingerprint's configuration recorded: the online run's first write, so a refusal (a full disk)
+    is one line."""
+    try:
+        judging.register_config(study, config)
+    except StudyError:
+        raise
+    except Exception as exc:  # DuckDB's or the OS's refusal of the run's first write (a full disk): one line
+        raise StudyError(write_failure(study.path, exc)) from None
+
+
+def _summary(config: JudgeConfig, base_url: str | None) -> GradeSummary:
+    return GradeSummary(fingerprint=config.fingerprint, model=config.model, shape=config.shape,
+                        temperature=config.temperature, base_url=base_url, rationale=config.rationale)  # fmt: skip
+
+
+# --- online -----------------------------------------------------------------------------------------------
+
+
+async def grade_async(
+    study: Study, options: GradeOptions, *, reporter: Reporter | None = None
+) -> GradeSummary:
+    """Grade every row in scope that needs the judge and has no ok verdict under this fingerprint."""
+    api_key = _ready_to_send(study, options)
+    config = options.config
+    started = time.monotonic()
+    client = JudgeClient(config, api_key=api_key, base_url=options.base_url, concurrency=options.concurrency,
+                         timeout_s=options.timeout_s, max_retries=options.max_retries, reask=options.reask,
+                         backoff_base_s=options.backoff_base_s)  # fmt: skip
+    del api_key
+    summary = _summary(config, client.base_url)
+    told = take_replayed(study)  # what opening the study replayed, told once (by the first run on it)
+    if told is not None:
+        summary.recovered = told.records.get(JUDGED, 0)
+    async with one_grader(study), client, run.reserved_journal(study, options) as journal:
+        # A study opened before another run was killed has not seen that run's journal: replay it now, so
+        # that the selection and the reply cache below see every reply that arrived.
+        late = await asyncio.to_thread(replay_journal, study)
+        summary.recovered += late.records.get(JUDGED, 0)
+        await asyncio.to_thread(_register, study, config)
+        work = await asyncio.to_thread(select_work, study, config, options.arms, options.limit)
+        await run.send(study, options, client, journal, summary, reporter or NullReporter(), work)
+    summary.elapsed_s = time.monotonic() - started
+    return summary
+
+
+def grade(study: Study, options: GradeOptions, *, reporter: Reporter | None = None) -> GradeSummary:
+    """Synchronous entry point: runs :func:`grade_async`; SIGTERM cancels it cleanly (batches are kept) and
+    raises :class:`GradeInterrupted`."""
+    return run_until_sigterm(lambda: grade_async(study, options, reporter=reporter))
+
+
+# --- batch ------------------------------------------------------------------------------------------------
+
+
+async def grade_batch_async(
+    study: Study, options: GradeOptions, batch: BatchOptions, *, reporter: BatchReporter | None = None
+) -> BatchSummary:
+    """Grade every row in scope through the Batch API (:mod:`mcqaudit.grade.batch`)."""
+    options.validate()
+    batch.validate()
+    api_key = _ready_to_send(study, options)
+    config = options.config
+    started = time.monotonic()
+    judge = BatchJudge(config, api_key=api_key, base_url=options.base_url, timeout_s=options.timeout_s,
+                       max_retries=options.max_retries, backoff_base_s=options.backoff_base_s)  # fmt: skip
+    del api_key
+    summary = BatchSummary(fingerprint=config.fingerprint, model=config.model, shape=config.shape,
+                           temperature=config.temperature, base_url=judge.base_url, rationale=config.rationale)  # fmt: skip
+    # One grader per study (grade/lock.py); --no-wait refuses rather than wait for another run.
+    async with one_grader(study, wait=batch.wait), judge:
+        judging.register_config(study, config)
+        work = select_work(study, config, options.arms, options.limit)
+        await run_batches(study, options, batch, judge, summary, reporter or NullBatchReporter(), work)
+    summary.elapsed_s = time.monotonic() - started
+    return summary
+
+
+def grade_batch(
+    study: Study, options: GradeOptions, batch: BatchOptions, *, reporter: BatchReporter | None = None
+) -> BatchSummary:
+    """Synchronous entry point; SIGTERM cancels it cleanly (submitted batches stay recorded in the study)."""
+    return run_until_sigterm(lambda: grade_batch_async(study, options, batch, reporter=reporter))
+
+
+# --- without sending --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """`--no-judge`: rows in scope resolved by the strict pre-filter, OTHER by rule (blank), and left for a
+    judge (pending)."""
+
+    prefilter: int
+    rule: int
+    needs_judge: int
+
+
+def grade_without_judge(study: Study, arms: Sequence[str] = ()) -> Resolved:
+    """`--no-judge`: the strict pre-filter alone. Marks the study unaudited; returns row counts."""
+    study.require_writable()
+    check_arms(study, arms)
+    judging.set_unaudited(study, True)
+    counts = judging.resolution_counts(study, arms)
+    return Resolved(counts.get("prefilter", 0), counts.get("rule", 0), counts.get("needs_judge", 0))
+
+
+def dry_run(study: Study, options: GradeOptions) -> DryRun:
+    """`grade --dry-run`: one rendered prompt, the fingerprint and the rows a run would target; nothing is
+    sent or written."""
+    return dry_plan(study, options)[0]
+
+
+def batch_dry_run(study: Study, options: GradeOptions, batch: BatchOptions) -> BatchDryRun:
+    """`grade --dry-run --batch`: the dry run and what a batch run would submit and poll."""
+    return _batch_dry_run(study, options, batch)
+
+
+def fingerprints(study: Study) -> list[FingerprintSummary]:
+    """Each judge fingerprint of the study, its settings and the rows it graded (for `info`)."""
+    return judging.fingerprint_summary(study)
+
+
+def batch_overview(study: Study) -> BatchOverview:
+    """Open submissions (with their model) and a count of collected ones (for `info`)."""
+    return store_batches.overview(study)
