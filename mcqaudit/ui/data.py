@@ -22,10 +22,10 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from mcqaudit.app import reviews as rv
+from mcqaudit.app import rows as rw
+from mcqaudit.review.filters import RowFilter
 from mcqaudit.store import Study, StudyError
-from mcqaudit.store import reviews as rv
-from mcqaudit.store import rows as rw
-from mcqaudit.store.rows import RowFilter
 
 Version = tuple[tuple[int, int] | None, ...]
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import streamlit as st
 
-from mcqaudit.store import StudyError
-from mcqaudit.store.reviews import ReviewImportError
+from mcqaudit.app.reviews import StudyError
+from mcqaudit.review.log import ReviewImportError
 from mcqaudit.ui import components, data, state, tables
 from mcqaudit.ui.pages import load
 
