@@ -15,12 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from mcqaudit.review.filters import (
-    NO_LETTER,
-    NO_VERDICT,
-    LetterCell,
-    RowFilter,
-)
+from mcqaudit.review.filters import NO_LETTER, NO_VERDICT, LetterCell, RowFilter
 from mcqaudit.review.log import FORMULA_CELL
 from mcqaudit.store.db import Study
 from mcqaudit.vocab import LETTERS, OTHER, PARSER_NAIVE, PARSER_STRICT, PARSER_USER, VERDICTS
