@@ -1446,7 +1446,7 @@ def reviews_export(
 
     With --inspect LOG --out NEW_LOG: the reviews of the rows that came from LOG, as score edits in a copy
     of it (CORRECT -> C; INCORRECT and OTHER -> I, OTHER with no answer and the explanation "OTHER: ...")."""
-    from mcqaudit.store.reviews import review_log_csv
+    from mcqaudit.app.reviews import review_log_csv
 
     if not db.exists():
         raise _fail(f"error: {db}: no such study file")
@@ -1464,8 +1464,8 @@ def reviews_export(
 
 
 def _reviews_to_inspect(db: Path, log: Path | None, out: Path | None, arm: str | None) -> None:
-    from mcqaudit.inspect_edits import InspectExportError, export_to_inspect
-    from mcqaudit.store import StudyError
+    from mcqaudit.app.reviews import StudyError, export_to_inspect
+    from mcqaudit.inspect_edits import InspectExportError
 
     if log is None:
         raise _fail("error: --arm goes with --inspect LOG", 2)
@@ -1524,8 +1524,7 @@ def reviews_import(
     not have, an illegal verdict, a picked letter contradicting the verdict, a bad time, no way to name the
     row) is refused whole: each problem is printed as FILE:LINE: field: reason and nothing is written (exit 1).
     """
-    from mcqaudit.store import StudyError
-    from mcqaudit.store.reviews import ReviewImportError, import_review_log
+    from mcqaudit.app.reviews import ReviewImportError, StudyError, import_review_log
 
     if not db.exists():
         raise _fail(f"error: {db}: no such study file")
@@ -1632,8 +1631,7 @@ def reviews_queue(
     --port, else MCQAUDIT_DASHBOARD_PORT, else 8501, as the dashboard does). A uniform queue is the sample that
     judge-vs-human agreement (report: judge_agreement) is computed on.
     """
-    from mcqaudit.store import StudyError
-    from mcqaudit.store.reviews import STRATEGIES, ReviewError, create_spot_check, queue_row_ids
+    from mcqaudit.app.reviews import STRATEGIES, ReviewError, StudyError, create_spot_check, queue_row_ids
 
     if strategy not in STRATEGIES:
         raise _fail(f"error: --strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}", 2)
@@ -1694,7 +1692,7 @@ def reviews_queues(
 ) -> None:
     """List the spot-check queues (deleted ones left out) with their progress: rows reviewed, per arm, and
     each one's link on the dashboard's port (--port, else MCQAUDIT_DASHBOARD_PORT, else 8501)."""
-    from mcqaudit.store.reviews import spot_check_progress, spot_checks
+    from mcqaudit.app.reviews import spot_check_progress, spot_checks
 
     if not db.exists():
         raise _fail(f"error: {db}: no such study file")
@@ -1751,8 +1749,7 @@ def reviews_queue_rename(
     db: DbOption,
 ) -> None:
     """Rename a spot-check queue (its rows and seed do not change)."""
-    from mcqaudit.store import StudyError
-    from mcqaudit.store.reviews import ReviewError, rename_spot_check
+    from mcqaudit.app.reviews import ReviewError, StudyError, rename_spot_check
 
     if not db.exists():
         raise _fail(f"error: {db}: no such study file")
@@ -1774,8 +1771,7 @@ def reviews_queue_delete(
 ) -> None:
     """Delete a spot-check queue: it disappears from the lists and no longer counts as a uniform spot check
     for the judge-agreement figures. The reviews made in it stay, and still count as reviews."""
-    from mcqaudit.store import StudyError
-    from mcqaudit.store.reviews import ReviewError, delete_spot_check
+    from mcqaudit.app.reviews import ReviewError, StudyError, delete_spot_check
 
     if not db.exists():
         raise _fail(f"error: {db}: no such study file")

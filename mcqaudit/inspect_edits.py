@@ -30,15 +30,13 @@ history is the review log. Inspect keeps the original score as the first entry o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
-from mcqaudit.store.db import Study
+from mcqaudit.review.corrections import LoggedReview, SampleRow
+from mcqaudit.review.rules import RETRACT
 from mcqaudit.vocab import CORRECT, LETTERS, OTHER
 
 INSTALL_HINT = "pip install 'mcqaudit[inspect]'"
@@ -65,18 +63,32 @@ class InspectExport:
 
 
 @dataclass(frozen=True)
+class LogSample:
+    """What mcqaudit's importer read of one sample of the log: the content a study row must match."""
+
+    question: str
+    options: tuple[str, ...]
+    generation: str
+
+
+@dataclass(frozen=True)
+class InspectSamples:
+    """The log to edit, the new log to write, and the log's samples by (item_id, sample = epoch - 1)."""
+
+    log_path: Path
+    out_path: Path
+    samples: Mapping[tuple[str, int], LogSample]
+
+
+@dataclass(frozen=True)
 class _State:
     verdict: str
     picked_option: str | None
 
 
-def _null(v: Any) -> Any:
-    return None if v is None or (not isinstance(v, list | tuple) and pd.isna(v)) else v
-
-
 def _edit(
     state: _State | None,
-    rec: dict,
+    rec: LoggedReview,
     sample: Any,
     original: Any,
     gold_option: str | None,
@@ -84,7 +96,7 @@ def _edit(
     classes: Any,
 ) -> Any:
     ScoreEdit, ProvenanceData = classes
-    note = _null(rec.get("note"))
+    note = rec.note
     if state is None:  # no verdict left in mcqaudit: back to the score Inspect gave
         value, answer, explanation = original.value, original.answer, original.explanation
     else:
@@ -99,64 +111,61 @@ def _edit(
             explanation = f"OTHER: {note or OTHER_EXPLANATION}"
         else:
             explanation = f"{verdict}: {note}" if note else verdict
-    action = rec["action"]
+    action = rec.action
     reason = note or (
-        f"mcqaudit review: retracts review {_null(rec.get('retracts'))}" if action == "retract"
-        else f"mcqaudit review: {action} {rec['verdict']}"
+        f"mcqaudit review: retracts review {rec.retracts}" if action == RETRACT
+        else f"mcqaudit review: {action} {rec.verdict}"
     )  # fmt: skip
-    created = rec["created_at"]
-    ts = created.to_pydatetime() if isinstance(created, pd.Timestamp) else created
-    if isinstance(ts, datetime) and ts.tzinfo is None:
-        ts = ts.replace(tzinfo=UTC)
     meta = {
         "source": "mcqaudit",
-        "row_id": rec["row_id"],
-        "review_id": int(rec["review_id"]),
+        "row_id": rec.row_id,
+        "review_id": rec.review_id,
         "action": action,
-        "verdict": _null(rec.get("verdict")),
-        "picked_letter": _null(rec.get("picked_letter")),  # displayed letter, in the order the model saw
-        "prior_verdict": _null(rec.get("prior_verdict")),
-        "prior_source": _null(rec.get("prior_source")),
-        "judge_fingerprint": _null(rec.get("fingerprint")) or fingerprint,
-        "queue_id": None if _null(rec.get("queue_id")) is None else int(rec["queue_id"]),
-        "origin": _null(rec.get("origin")),
+        "verdict": rec.verdict,
+        "picked_letter": rec.picked_letter,  # displayed letter, in the order the model saw
+        "prior_verdict": rec.prior_verdict,
+        "prior_source": rec.prior_source,
+        "judge_fingerprint": rec.fingerprint or fingerprint,
+        "queue_id": rec.queue_id,
+        "origin": rec.origin,
     }
     return ScoreEdit(
         value=value,
         answer=answer,
         explanation=explanation,
-        provenance=ProvenanceData(timestamp=ts, author=str(rec["reviewer"]), reason=reason, metadata=meta),
+        provenance=ProvenanceData(
+            timestamp=rec.created_at, author=rec.reviewer, reason=reason, metadata=meta
+        ),
     )
 
 
-def _states(records: Sequence[dict], row: dict) -> list[_State | None]:
+def _states(records: Sequence[LoggedReview], row: SampleRow) -> list[_State | None]:
     """The verdict in force after each review record (the replay of ``effective_reviews``)."""
-    options = list(row["options"])
+    options = list(row.options)
 
-    def option(letter: Any) -> str | None:
-        letter = _null(letter)
+    def option(letter: str | None) -> str | None:
         return (
             options[LETTERS.index(letter)]
-            if isinstance(letter, str) and letter in LETTERS[: len(options)]
+            if letter is not None and letter in LETTERS[: len(options)]
             else None
         )
 
     auto: _State | None = None  # the automated verdict (judge, pre-filter, rule); None while ungraded
-    if row["verdict_source"] != "review":
-        if _null(row["final_verdict"]) is not None:
-            auto = _State(row["final_verdict"], _null(row["picked_option"]))
-    elif records and _null(records[0].get("prior_verdict")) is not None:
-        auto = _State(records[0]["prior_verdict"], None)  # what the first review replaced
-    active: list[dict] = []
+    if row.verdict_source != "review":
+        if row.final_verdict is not None:
+            auto = _State(row.final_verdict, row.picked_option)
+    elif records and records[0].prior_verdict is not None:
+        auto = _State(records[0].prior_verdict, None)  # what the first review replaced
+    active: list[LoggedReview] = []
     out: list[_State | None] = []
     for rec in records:
-        if rec["action"] == "retract":
-            gone = _null(rec.get("retracts"))
-            active = [a for a in active if gone is None or int(a["review_id"]) != int(gone)]
+        if rec.action == RETRACT:
+            gone = rec.retracts
+            active = [a for a in active if gone is None or a.review_id != gone]
         else:
             active.append(rec)
         top = active[-1] if active else None
-        out.append(_State(top["verdict"], option(top.get("picked_letter"))) if top else auto)
+        out.append(_State(str(top.verdict), option(top.picked_letter)) if top else auto)
     return out
 
 
@@ -175,14 +184,23 @@ def _score_name(samples: Sequence[Any]) -> str:
     )
 
 
-def export_to_inspect(
-    study: Study, log_path: Path, out_path: Path, *, arm: str | None = None
-) -> InspectExport:
-    """Write a copy of ``log_path`` to ``out_path`` with every review of its rows as a score edit."""
+def _inspect_api() -> Any:
+    """inspect_ai's log API (edit_score, ...), or the hint to install it."""
+    try:
+        from inspect_ai import log as api
+        from inspect_ai.scorer import ScoreEdit
+    except ImportError:
+        raise InspectExportError(
+            f"writing Inspect logs needs the inspect-ai package: {INSTALL_HINT}"
+        ) from None
+    return api, ScoreEdit
+
+
+def read_samples(log_path: Path, out_path: Path) -> InspectSamples:
+    """The samples of the log to edit, read by mcqaudit's own importer (after checking the new log's name, and
+    that inspect-ai is installed)."""
     from mcqaudit.ingest.errors import InputError
     from mcqaudit.ingest.inspect_log import read_log
-    from mcqaudit.store.corrections import rows_for_samples
-    from mcqaudit.store.reviews import review_log
 
     if out_path.suffix.lower() not in (".eval", ".json"):
         raise InspectExportError(f"{out_path}: the new log must end in .eval or .json (Inspect's formats)")
@@ -190,40 +208,40 @@ def export_to_inspect(
         raise InspectExportError(
             "--out names the original log; mcqaudit never writes to it: choose a new file"
         )
-    try:
-        from inspect_ai.log import (
-            ProvenanceData,
-            edit_score,
-            read_eval_log,
-            recompute_metrics,
-            write_eval_log,
-        )
-        from inspect_ai.scorer import ScoreEdit
-    except ImportError:
-        raise InspectExportError(
-            f"writing Inspect logs needs the inspect-ai package: {INSTALL_HINT}"
-        ) from None
-
+    _inspect_api()
     try:
         _, records = read_log(log_path)
     except InputError as exc:
         raise InspectExportError(f"{log_path}: {exc}") from None
-    from_log = {(r.row["item_id"], int(r.row["sample"])): r.row for r in records if r.row is not None}
-    rows = rows_for_samples(study, list(from_log))
-    # an arm came from this log when every one of its rows at the log's samples is what the log holds
-    matches: dict[str, list[dict]] = {}
+    samples = {
+        (str(r.row["item_id"]), int(r.row["sample"])): LogSample(
+            r.row["question"], tuple(r.row["options"]), r.row["generation"]
+        )
+        for r in records
+        if r.row is not None
+    }
+    return InspectSamples(log_path, out_path, samples)
+
+
+def _matching_arm(
+    log: InspectSamples, rows: Sequence[SampleRow], arm: str | None
+) -> tuple[str, list[SampleRow]]:
+    """The arm whose rows at the log's samples are all what the log holds (``arm`` when several are), and
+    those rows."""
+    log_path = log.log_path
+    matches: dict[str, list[SampleRow]] = {}
     mismatch: dict[str, str] = {}
-    for r in rows.to_dict("records"):
-        src = from_log[(r["item_id"], int(r["sample"]))]
+    for r in rows:
+        src = log.samples[(r.item_id, r.sample)]
         same = (
-            r["generation"] == src["generation"]
-            and r["question"] == src["question"]
-            and list(r["options"]) == list(src["options"])
+            r.generation == src.generation
+            and r.question == src.question
+            and list(r.options) == list(src.options)
         )
         if same:
-            matches.setdefault(r["arm"], []).append(r)
+            matches.setdefault(r.arm, []).append(r)
         else:
-            mismatch.setdefault(r["arm"], f"sample {r['item_id']!r} epoch {int(r['sample']) + 1}")
+            mismatch.setdefault(r.arm, f"sample {r.item_id!r} epoch {r.sample + 1}")
     candidates = sorted(a for a in matches if a not in mismatch)
     if arm is not None:
         if arm not in candidates:
@@ -242,48 +260,57 @@ def export_to_inspect(
         raise InspectExportError(
             f"several arms came from {log_path} ({', '.join(candidates)}): name one with --arm"
         )
-    by_row = {r["row_id"]: r for r in matches[chosen]}
-    log_df = review_log(study)
-    reviewed = log_df[log_df["row_id"].isin(list(by_row))]
+    return chosen, matches[chosen]
+
+
+def write_corrections(
+    log: InspectSamples, rows: Sequence[SampleRow], reviews: Sequence[LoggedReview], *, arm: str | None = None
+) -> InspectExport:
+    """Write a copy of the log to ``log.out_path`` with every review of its rows as a score edit. ``rows``:
+    the study's rows at the log's samples (every arm); ``reviews``: the study's review log, oldest first."""
+    api, ScoreEdit = _inspect_api()
+    log_path, out_path = log.log_path, log.out_path
+    chosen, mine = _matching_arm(log, rows, arm)
+    by_row = {r.row_id: r for r in mine}
+    reviewed: dict[str, list[LoggedReview]] = {}
+    for rec in reviews:
+        if rec.row_id in by_row:
+            reviewed.setdefault(rec.row_id, []).append(rec)
     result = InspectExport(
         log=str(log_path), out=str(out_path), arm=chosen, score_name="", rows_matched=len(by_row)
     )
-    result.reviews_elsewhere = int(log_df.loc[~log_df["row_id"].isin(list(by_row)), "row_id"].nunique())
-
+    result.reviews_elsewhere = len({r.row_id for r in reviews if r.row_id not in by_row})
     try:
-        log = read_eval_log(str(log_path))
+        elog = api.read_eval_log(str(log_path))
     except Exception as exc:  # a log our reader took but Inspect's refuses: say so, no traceback
         raise InspectExportError(
             f"{log_path}: inspect_ai cannot read it ({type(exc).__name__}: {exc})"
         ) from None
-    samples = {(str(s.id), int(s.epoch)): s for s in log.samples or []}
+    samples = {(str(s.id), int(s.epoch)): s for s in elog.samples or []}
     result.score_name = name = _score_name(list(samples.values()))
-    for row_id, recs in reviewed.groupby("row_id", sort=True):
-        row = by_row[str(row_id)]
-        sample = samples.get((row["item_id"], int(row["sample"]) + 1))
+    for row_id in sorted(reviewed):
+        row = by_row[row_id]
+        sample = samples.get((row.item_id, row.sample + 1))
         if sample is None:  # read_log found it, so Inspect's reader should too
-            raise InspectExportError(
-                f"{log_path}: sample {row['item_id']!r} epoch {int(row['sample']) + 1} not found"
-            )
-        rec_list = recs.to_dict("records")
-        states = _states(rec_list, row)
+            raise InspectExportError(f"{log_path}: sample {row.item_id!r} epoch {row.sample + 1} not found")
+        recs = reviewed[row_id]
         original = sample.scores[name].model_copy() if sample.scores and name in sample.scores else None
         if original is None:
-            raise InspectExportError(f"{log_path}: sample {row['item_id']!r} has no {name!r} score to edit")
-        for rec, state in zip(rec_list, states, strict=True):
-            edit = _edit(state, rec, sample, original, _null(row["gold_option"]), _null(row["judge_fingerprint"]),
-                         (ScoreEdit, ProvenanceData))  # fmt: skip
-            edit_score(log, sample.id, name, edit, recompute_metrics=False, epoch=sample.epoch)
+            raise InspectExportError(f"{log_path}: sample {row.item_id!r} has no {name!r} score to edit")
+        for rec, state in zip(recs, _states(recs, row), strict=True):
+            edit = _edit(state, rec, sample, original, row.gold_option, row.judge_fingerprint,
+                         (ScoreEdit, api.ProvenanceData))  # fmt: skip
+            api.edit_score(elog, sample.id, name, edit, recompute_metrics=False, epoch=sample.epoch)
             result.edits += 1
         result.samples_edited += 1
         final = str(sample.scores[name].value) if sample.scores else "?"
         result.values[final] = result.values.get(final, 0) + 1
     if result.edits:
-        recompute_metrics(log)
+        api.recompute_metrics(elog)
     # written beside the target, then renamed: a failed write leaves no half log behind
     tmp = out_path.with_name(f".{out_path.stem}.partial{out_path.suffix}")
     try:
-        write_eval_log(log, str(tmp))
+        api.write_eval_log(elog, str(tmp))
         tmp.replace(out_path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -20,9 +20,10 @@ from pathlib import Path
 from mcqaudit.demo import GENERATIONS, ITEMS
 from mcqaudit.ingest import ingest_file
 from mcqaudit.judge.client import STANDIN_MODEL
+from mcqaudit.review.filters import RowFilter
 from mcqaudit.standin.server import StandinOptions, StandinServer
 from mcqaudit.store import Study
-from mcqaudit.store.rows import RowFilter, count_rows
+from mcqaudit.store.rows import count_rows
 from tests.conftest import REPO
 
 PER_SESSION = 25
@@ -31,7 +32,7 @@ GRADE_LIMIT = 200  # rows the grade run judges (of ~490 that need it): enough ba
 REVIEWERS = r"""
 import json, sys, threading
 from mcqaudit.store import Study
-from mcqaudit.store.reviews import add_review
+from mcqaudit.app.reviews import add_review
 
 db, plan = sys.argv[1], json.loads(sys.argv[2])
 study = Study(db)  # one per process, as st.cache_resource keeps it

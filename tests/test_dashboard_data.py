@@ -21,7 +21,7 @@ def review_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _study_with_reviews(db: Path) -> Study:
     """The study with a few reviews, some overturning the judge: final verdicts differ from automated ones."""
-    from mcqaudit.store import reviews as rv
+    from mcqaudit.app import reviews as rv
 
     study = Study(db)
     ids = [r[0] for r in study.query("SELECT row_id FROM gen_rows ORDER BY row_id LIMIT 6")]

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from mcqaudit.app.grade import GradeOptions, grade
+from mcqaudit.app.reviews import add_review, retract_review, review_log_csv
 from mcqaudit.judge.prompts import JudgeConfig
 from mcqaudit.store import Study
-from mcqaudit.store.reviews import add_review, retract_review, review_log_csv
 from mcqaudit.vocab import LETTERS
 from tests.conftest import run_cli
 from tests.judge_servers import ScriptedJudge, heuristic

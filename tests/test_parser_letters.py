@@ -17,8 +17,9 @@ from mcqaudit import parsers
 from mcqaudit.formatting import md_text
 from mcqaudit.metrics import compute
 from mcqaudit.report import findings, to_markdown
+from mcqaudit.review.filters import LetterCell, RowFilter
 from mcqaudit.store.frames import load_frames
-from mcqaudit.store.rows import LetterCell, RowFilter, count_rows, row_ids
+from mcqaudit.store.rows import count_rows, row_ids
 from tests.builders import StudyBuilder
 
 # (generation, the judge's pick, the naive letter read by hand, a framework letter or "-" for not run)

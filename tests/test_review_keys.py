@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from mcqaudit.app import reviews as rv
 from mcqaudit.store import Study
-from mcqaudit.store import reviews as rv
 from tests.browser import ARGS, ARTIFACTS, CHROMIUM, serve, settle
 from tests.review_study import build
 

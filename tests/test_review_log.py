@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
+from mcqaudit.app import reviews as rv
 from mcqaudit.app.report import build_report
+from mcqaudit.review import log as review_log
 from mcqaudit.store import Study, StudyError
-from mcqaudit.store import reviews as rv
 from tests.conftest import mounted_tmpfs, run_cli
 
 NEXT = {"CORRECT": "INCORRECT", "INCORRECT": "OTHER", "OTHER": "CORRECT"}
@@ -119,7 +120,7 @@ def test_without_the_queues_the_basis_changes(ui_db: Path, tmp_path: Path) -> No
     with reviews_only.open("w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
-        w.writerows(r for r in rows if r["action"] != rv.QUEUE)
+        w.writerows(r for r in rows if r["action"] != review_log.QUEUE)
     rv.import_review_log(Study(copy), reviews_only)
     assert json.loads(agreement(copy))["all"]["sample"] == "all"
 
@@ -178,8 +179,8 @@ def test_csv_cells_are_neutralised_and_restored(ui_db: Path, tmp_path: Path) -> 
 
 @pytest.mark.parametrize("value", HOSTILE)
 def test_neutralise_then_restore_is_the_identity(value: str) -> None:
-    assert rv.restore_cell(rv.neutralise_cell(value)) == value
-    assert rv.neutralise_cell(value)[:1] not in ("=", "+", "-", "@", "\t", "\r")
+    assert review_log.restore_cell(review_log.neutralise_cell(value)) == value
+    assert review_log.neutralise_cell(value)[:1] not in ("=", "+", "-", "@", "\t", "\r")
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from mcqaudit.app import reviews as rv
 from mcqaudit.review.rules import CONFIRM, OVERRIDE, decision_action
 from mcqaudit.store import Study
-from mcqaudit.store import reviews as rv
 
 # (decision verdict, decision letter, current verdict, current letter) -> action
 CASES = [

@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from mcqaudit.app import reviews as rv
+from mcqaudit.review import log as review_log
+from mcqaudit.review import queues
+from mcqaudit.review.filters import ConfusionCell, RowFilter
 from mcqaudit.store import Study
-from mcqaudit.store import reviews as rv
-from mcqaudit.store.rows import ConfusionCell, RowFilter, count_rows, list_rows
+from mcqaudit.store.rows import count_rows, list_rows
 from tests.conftest import run_cli
 
 
@@ -115,7 +118,7 @@ def test_spot_checks_are_seeded_and_stratified(ui_db: Path) -> None:
     assert list(prog["rows"]) == [12, 12, 6, 18] and list(prog["reviewed"]) == [0, 0, 0, 0]
     rv.add_review(s, rows[1][0], reviewer="x", action="confirm", queue_id=1)
     assert list(rv.spot_checks(s)["reviewed"])[:2] == [1, 1]
-    assert rv.allocate(9, {"disagreement": 1, "other": 10, "rest": 10}) == {
+    assert queues.allocate(9, {"disagreement": 1, "other": 10, "rest": 10}) == {
         "disagreement": 1,
         "other": 4,
         "rest": 4,
@@ -319,10 +322,10 @@ def test_queue_size_per_arm_or_in_total(tmp_path: Path) -> None:
 
 
 def test_split_total_is_proportional_and_deterministic() -> None:
-    assert rv.split_total(20, {"a": 12, "b": 24, "c": 48}, ["a", "b", "c"]) == {"a": 3, "b": 6, "c": 11}
-    assert rv.split_total(3, {"x": 5, "y": 5}, ["x", "y"]) == {"x": 2, "y": 1}  # a tie goes to the first arm
-    assert rv.split_total(3, {"x": 5, "y": 5}, ["y", "x"]) == {"y": 2, "x": 1}
-    assert rv.split_total(9, {"x": 1, "y": 0, "z": 2}, ["x", "y", "z"]) == {"x": 1, "y": 0, "z": 2}
+    assert queues.split_total(20, {"a": 12, "b": 24, "c": 48}, ["a", "b", "c"]) == {"a": 3, "b": 6, "c": 11}
+    assert queues.split_total(3, {"x": 5, "y": 5}, ["x", "y"]) == {"x": 2, "y": 1}  # a tie goes to the first arm
+    assert queues.split_total(3, {"x": 5, "y": 5}, ["y", "x"]) == {"y": 2, "x": 1}
+    assert queues.split_total(9, {"x": 1, "y": 0, "z": 2}, ["x", "y", "z"]) == {"x": 1, "y": 0, "z": 2}
 
 
 @pytest.mark.parametrize("strategy", ["uniform", "stratified"])
@@ -622,7 +625,7 @@ def test_an_export_imports_back_unchanged(ui_db: Path, tmp_path: Path) -> None:
     import pandas as pd
 
     src_rows, dst_rows = rows(src), rows(dst)
-    keep = [c for c in rv.LOG_COLUMNS if c not in local - {"retracts"}]
+    keep = [c for c in review_log.LOG_COLUMNS if c not in local - {"retracts"}]
     assert [{k: r[k] for k in keep} for r in dst_rows] == [{k: r[k] for k in keep} for r in src_rows]
     verdicts = "SELECT row_id, final_verdict, verdict_source, picked_letter, reviewer FROM graded_rows ORDER BY row_id"
     assert dst.query(verdicts) == src.query(verdicts)

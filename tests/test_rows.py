@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from mcqaudit.app import reviews as rv
+from mcqaudit.review import queues
+from mcqaudit.review.filters import ConfusionCell, RowFilter
 from mcqaudit.store import Study
-from mcqaudit.store import reviews as rv
 from mcqaudit.store import rows as rw
-from mcqaudit.store.rows import ConfusionCell, RowFilter
 from tests import review_study
 
 
@@ -17,7 +18,7 @@ from tests import review_study
 def study(tmp_path_factory: pytest.TempPathFactory) -> Study:
     path = review_study.build(tmp_path_factory.mktemp("rows") / "s.duckdb", n_items=12)
     s = Study(path)
-    q = rv.create_spot_check(s, size=9, seed=4, strategy=rv.STRATIFIED)
+    q = rv.create_spot_check(s, size=9, seed=4, strategy=queues.STRATIFIED)
     ids = rv.queue_row_ids(s, q.queue_id)
     rv.add_review(s, ids[0], reviewer="ann", verdict="OTHER")
     rv.add_review(s, ids[3], reviewer="ann", verdict="OTHER")
@@ -85,7 +86,7 @@ def test_queue_progress_matches_spot_check_progress(tmp_path) -> None:  # type: 
     path = review_study.build(tmp_path / "s.duckdb", n_items=8)
     s = Study(path)
     uni = rv.create_spot_check(s, size=5, seed=1).queue_id
-    strat = rv.create_spot_check(s, size=11, per_arm=False, seed=2, strategy=rv.STRATIFIED).queue_id
+    strat = rv.create_spot_check(s, size=11, per_arm=False, seed=2, strategy=queues.STRATIFIED).queue_id
     gone = rv.create_spot_check(s, size=2, seed=3).queue_id
 
     def same() -> None:

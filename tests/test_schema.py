@@ -21,11 +21,11 @@ from typing import Any
 import duckdb
 import pytest
 
+from mcqaudit.app import reviews as rv
 from mcqaudit.app.grade import GradeOptions, grade
 from mcqaudit.ingest import ingest_file
 from mcqaudit.judge.prompts import JudgeConfig
 from mcqaudit.store import Study, judging
-from mcqaudit.store import reviews as rv
 from mcqaudit.store.judging import VerdictRecord, write_judged
 from mcqaudit.store.schema import GRADED_ROWS_VIEW, MIGRATIONS
 from tests.conftest import write_jsonl

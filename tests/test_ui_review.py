@@ -212,7 +212,7 @@ def test_spot_check_queue_is_seeded_persisted_and_walked(ui_db: Path) -> None:
 
 # --- state rules of the review flow (docs/design.md §8) ----------------------------------------------------------------
 def _queue(s: Study, size: int = 4, **kw) -> list[str]:
-    from mcqaudit.store.reviews import create_spot_check
+    from mcqaudit.app.reviews import create_spot_check
 
     sc = create_spot_check(s, size=size, seed=3, **kw)
     return [
@@ -256,7 +256,7 @@ def test_a_reload_restores_row_queue_reviewer_and_blind_mode(ui_db: Path) -> Non
     assert at.session_state["blind"] is True and at.toggle(key="w:blind").value is True
     assert not at.metric  # blind: nothing of the judge on screen
     # ?queue= alone opens the queue at its first unreviewed row
-    from mcqaudit.store.reviews import add_review
+    from mcqaudit.app.reviews import add_review
 
     add_review(s, queue[0], reviewer="zed", action="confirm")
     at2 = app(ui_db, "review")
@@ -266,7 +266,7 @@ def test_a_reload_restores_row_queue_reviewer_and_blind_mode(ui_db: Path) -> Non
 
 
 def test_a_save_moves_to_the_next_unreviewed_row_of_the_queue(ui_db: Path) -> None:
-    from mcqaudit.store.reviews import add_review
+    from mcqaudit.app.reviews import add_review
 
     s = Study(ui_db)
     queue = _queue(s, size=3)  # 6 rows over two arms

@@ -180,8 +180,8 @@ def test_write_atomic_cleans_up_after_an_interrupt(tmp_path: Path) -> None:
 def _inspect_study(tmp_path: Path) -> tuple[Path, Path]:
     """A study ingested from a real Inspect log, with one review to export as a score edit."""
     pytest.importorskip("inspect_ai.log")
+    from mcqaudit.app.reviews import add_review
     from mcqaudit.store import Study
-    from mcqaudit.store.reviews import add_review
 
     log = tmp_path / "plain.eval"
     shutil.copy(ROOT / "tests" / "fixtures" / "inspect" / "plain.eval", log)

@@ -23,10 +23,11 @@ if TYPE_CHECKING:
 
 
 def open_study(study: str | Path | Study) -> Study:
-    """An open :class:`~mcqaudit.store.db.Study` for a path (or the one given)."""
-    from mcqaudit.store.db import Study
+    """An open :class:`~mcqaudit.store.db.Study` for a path (or the one given), through
+    :func:`mcqaudit.app.study.open_study` (a writable open replays the journal first, as every open did)."""
+    from mcqaudit.app.study import open_study as _open
 
-    return study if isinstance(study, Study) else Study(study)
+    return _open(study)
 
 
 def verdict_view(value: str) -> VerdictView:

@@ -10,17 +10,15 @@ it counts. Filters are parameters; the only SQL text chosen from input is a colu
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
+from mcqaudit.review.filters import NO_LETTER, NO_VERDICT, LetterCell, RowFilter
+from mcqaudit.review.log import FORMULA_CELL
 from mcqaudit.store.db import Study
-from mcqaudit.store.reviews import FORMULA_CELL
 from mcqaudit.vocab import LETTERS, OTHER, PARSER_NAIVE, PARSER_STRICT, PARSER_USER, VERDICTS
-
-NO_VERDICT = "no verdict yet"  # filter value, not a verdict: rows the judge has not graded (pending or error)
-VERDICT_FILTER_VALUES = (*VERDICTS, NO_VERDICT)
 
 # letters stored on gen_rows (and so on graded_rows); any other parser name lives in parser_letters
 _ROW_PARSER_COLUMNS = {
@@ -45,71 +43,6 @@ LIST_COLUMNS = [
 ]
 
 
-@dataclass(frozen=True)
-class ConfusionCell:
-    """One cell of a parser-vs-verdict confusion matrix: rows whose verdict is ``verdict`` and whose
-    ``parser`` letter gives ``parser_verdict``."""
-
-    parser: str
-    verdict: str
-    parser_verdict: str
-
-    def describe(self) -> str:
-        return f"verdict {self.verdict} where the {self.parser} parser says {self.parser_verdict}"
-
-
-NO_LETTER = "none"  # a letter cell's "no letter" (the reference of an OTHER row, a parser that read none)
-
-
-@dataclass(frozen=True)
-class LetterCell:
-    """One cell of a parser's letter confusion (``parser_letters``): graded rows whose reference letter (the
-    picked letter, ``none`` for OTHER; rows answered without a picked letter have none known) is
-    ``reference`` and whose ``parser`` letter is ``letter`` (``none``: no letter, or one beyond the displayed
-    options)."""
-
-    parser: str
-    reference: str
-    letter: str
-
-    def describe(self) -> str:
-        return f"reference letter {self.reference} where the {self.parser} parser reads {self.letter}"
-
-
-Cell = ConfusionCell | LetterCell  # a cell of either matrix of Parsers vs judge
-
-
-def cell_of(d: dict[str, Any]) -> Cell:
-    """A cell from its :func:`dataclasses.asdict` form (a letter cell has a ``reference``)."""
-    return LetterCell(**d) if "reference" in d else ConfusionCell(**d)
-
-
-@dataclass(frozen=True)
-class RowFilter:
-    """Which rows a list shows. Empty tuples mean "any"; every condition is ANDed."""
-
-    arms: tuple[str, ...] = ()
-    orientations: tuple[str, ...] = ()
-    verdicts: tuple[str, ...] = ()  # final verdicts CORRECT / INCORRECT / OTHER, and/or NO_VERDICT
-    judge_statuses: tuple[str, ...] = ()
-    disagree_parser: str | None = None  # rows where this parser's verdict differs from the final verdict
-    reviewed: bool | None = None  # True: has an effective review; False: has none
-    search: str = ""  # case-insensitive substring of question, generation or item_id; or an exact row_id
-    queue_id: int | None = None  # only the rows of this spot-check queue, in queue order
-    cell: Cell | None = None  # the rows of one cell of a verdict or a letter confusion matrix
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RowFilter:
-        d = dict(d)
-        cell = d.pop("cell", None)
-        for k in ("arms", "orientations", "verdicts", "judge_statuses"):
-            d[k] = tuple(d.get(k) or ())
-        return cls(**d, cell=cell_of(cell) if cell else None)
-
-
 class UnknownParser(ValueError):
     pass
 
@@ -118,7 +51,7 @@ def known_parsers(study: Study) -> list[str]:
     """strict, naive, user (when any row has a user letter), then the framework parsers that were run."""
     with study.connect() as con:
         out = [PARSER_STRICT, PARSER_NAIVE]
-        if con.execute("SELECT count(*) FROM gen_rows WHERE user_letter IS NOT NULL").fetchone()[0]:  # type: ignore[index]
+        if (con.execute("SELECT count(*) FROM gen_rows WHERE user_letter IS NOT NULL").fetchone() or (0,))[0]:
             out.append(PARSER_USER)
         out += [
             r[0]
@@ -330,13 +263,13 @@ def list_position(study: Study, f: RowFilter, row_id: str) -> ListPosition | Non
                    FROM spot_check_rows q WHERE q.queue_id = ?
                    WINDOW w AS (ORDER BY q.position, q.row_id)
                ) WHERE row_id = ?""",
-            [int(f.queue_id), row_id],  # type: ignore[arg-type]
+            [int(f.queue_id or 0), row_id],
         )
         return _position(rec)
     return _list_position(study, f, row_id)
 
 
-def _position(rec: list[tuple]) -> ListPosition | None:
+def _position(rec: list[tuple[Any, ...]]) -> ListPosition | None:
     if not rec:
         return None
     rid, pos, total, prev_id, next_id = rec[0]
@@ -364,7 +297,7 @@ def row_at(study: Study, f: RowFilter, position: int) -> str | None:
     if _queue_only(f):
         rec = study.query(
             "SELECT row_id FROM spot_check_rows WHERE queue_id = ? ORDER BY position, row_id LIMIT 1 OFFSET ?",
-            [int(f.queue_id), int(position)],  # type: ignore[arg-type]
+            [int(f.queue_id or 0), int(position)],
         )
         return str(rec[0][0]) if rec else None
     return _row_at(study, f, position)
@@ -510,7 +443,7 @@ def item_rows(study: Study, item_id: str) -> pd.DataFrame:
 def row_ids(study: Study, f: RowFilter, limit: int | None = None) -> list[str]:
     """The ids of the matching rows, in list order."""
     df = list_rows(study, f, limit=limit if limit is not None else 2**62, offset=0, snippet=0)
-    return df["row_id"].tolist()
+    return [str(r) for r in df["row_id"].tolist()]
 
 
 def row_detail(study: Study, row_id: str) -> dict[str, Any] | None:

@@ -22,12 +22,12 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from mcqaudit.app import reviews as rv
+from mcqaudit.app import rows as rw
+from mcqaudit.app.study import Study, StudyError
 from mcqaudit.metrics.inputs import StudyFrames
 from mcqaudit.metrics.results import Report
-from mcqaudit.store import Study, StudyError
-from mcqaudit.store import reviews as rv
-from mcqaudit.store import rows as rw
-from mcqaudit.store.rows import RowFilter
+from mcqaudit.review.filters import RowFilter
 from mcqaudit.vocab import VerdictCode
 
 Version = tuple[tuple[int, int] | None, ...]
@@ -47,7 +47,9 @@ def bootstrap() -> int:
 
 @st.cache_resource(show_spinner=False)
 def get_study(path: str) -> Study:
-    return Study(path)
+    from mcqaudit.app.study import open_study
+
+    return open_study(path)
 
 
 def read_only(path: str) -> bool:

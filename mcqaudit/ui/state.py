@@ -15,7 +15,7 @@ DB_PATH = "db_path"  # the study file this session looks at
 PAGES = "pages"  # the st.Page objects of this run, by name (for links and switch_page)
 REVIEWER = "reviewer"  # reviewer name, kept for the session
 BLIND = "blind"  # blind mode: hide judge verdict and parser letters until the reviewer has decided
-# the Review page's filters (see mcqaudit.store.rows.RowFilter)
+# the Review page's filters (see mcqaudit.review.filters.RowFilter)
 F_ARMS = "f_arms"
 F_ORIENTATIONS = "f_orientations"
 F_VERDICTS = "f_verdicts"

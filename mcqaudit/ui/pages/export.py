@@ -10,9 +10,9 @@ from pathlib import Path
 
 import streamlit as st
 
+from mcqaudit.app.reviews import StudyError
 from mcqaudit.metrics.results import Report
-from mcqaudit.store import StudyError
-from mcqaudit.store.reviews import ReviewImportError
+from mcqaudit.review.log import ReviewImportError
 from mcqaudit.ui import components, data, state, tables
 from mcqaudit.ui.pages import load
 
@@ -84,6 +84,12 @@ def render_export(report: Report, meta: Mapping[str, str | None], path: str) -> 
         key="dl_reviews",
         on_click="ignore",
     )
+    render_import(path)
+    components.flash()
+
+
+def render_import(path: str) -> None:
+    """The expander that imports a review log or labels (``mcqaudit reviews import``)."""
     with st.expander("Import a review log or your team's labels"):
         st.caption(
             "A review log from `reviews export`, or labels: `row_id` (or `arm, item_id, orientation, sample`), "
@@ -117,7 +123,6 @@ def render_export(report: Report, meta: Mapping[str, str | None], path: str) -> 
                         f"{res.already_present} already present).",
                     )
                     st.rerun()
-    components.flash()
 
 
 def page() -> None:

@@ -10,7 +10,7 @@ import streamlit as st
 
 from mcqaudit import plots
 from mcqaudit.metrics.results import Report
-from mcqaudit.store.rows import RowFilter
+from mcqaudit.review.filters import RowFilter
 from mcqaudit.ui import components, data, state, tables
 from mcqaudit.ui.pages import load
 from mcqaudit.ui.pages.review import send_to_review

@@ -13,7 +13,7 @@ from mcqaudit import plots
 from mcqaudit.formatting import naive_words, plural
 from mcqaudit.metrics import PARSER_DISAGREEMENT_MAX
 from mcqaudit.metrics.results import LetterRates, Metric, OrientationDisagreement, ParserDisagreement, Report
-from mcqaudit.store.rows import Cell, ConfusionCell, LetterCell, RowFilter
+from mcqaudit.review.filters import Cell, ConfusionCell, LetterCell, RowFilter
 from mcqaudit.ui import components, data, state, tables
 from mcqaudit.ui.pages import load
 from mcqaudit.ui.pages.review import send_to_review

@@ -30,10 +30,11 @@ from urllib.parse import urlencode, urlsplit
 import pandas as pd
 import streamlit as st
 
+from mcqaudit.app.reviews import StudyError
 from mcqaudit.parsers import letter_spans
-from mcqaudit.store import StudyError
-from mcqaudit.store.reviews import CONFIRM, OVERRIDE, STRATEGIES, ReviewError
-from mcqaudit.store.rows import NO_VERDICT, VERDICT_FILTER_VALUES, Cell, RowFilter, cell_of
+from mcqaudit.review.filters import NO_VERDICT, VERDICT_FILTER_VALUES, Cell, RowFilter, cell_of
+from mcqaudit.review.queues import STRATEGIES
+from mcqaudit.review.rules import CONFIRM, OVERRIDE, ReviewError
 from mcqaudit.ui import components, data, review_keys, state, tables
 from mcqaudit.vocab import LETTERS, PARSER_STRICT, PARSER_USER, VERDICTS, is_blank, verdict_of
 
@@ -464,7 +465,7 @@ def _save(
     session shows by now — then move on (in a queue: its next unreviewed row; else: the next row).
 
     An override is sent as chosen, verdict and letter; whether it is recorded as a confirm (it keeps the
-    row's verdict and letter) is decided by the store with the one rule (:mod:`mcqaudit.review.rules`), in
+    row's verdict and letter) is decided by the use case with the one rule (:mod:`mcqaudit.review.rules`), in
     blind mode as in the open."""
     s = st.session_state
     verdict = s.get(f"verdict-{row_id}") if action == OVERRIDE else None
