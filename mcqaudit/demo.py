@@ -118,8 +118,8 @@ def build_demo(
 
 
 def _build(path: Path, gens: Path, items: Path, digest: str, reporter: Reporter | None) -> None:
+    from mcqaudit.app.ingest import ingest_file
     from mcqaudit.grade import GradeOptions, grade
-    from mcqaudit.ingest import ingest_file
     from mcqaudit.judge.prompts import JudgeConfig
     from mcqaudit.standin.server import StandinOptions, StandinServer
     from mcqaudit.store import Study

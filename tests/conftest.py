@@ -97,8 +97,8 @@ def build_graded_study(
     ``ingest_file``, then grade it with the real ``grade`` against the stand-in judge on 127.0.0.1 (a
     heuristic, not an LLM: none can be reached here). Rows the stand-in cannot read end as ``error``, as with
     any judge."""
+    from mcqaudit.app.ingest import ingest_file
     from mcqaudit.grade import GradeOptions, grade
-    from mcqaudit.ingest import ingest_file
     from mcqaudit.judge.prompts import JudgeConfig
     from mcqaudit.standin.server import StandinServer
     from mcqaudit.vocab import STANDIN_MODEL

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mcqaudit.app.ingest import ingest_file
 from mcqaudit.grade import GradeOptions, grade
-from mcqaudit.ingest import ingest_file
 from mcqaudit.judge.prompts import JudgeConfig
 from mcqaudit.standin.server import StandinOptions, StandinServer
 from mcqaudit.store import Study

@@ -21,8 +21,8 @@ from typing import Any
 import duckdb
 import pytest
 
+from mcqaudit.app.ingest import ingest_file
 from mcqaudit.grade import GradeOptions, grade
-from mcqaudit.ingest import ingest_file
 from mcqaudit.judge.prompts import JudgeConfig
 from mcqaudit.store import Study, judging
 from mcqaudit.store import reviews as rv

@@ -27,26 +27,12 @@ import duckdb
 import pyarrow as pa
 
 from mcqaudit.files import line_chunks
+from mcqaudit.ingest.fields import FIELDS, field_keys
+from mcqaudit.ingest.fields import columns as _columns
 from mcqaudit.store.reviews import retract_for_replaced_rows
 from mcqaudit.store.schema import refresh_current_judge
 from mcqaudit.vocab import LETTERS, WHITESPACE
 
-FIELDS = (
-    "item_id",
-    "arm",
-    "question",
-    "options",
-    "gold",
-    "generation",
-    "orientation",
-    "prompt",
-    "sample",
-    "parsed_letter",
-    "option_logprobs",
-    "model",
-    "metadata",
-)
-REQUIRED = ("item_id", "arm", "question", "options", "gold", "generation")
 _MAX = len(LETTERS)
 
 # json_type() names -> the JSON words a user knows
@@ -124,9 +110,6 @@ def _path(column: str) -> str:
     return '$."' + column + '"'
 
 
-def _columns(columns: Mapping[str, str] | None) -> dict[str, str]:
-    """field -> the key (or column) it is read from (`--map`, else its own name)."""
-    return {name: (columns or {}).get(name, name) for name in FIELDS}
 
 
 def bounded_memory(con: duckdb.DuckDBPyConnection, memory_limit: str = "800MB") -> None:
@@ -192,11 +175,6 @@ _DUPLICATE_KEY = (
     "lambda k, i: list_position(keys, k) < i)[1])::VARCHAR || ' in the object: a JSON reader keeps only one "
     "of its values, so say it once' END"
 )
-
-
-def field_keys(columns: Mapping[str, str] | None) -> list[str]:
-    """The keys (or columns) the fields are read from."""
-    return list(dict.fromkeys(_columns(columns).values()))
 
 
 def key_mentions(con: duckdb.DuckDBPyConnection, columns: Mapping[str, str] | None) -> dict[str, int]:
