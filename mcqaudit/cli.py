@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -35,6 +35,10 @@ from rich.text import Text
 from mcqaudit import __version__
 from mcqaudit.files import WriteFailed, write_atomic
 from mcqaudit.terminal import visible
+
+if TYPE_CHECKING:
+    from mcqaudit.app.ingest import Group, IngestResult, InputError
+    from mcqaudit.app.ingest import Progress as IngestProgress
 
 app = typer.Typer(
     name="mcqaudit",
@@ -195,8 +199,7 @@ def orient(
     orientation (canonical letters in displayed order, e.g. BCDA) and prompt: everything a generations
     file needs except arm and generation.
     """
-    from mcqaudit.ingest.errors import InputError
-    from mcqaudit.ingest.items import read_items
+    from mcqaudit.app.ingest import InputError, read_items
     from mcqaudit.orient import DEFAULT_TEMPLATE, OrientationError, orient_item, scheme_labels
 
     try:
@@ -441,12 +444,12 @@ class _IngestDisplay:
     def __init__(self, quiet: bool) -> None:
         self.quiet = quiet
 
-    def opened(self, study) -> None:
+    def opened(self, study: Any) -> None:
         if line := _replayed_line(study):
             err.print(line, markup=False, highlight=False)
 
     @contextlib.contextmanager
-    def loading(self, group):
+    def loading(self, group: Group) -> Iterator[IngestProgress]:
         with Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -468,11 +471,11 @@ class _IngestDisplay:
                 prog.stop()
                 raise
 
-    def loaded(self, group, results) -> None:
+    def loaded(self, group: Group, results: Sequence[IngestResult]) -> None:
         for res in results:
             _print_ingested(res)
 
-    def failed(self, group, error) -> None:
+    def failed(self, group: Group, error: InputError) -> None:
         if error.total == 1 and len(error.problems) == 1 and not str(error).count("\n"):
             err.print(f"error: {error}", markup=False, highlight=False)
         else:
@@ -480,7 +483,7 @@ class _IngestDisplay:
             err.print(str(error), markup=False, highlight=False)
 
 
-def _print_ingested(res) -> None:
+def _print_ingested(res: IngestResult) -> None:
     f = res.source
     parts = [f"{res.loaded} rows loaded"]
     if res.unchanged:
@@ -1211,6 +1214,7 @@ def dashboard(
     or SIGHUP, and takes its Streamlit server down with it (nothing is left serving the port); if the server
     stops, so does this command, with the server's exit status.
     """
+    import os
 
     if db is None:
         from mcqaudit.demo import DEMO_DB, DemoError, build_demo

@@ -5,7 +5,8 @@ with the loader of `store/loader.py`, in ONE transaction per load: a bad file wr
 folder or a glob of logs is one load. :func:`ingest_files` is one load into an open study;
 :func:`ingest` is the command's whole run (`mcqaudit ingest`): the files and folders named, checked before
 any study is created, one load per argument, and a study file it created removed again when nothing
-was written.
+was written. The faces reach the readers they need through here: `parse_maps` (`--map`) and
+`read_items` (an items file, which `orient` reads too).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ __all__ = [
     "ingest_file",
     "ingest_files",
     "parse_maps",
+    "read_items",
 ]
 
 T = TypeVar("T")

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from mcqaudit.ingest.errors import InputError, Problem
+from mcqaudit.ingest.errors import InputError, Problem, UsageError
 from mcqaudit.ingest.fields import LineBatch
 
 FORMATS = {
@@ -114,8 +114,6 @@ def read_records(p: Path, kind: str, arm: str | None, lm_eval_filter: str | None
 def check_file(p: Path, fmt: str | None, lm_eval_filter: str | None, has_maps: bool) -> str:
     """The format of one input file, after the checks that need no reading: a readable regular file, not
     empty, ``--lm-eval-filter`` only for lm-eval files, ``--map`` not for framework logs (a UsageError)."""
-    from mcqaudit.ingest.errors import UsageError
-
     check_input(p)
     kind = detect_format(p, fmt)
     if p.stat().st_size == 0:
