@@ -6,9 +6,10 @@ Exit status: 0 success; 1 bad input or a failure; 2 usage errors (bad flags, no 
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import sys
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -37,6 +38,8 @@ from mcqaudit.terminal import visible
 
 if TYPE_CHECKING:
     from mcqaudit.app.grade import BatchDryRun, DryRun, GradeOptions, JudgeConfig
+    from mcqaudit.app.ingest import Group, IngestResult, InputError
+    from mcqaudit.app.ingest import Progress as IngestProgress
     from mcqaudit.app.study import Study
 
 app = typer.Typer(
@@ -198,8 +201,7 @@ def orient(
     orientation (canonical letters in displayed order, e.g. BCDA) and prompt: everything a generations
     file needs except arm and generation.
     """
-    from mcqaudit.ingest.errors import InputError
-    from mcqaudit.ingest.items import read_items
+    from mcqaudit.app.ingest import InputError, read_items
     from mcqaudit.orient import DEFAULT_TEMPLATE, OrientationError, orient_item, scheme_labels
 
     try:
@@ -415,99 +417,80 @@ def ingest(
     changes nothing. Every problem is reported as FILE:LINE: field: reason, and a file with problems
     writes nothing (unless --skip-bad). Exits 1 when anything was rejected without --skip-bad.
     """
-    from mcqaudit.ingest import check_input, discard_new_study, expand, ingest_files, parse_maps
-    from mcqaudit.ingest.errors import InputError, UsageError
-    from mcqaudit.store import StudyError
+    from mcqaudit.app.ingest import IngestOptions, IngestRefused, InputError, UsageError, parse_maps
+    from mcqaudit.app.ingest import ingest as run_ingest
 
     try:
-        columns = parse_maps(maps or [])
-        # a folder or a glob is one load (one transaction); a plain file is its own
-        groups: list[tuple[Path, list[Path]]] = []
-        for f in files:
-            found = expand(f)
-            if found is not None and not found:
-                raise UsageError(f"{f}: no files (a folder gives its Inspect AI and lm-eval logs)")
-            groups.append((f, [f] if found is None else found))
+        options = IngestOptions(
+            arm=arm,
+            items_path=items,
+            skip_bad=skip_bad,
+            replace=replace,
+            control=control,
+            fmt=fmt,
+            lm_eval_filter=lm_eval_filter,
+            framework_parsers=framework_parsers,
+            maps=parse_maps(maps or []),
+        )
+        run = run_ingest(db, files, options, _IngestDisplay(quiet))
     except UsageError as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
         raise typer.Exit(2) from None
-    # a pipe, a device or a missing file is refused before any study is created (a FIFO would hang)
-    unreadable = []
-    for _, paths in groups:
-        for path in paths:
-            try:
-                check_input(path)
-            except InputError as exc:
-                unreadable.append(str(exc))
-    if unreadable:
-        raise _fail("\n".join(f"error: {u}" for u in unreadable))
-    new_study = not db.exists()
-    folder = next((p for p in db.absolute().parents if p.exists()), Path("/"))
-    if new_study and not os.access(folder, os.W_OK):
-        raise _fail(f"error: {db}: cannot create the study: {folder} is read-only (folder or disk)")
-    study = _open_study(db, create=True)
-    if study.read_only:
-        raise _fail(f"error: {db}: the study file is read-only (file, folder or disk): nothing was written")
-    failed = False
-    wrote = False
-    try:
-        for f, paths in groups:
-            with Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                DownloadColumn(),
-                TimeElapsedColumn(),
-                console=err,
-                disable=quiet,
-                transient=True,
-            ) as prog:
-                task = prog.add_task(f"ingest {f.name}", total=None)
-
-                def progress(stage: str, done: int, total: int | None, _t=task, _p=prog, _f=f) -> None:
-                    _p.update(_t, description=f"{stage} {_f.name}", completed=done, total=total)
-
-                try:
-                    results = ingest_files(
-                        study,
-                        paths,
-                        arm=arm,
-                        items_path=items,
-                        skip_bad=skip_bad,
-                        replace=replace,
-                        control=control,
-                        fmt=fmt,
-                        progress=progress,
-                        framework_parsers=framework_parsers,
-                        lm_eval_filter=lm_eval_filter,
-                        maps=columns,
-                    )
-                except UsageError as exc:
-                    prog.stop()
-                    err.print(f"error: {exc}", markup=False, highlight=False)
-                    raise typer.Exit(2) from None
-                except StudyError as exc:  # read-only, locked for too long: one line, never a traceback
-                    prog.stop()
-                    raise _fail(f"error: {exc}") from None
-                except InputError as exc:
-                    prog.stop()
-                    if exc.total == 1 and len(exc.problems) == 1 and not str(exc).count("\n"):
-                        err.print(f"error: {exc}", markup=False, highlight=False)
-                    else:
-                        err.print(f"error: {f}: {exc.total} problem(s)", markup=False, highlight=False)
-                        err.print(str(exc), markup=False, highlight=False)
-                    failed = True
-                    continue
-            wrote = True
-            for res in results:
-                _print_ingested(res)
-    finally:
-        if new_study and not wrote:
-            discard_new_study(db)
-    if failed:
+    except IngestRefused as exc:
+        raise _fail(f"error: {exc}") from None
+    except InputError as exc:  # inputs that cannot be read, before any study is created
+        raise _fail("\n".join(f"error: {p}" for p in exc.problems)) from None
+    if run.failed:
         raise typer.Exit(1)
 
 
-def _print_ingested(res) -> None:
+class _IngestDisplay:
+    """What `ingest` shows while it runs: a progress bar per load on stderr, each load's summary, and the
+    problems of a load that wrote nothing (app/ingest.py `IngestHooks`)."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+
+    def opened(self, study: Any) -> None:
+        if line := _replayed_line(study):
+            err.print(line, markup=False, highlight=False)
+
+    @contextlib.contextmanager
+    def loading(self, group: Group) -> Iterator[IngestProgress]:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            disable=self.quiet,
+            transient=True,
+        ) as prog:
+            name = group.arg.name
+            task = prog.add_task(f"ingest {name}", total=None)
+
+            def progress(stage: str, done: int, total: int | None) -> None:
+                prog.update(task, description=f"{stage} {name}", completed=done, total=total)
+
+            try:
+                yield progress
+            except BaseException:
+                prog.stop()
+                raise
+
+    def loaded(self, group: Group, results: Sequence[IngestResult]) -> None:
+        for res in results:
+            _print_ingested(res)
+
+    def failed(self, group: Group, error: InputError) -> None:
+        if error.total == 1 and len(error.problems) == 1 and not str(error).count("\n"):
+            err.print(f"error: {error}", markup=False, highlight=False)
+        else:
+            err.print(f"error: {group.arg}: {error.total} problem(s)", markup=False, highlight=False)
+            err.print(str(error), markup=False, highlight=False)
+
+
+def _print_ingested(res: IngestResult) -> None:
     f = res.source
     parts = [f"{res.loaded} rows loaded"]
     if res.unchanged:

@@ -119,8 +119,8 @@ def build_demo(
 
 def _build(path: Path, gens: Path, items: Path, digest: str, reporter: Reporter | None) -> None:
     from mcqaudit.app.grade import GradeOptions, JudgeConfig, grade
+    from mcqaudit.app.ingest import ingest_file
     from mcqaudit.app.study import open_study
-    from mcqaudit.ingest import ingest_file
     from mcqaudit.standin.server import StandinOptions, StandinServer
 
     study = open_study(path, create=True)

@@ -98,7 +98,7 @@ def build_graded_study(
     heuristic, not an LLM: none can be reached here). Rows the stand-in cannot read end as ``error``, as with
     any judge."""
     from mcqaudit.app.grade import GradeOptions, grade
-    from mcqaudit.ingest import ingest_file
+    from mcqaudit.app.ingest import ingest_file
     from mcqaudit.judge.prompts import JudgeConfig
     from mcqaudit.standin.server import StandinServer
     from mcqaudit.vocab import STANDIN_MODEL

@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from mcqaudit.app.ingest import ingest_file
 from mcqaudit.demo import GENERATIONS, ITEMS
-from mcqaudit.ingest import ingest_file
 from mcqaudit.judge.client import STANDIN_MODEL
 from mcqaudit.review.filters import RowFilter
 from mcqaudit.standin.server import StandinOptions, StandinServer

@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mcqaudit.ingest import detect_format, ingest_file
+from mcqaudit.app.ingest import ingest_file
+from mcqaudit.ingest import detect_format
 from mcqaudit.ingest.errors import InputError
 from mcqaudit.store import Study
 from tests.conftest import run_cli

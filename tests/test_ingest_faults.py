@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mcqaudit.ingest import ingest_file
+from mcqaudit.app.ingest import ingest_file
 from mcqaudit.ingest.errors import InputError
 from mcqaudit.store import Study
 from tests.conftest import run_cli
@@ -483,7 +483,7 @@ def test_a_csv_with_another_delimiter_says_so(tmp_path: Path, delim: str, name: 
 def test_a_50_mb_generation_ingests_and_a_line_over_the_limit_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import mcqaudit.ingest as ingest_mod
+    from mcqaudit.ingest import jsonl as ingest_mod
 
     rows = [
         {"item_id": "a", "arm": "x", "question": "Q?", "options": ["p", "q"], "gold": "A", "generation": "A"},

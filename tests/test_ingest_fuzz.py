@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcqaudit.ingest import ingest_file
+from mcqaudit.app.ingest import ingest_file
 from mcqaudit.ingest.errors import InputError
 from mcqaudit.store import Study
 

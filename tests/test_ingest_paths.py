@@ -11,10 +11,12 @@ import duckdb
 import pandas as pd
 import pytest
 
-import mcqaudit.ingest as ingest_mod
-from mcqaudit.ingest import ingest_file
+import mcqaudit.app.ingest as ingest_mod
+from mcqaudit.app.ingest import ingest_file
+from mcqaudit.ingest.jsonl import JsonlLines, scan_lines
 from mcqaudit.store import Study
 from mcqaudit.store import loading as sql
+from mcqaudit.store.loader import Loader
 from tests.test_ingest import BAD_LINES, row
 
 VALUE_COLUMNS = (
@@ -137,12 +139,12 @@ def test_flag_and_reasons_agree_and_values_match(tmp_path: Path, kind: str) -> N
     con = duckdb.connect()
     if kind == "jsonl":
         path = _mixed_jsonl(tmp_path / "mixed.jsonl")
-        counted: list[int] = [ingest_mod._scan_lines(path)[0]]
+        counted: list[int] = [scan_lines(path)[0]]
         # the fast path would hand a file with blank lines to the line-level path; read the rest of it so
         # that the flag is compared on every line it does stage
         nonblank = tmp_path / "nonblank.jsonl"
         nonblank.write_bytes(b"\n".join(ln for ln in path.read_bytes().split(b"\n") if ln.strip()) + b"\n")
-        counted.append(ingest_mod._scan_lines(nonblank)[0])
+        counted.append(scan_lines(nonblank)[0])
         assert sql.stage_jsonl_fast(con, str(nonblank), lambda: counted[1], None)
         assert not sql.stage_jsonl_fast(
             con, str(path), lambda: counted[0], None
@@ -154,8 +156,7 @@ def test_flag_and_reasons_agree_and_values_match(tmp_path: Path, kind: str) -> N
         fast_values = _values(con, "WHERE NOT bad")
         # the line-level path over the same file
         slow = duckdb.connect()
-        ingest_mod._stage_jsonl(slow, nonblank, None)
-        sql.stage_from_text(slow)
+        Loader(slow).stage_lines(JsonlLines(nonblank))
         errs, slow_values = _diagnosed(slow)
     else:
         path = tmp_path / f"mixed.{kind}"

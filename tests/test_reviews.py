@@ -241,7 +241,7 @@ ARM_ITEMS = {"a": 6, "b": 12, "c": 24}  # x 2 orientations: 12, 24 and 48 rows
 
 def _three_arms(path: Path) -> Study:
     """Three arms with unequal row counts; the strict pre-filter resolves two rows in three, the rest is prose."""
-    from mcqaudit.ingest import ingest_file
+    from mcqaudit.app.ingest import ingest_file
     from tests.conftest import write_jsonl
 
     rows = []

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcqaudit.app.grade import GradeOptions, grade
-from mcqaudit.ingest import ingest_file
+from mcqaudit.app.ingest import ingest_file
 from mcqaudit.judge.prompts import JudgeConfig
 from mcqaudit.metrics.rules import arm_order, compared_arms
 from mcqaudit.standin.server import StandinOptions, StandinServer

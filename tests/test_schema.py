@@ -23,7 +23,7 @@ import pytest
 
 from mcqaudit.app import reviews as rv
 from mcqaudit.app.grade import GradeOptions, grade
-from mcqaudit.ingest import ingest_file
+from mcqaudit.app.ingest import ingest_file
 from mcqaudit.judge.prompts import JudgeConfig
 from mcqaudit.store import Study, judging
 from mcqaudit.store.judging import VerdictRecord, write_judged

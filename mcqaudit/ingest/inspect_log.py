@@ -34,6 +34,8 @@ from mcqaudit.ingest import Record
 from mcqaudit.ingest.errors import InputError, Problem
 from mcqaudit.vocab import LETTERS
 
+JsonObject = dict[str, Any]  # a JSON object as json.loads gives it
+
 UNIT = "sample"
 _ZSTD = 93  # zip compression method of Zstandard
 _ATTACHMENT = "attachment://"
@@ -107,7 +109,7 @@ def read_log(path: Path, *, arm: str | None = None) -> tuple[str, list[Record]]:
 
 
 # ------------------------------------------------------------------------------------------- reading
-def _read_json(path: Path) -> tuple[dict, list[dict]]:
+def _read_json(path: Path) -> tuple[JsonObject, list[JsonObject]]:
     try:
         with path.open("rb") as fh:
             doc = json.load(fh)
@@ -122,7 +124,7 @@ def _read_json(path: Path) -> tuple[dict, list[dict]]:
     return doc, samples
 
 
-def _read_eval(path: Path) -> tuple[dict, list[dict]]:
+def _read_eval(path: Path) -> tuple[JsonObject, list[JsonObject]]:
     source = str(path)
     try:
         fh = path.open("rb")
@@ -215,7 +217,7 @@ def _member_bytes(zf: zipfile.ZipFile, fh: io.BufferedReader, info: zipfile.ZipI
 
 
 # ------------------------------------------------------------------------------------------- a sample
-def _row(s: dict, *, model: str | None, arm: str | None, shuffled_plan: bool) -> dict:
+def _row(s: JsonObject, *, model: str | None, arm: str | None, shuffled_plan: bool) -> JsonObject:
     if s.get("error"):
         err = s["error"]
         msg = err.get("message") if isinstance(err, dict) else err
@@ -235,7 +237,7 @@ def _row(s: dict, *, model: str | None, arm: str | None, shuffled_plan: bool) ->
 
     # the model call: what the model was sent and what it said
     event = _last_model_event(s)
-    sent: list[dict] = _event_input(event, s, attachments) if event is not None else []
+    sent: list[JsonObject] = _event_input(event, s, attachments) if event is not None else []
     user_texts = [_text(m, attachments) for m in sent if isinstance(m, dict) and m.get("role") == "user"]
     shown = None
     for text in reversed(user_texts):
@@ -288,7 +290,7 @@ def _row(s: dict, *, model: str | None, arm: str | None, shuffled_plan: bool) ->
     return row
 
 
-def _question(value: Any, attachments: dict) -> str:
+def _question(value: Any, attachments: JsonObject) -> str:
     if isinstance(value, str):
         return _resolve(value, attachments)
     if isinstance(value, list):
@@ -298,7 +300,7 @@ def _question(value: Any, attachments: dict) -> str:
     raise _Bad("question", "the sample's input is neither text nor a list of messages with a user message")
 
 
-def _last_model_event(s: dict) -> dict | None:
+def _last_model_event(s: JsonObject) -> JsonObject | None:
     events = s.get("events")
     if not isinstance(events, list):
         return None
@@ -308,7 +310,7 @@ def _last_model_event(s: dict) -> dict | None:
     return None
 
 
-def _event_input(event: dict, s: dict, attachments: dict) -> list[dict]:
+def _event_input(event: JsonObject, s: JsonObject, attachments: JsonObject) -> list[JsonObject]:
     """The messages of a model event; recent Inspect versions store them once per sample in
     `events_data.messages` and give each event ranges into that pool (`input_refs`)."""
     given = event.get("input")
@@ -317,7 +319,7 @@ def _event_input(event: dict, s: dict, attachments: dict) -> list[dict]:
         pool = _obj(s.get("events_data")).get("messages")
         if not isinstance(pool, list):
             pool = []
-        out: list[dict] = []
+        out: list[JsonObject] = []
         for ref in refs:
             if isinstance(ref, list | tuple) and len(ref) == 2:
                 out.extend(m for m in pool[int(ref[0]) : int(ref[1])] if isinstance(m, dict))
@@ -325,7 +327,7 @@ def _event_input(event: dict, s: dict, attachments: dict) -> list[dict]:
     return [m for m in given or [] if isinstance(m, dict)]
 
 
-def _resolve(text: str, attachments: dict) -> str:
+def _resolve(text: str, attachments: JsonObject) -> str:
     # long texts are stored once per sample under `attachments` and referenced as attachment://<hash>
     if text.startswith(_ATTACHMENT):
         got = attachments.get(text[len(_ATTACHMENT) :])
@@ -334,7 +336,7 @@ def _resolve(text: str, attachments: dict) -> str:
     return text
 
 
-def _text(message: dict, attachments: dict) -> str:
+def _text(message: JsonObject, attachments: JsonObject) -> str:
     content = message.get("content")
     if isinstance(content, str):
         return _resolve(content, attachments)
@@ -347,7 +349,7 @@ def _text(message: dict, attachments: dict) -> str:
     return ""
 
 
-def _completion(output: Any, attachments: dict) -> str | None:
+def _completion(output: Any, attachments: JsonObject) -> str | None:
     if not isinstance(output, dict):
         return None
     done = output.get("completion")
@@ -391,7 +393,7 @@ def _displayed_order(prompt: str, choices: list[str]) -> list[str] | None:
     return search("", list(choices))
 
 
-def _plan_shuffles(header: dict) -> bool:
+def _plan_shuffles(header: JsonObject) -> bool:
     plan = header.get("plan")
     steps = plan.get("steps") if isinstance(plan, dict) else None
     for step in steps or []:
@@ -401,13 +403,13 @@ def _plan_shuffles(header: dict) -> bool:
     return False
 
 
-def _score_says_shuffled(s: dict) -> bool:
+def _score_says_shuffled(s: JsonObject) -> bool:
     score = _choice_score(s)
     expl = score.get("explanation") if score else None
     return isinstance(expl, str) and expl.startswith("Choices were shuffled")
 
 
-def _choice_score(s: dict) -> dict | None:
+def _choice_score(s: JsonObject) -> JsonObject | None:
     scores = s.get("scores")
     if not isinstance(scores, dict):
         return None
@@ -417,7 +419,7 @@ def _choice_score(s: dict) -> dict | None:
     return None
 
 
-def _choice_answer(s: dict, choices: list[str], shown: list[str]) -> str | None:
+def _choice_answer(s: JsonObject, choices: list[str], shown: list[str]) -> str | None:
     """The letter Inspect's own `choice()` scorer read, in displayed order; None when it read none or several."""
     score = _choice_score(s)
     letter = _single_letter(score.get("answer")) if score else None
@@ -437,7 +439,7 @@ def _single_letter(value: Any) -> str | None:
     return None
 
 
-def _obj(value: Any) -> dict:
+def _obj(value: Any) -> JsonObject:
     return value if isinstance(value, dict) else {}
 
 

@@ -28,6 +28,8 @@ from mcqaudit.ingest import Record
 from mcqaudit.ingest.errors import InputError, Problem
 from mcqaudit.vocab import LETTERS
 
+JsonObject = dict[str, Any]  # a JSON object as json.loads gives it
+
 UNIT = "record"
 _KEYS = ("doc_id", "doc", "resps", "filtered_resps")
 ID_FIELDS = ("item_id", "id", "question_id", "qid")
@@ -61,7 +63,7 @@ def read_samples(
     """(unit, one record per generation), numbered from 1 in file order and labelled with the line and
     doc_id they come from. Raises InputError for a file that is not an lm-eval samples file."""
     source = str(path)
-    docs: dict[Any, list[tuple[int, dict]]] = {}
+    docs: dict[Any, list[tuple[int, JsonObject]]] = {}
     broken: list[tuple[int, Record]] = []
     filters: list[str] = []
     try:
@@ -160,7 +162,7 @@ def _model_name(path: Path) -> str | None:
     return name if isinstance(name, str) and name.strip() else None
 
 
-def _rows(lines: list[tuple[int, dict]], *, chosen: str, model: str | None, arm: str | None) -> list[dict]:
+def _rows(lines: list[tuple[int, JsonObject]], *, chosen: str, model: str | None, arm: str | None) -> list[JsonObject]:
     _, rec = lines[0]
     doc = rec.get("doc")
     if not isinstance(doc, dict):
@@ -221,7 +223,7 @@ def _rows(lines: list[tuple[int, dict]], *, chosen: str, model: str | None, arm:
     return rows
 
 
-def _options(doc: dict) -> list[str]:
+def _options(doc: JsonObject) -> list[str]:
     for key in ("choices", "options"):
         value = doc.get(key)
         if isinstance(value, dict) and isinstance(
@@ -278,7 +280,7 @@ def _letter(value: Any, options: list[str]) -> str | None:
     return got
 
 
-def _gold(target: Any, doc: dict, options: list[str]) -> str | int:
+def _gold(target: Any, doc: JsonObject, options: list[str]) -> str | int:
     """lm-eval's `target`, else (only when it has none) the doc's answer/label/gold: a target that names no
     option is refused, never replaced by the doc's own field, which may say something else."""
     n = len(options)

@@ -22,31 +22,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 
 from mcqaudit.files import line_chunks
+from mcqaudit.ingest.fields import FIELDS, field_keys
+from mcqaudit.ingest.fields import columns as _columns
 from mcqaudit.store.reviews import retract_for_replaced_rows
 from mcqaudit.store.schema import refresh_current_judge
 from mcqaudit.vocab import LETTERS, WHITESPACE
 
-FIELDS = (
-    "item_id",
-    "arm",
-    "question",
-    "options",
-    "gold",
-    "generation",
-    "orientation",
-    "prompt",
-    "sample",
-    "parsed_letter",
-    "option_logprobs",
-    "model",
-    "metadata",
-)
-REQUIRED = ("item_id", "arm", "question", "options", "gold", "generation")
 _MAX = len(LETTERS)
 
 # json_type() names -> the JSON words a user knows
@@ -105,7 +92,7 @@ class LoadResult:
     new_items: int = 0
 
 
-def _count(con: duckdb.DuckDBPyConnection, sql_text: str, params: list | None = None) -> int:
+def _count(con: duckdb.DuckDBPyConnection, sql_text: str, params: list[object] | None = None) -> int:
     row = con.execute(sql_text, params or []).fetchone()
     return int(row[0]) if row else 0
 
@@ -124,9 +111,6 @@ def _path(column: str) -> str:
     return '$."' + column + '"'
 
 
-def _columns(columns: Mapping[str, str] | None) -> dict[str, str]:
-    """field -> the key (or column) it is read from (`--map`, else its own name)."""
-    return {name: (columns or {}).get(name, name) for name in FIELDS}
 
 
 def bounded_memory(con: duckdb.DuckDBPyConnection, memory_limit: str = "800MB") -> None:
@@ -192,11 +176,6 @@ _DUPLICATE_KEY = (
     "lambda k, i: list_position(keys, k) < i)[1])::VARCHAR || ' in the object: a JSON reader keeps only one "
     "of its values, so say it once' END"
 )
-
-
-def field_keys(columns: Mapping[str, str] | None) -> list[str]:
-    """The keys (or columns) the fields are read from."""
-    return list(dict.fromkeys(_columns(columns).values()))
 
 
 def key_mentions(con: duckdb.DuckDBPyConnection, columns: Mapping[str, str] | None) -> dict[str, int]:
@@ -541,7 +520,21 @@ def checks(default_arm: str | None) -> list[Check]:
                 f"{_lit(spec.type_message + ', got ')} || {_word(t)}",
             )
         )
-    out += [
+    out += [*_name_checks(), *_option_checks(), *_value_checks()]
+    if default_arm is not None:
+        out.append(
+            Check(
+                "arm",
+                f"{_OK} AND t_arm = 'VARCHAR' AND s_arm <> getvariable('default_arm')",
+                "'arm ' || s_arm || ' contradicts --arm ' || getvariable('default_arm')",
+            )
+        )
+    return out
+
+
+def _name_checks() -> list[Check]:
+    """item_id and arm: not empty, and an arm that would look like another arm's name."""
+    return [
         Check("item_id", f"{_OK} AND t_item_id = 'VARCHAR' AND trim(s_item_id) = ''", "'must not be empty'"),
         Check("arm", f"{_OK} AND t_arm = 'VARCHAR' AND trim(s_arm) = ''", "'must not be empty'"),
         # an arm name is compared by its characters but read by its look: `base` and `base\u200b` would be
@@ -564,6 +557,12 @@ def checks(default_arm: str | None) -> list[Check]:
             "'is not in Unicode NFC form (' || to_json(nfc_normalize(s_arm))::VARCHAR || ' composed): it would look "
             "like another arm''s name'",
         ),
+    ]
+
+
+def _option_checks() -> list[Check]:
+    """The options: a list of 2 to 26 distinct, non-empty texts that a reader can tell apart."""
+    return [
         # an options object {"A": text, "B": text, ...} (keys the displayed letters in order) is its values
         Check(
             "options",
@@ -601,6 +600,12 @@ def checks(default_arm: str | None) -> list[Check]:
             "AND NOT coalesce(list_contains(bad_utf8, 'options'), false)",
             "'an option text is empty'",
         ),
+    ]
+
+
+def _value_checks() -> list[Check]:
+    """gold, sample, parsed_letter, option_logprobs and orientation against the row's options."""
+    return [
         Check(
             "gold",
             f"{_N_OK} AND t_gold IN ('BIGINT', 'UBIGINT') AND NOT (TRY_CAST(gold AS BIGINT) BETWEEN 0 AND n_opt - 1)",
@@ -656,15 +661,6 @@ def checks(default_arm: str | None) -> list[Check]:
             f"' options (a permutation of ' || left('{LETTERS}', n_opt) || ')'",
         ),
     ]
-    if default_arm is not None:
-        out.append(
-            Check(
-                "arm",
-                f"{_OK} AND t_arm = 'VARCHAR' AND s_arm <> getvariable('default_arm')",
-                "'arm ' || s_arm || ' contradicts --arm ' || getvariable('default_arm')",
-            )
-        )
-    return out
 
 
 def _jtype(c: str) -> str:
@@ -923,7 +919,14 @@ def _resolve(con: duckdb.DuckDBPyConnection, replace: bool) -> int:
     con.execute("DROP TABLE gold_ref")
     if _count(con, "SELECT count(*) FROM errs"):
         con.execute("DELETE FROM final WHERE line IN (SELECT line FROM errs)")
-    # duplicates within the file: identical ones are dropped, conflicting ones are errors
+    return _duplicates(con, replace)
+
+
+
+def _duplicates(con: duckdb.DuckDBPyConnection, replace: bool) -> int:
+    """Duplicates within the file (``dup_first``: the first line of each row id seen more than once):
+    identical ones are dropped later, conflicting ones are errors, and so is a row the study has with
+    another generation (unless ``replace``). Returns the count of identical duplicates."""
     con.execute(
         """
         CREATE OR REPLACE TEMP TABLE dup_first AS
@@ -1095,13 +1098,13 @@ def _strict_letters(
 # n_opt); tests/test_parsers.py calls these same two builders to check them against mcqaudit.parsers.
 
 
-def naive_letter_sql(ns: Sequence[int], naive_pattern: Callable[[int], str]) -> tuple[str, list]:
+def naive_letter_sql(ns: Sequence[int], naive_pattern: Callable[[int], str]) -> tuple[str, list[object]]:
     """(SQL expression over ``generation`` and ``n_opt``, its parameters): the naive parser's letter, for rows
     with any of the option counts ``ns``; NULL when it finds none."""
     if not ns:
         return "NULL::VARCHAR", []
     case = "CASE n_opt " + " ".join("WHEN ? THEN regexp_extract(generation, ?, 0)" for _ in ns) + " END"
-    params: list = []
+    params: list[object] = []
     for n in ns:
         params += [n, naive_pattern(n)]
     return f"upper(nullif({case}, ''))", params
@@ -1112,15 +1115,15 @@ def _literal_guard(pattern: str) -> tuple[bool, str]:
     characters every match contains): a cheap test before the regex, sound by construction (a text without
     them cannot match). Read off Python's parse of the pattern; anything it does not recognise gives no
     guard."""
-    import re._parser as sre  # type: ignore[import-not-found]
+    import re._parser as sre
 
     from mcqaudit.parsers import python_pattern
 
-    def walk(items: object) -> tuple[bool, list[str]]:
+    def walk(items: Iterable[tuple[Any, Any]]) -> tuple[bool, list[str]]:  # the parse tree is untyped
         needs_non_ascii = False
         runs: list[str] = []
         run = ""
-        for op, av in items:  # type: ignore[attr-defined]
+        for op, av in items:
             name = str(op)
             if name == "LITERAL":
                 run += chr(av)
@@ -1163,7 +1166,7 @@ def _last_match_rests() -> frozenset[str]:
     return frozenset({r"\(([A-Z])\)", rf":{WS}*([A-D])", r"\b([A-J])\b"})
 
 
-def _first_match_sql(patterns: Sequence[str], ascii_only: bool, params: list) -> str:
+def _first_match_sql(patterns: Sequence[str], ascii_only: bool, params: list[object]) -> str:
     """A CASE over the patterns in order: the first one whose group 1 is non-empty gives it. CASE evaluates
     each branch only for the rows still undecided (COALESCE over regexp_extract evaluates them all), and
     regexp_matches needs no capture groups; each branch is guarded by a literal its matches need."""
@@ -1191,7 +1194,7 @@ def _first_match_sql(patterns: Sequence[str], ascii_only: bool, params: list) ->
     return "CASE " + " ".join(whens) + " END" if whens else "NULL::VARCHAR"
 
 
-def framework_letters_sql(framework_patterns: dict[str, tuple[str, ...]], table: str) -> tuple[str, list]:
+def framework_letters_sql(framework_patterns: dict[str, tuple[str, ...]], table: str) -> tuple[str, list[object]]:
     """(a SELECT of (row_id, parser, letter) over ``table``, its parameters): each framework parser's letter
     per row. The first pattern that matches (non-empty group 1) wins; an out-of-range letter reads as no
     letter (it does not fall through to the next pattern). ``table`` is a name of this module's, never input.
@@ -1199,7 +1202,7 @@ def framework_letters_sql(framework_patterns: dict[str, tuple[str, ...]], table:
     Patterns that need a non-ASCII character are skipped for ASCII-only generations (``strlen`` =
     ``length``), and each pattern is tried only where a literal it needs occurs."""
     selects = []
-    params: list = []
+    params: list[object] = []
     for name, patterns in framework_patterns.items():
         if not patterns:
             continue
