@@ -37,10 +37,16 @@ from mcqaudit.files import WriteFailed, write_atomic
 from mcqaudit.terminal import visible
 
 if TYPE_CHECKING:
-    from mcqaudit.app.grade import BatchDryRun, DryRun, GradeOptions, JudgeConfig
+    from collections.abc import Callable, Iterable
+
+    import pandas as pd
+
+    from mcqaudit.app.grade import BatchDryRun, DryRun, GradeOptions, JudgeConfig, Submission
     from mcqaudit.app.ingest import Group, IngestResult, InputError
     from mcqaudit.app.ingest import Progress as IngestProgress
     from mcqaudit.app.study import Study
+    from mcqaudit.metrics.results import Flag
+    from mcqaudit.vocab import VerdictView
 
 app = typer.Typer(
     name="mcqaudit",
@@ -70,7 +76,7 @@ class _Terminal(Console):
     a study (arms, models, reviewers, queues) in any message, summary or error reach the screen as the
     characters they are, never as terminal controls (issue 18). Tables go through :func:`_table`."""
 
-    def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
+    def print(self, *objects: Any, **kwargs: Any) -> None:
         super().print(*(visible(o) if isinstance(o, str) else o for o in objects), **kwargs)
 
 
@@ -114,6 +120,34 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+@contextlib.contextmanager
+def _exits(*, secret: str = "", failed: str | None = None, stopped: str | None = None) -> Iterator[None]:
+    """The one mapping from what a use case raises to what a command prints and exits with
+    (:mod:`mcqaudit.app.errors`): a usage error is one ``error:`` line and exit 2, a refusal one line and
+    exit 1; Ctrl-C exits 130 and a SIGTERM 143, after ``stopped`` says what is kept and how to go on
+    (``interrupted: …`` or the stop's reason); anything else, when ``failed`` names the operation, is
+    ``error: {failed} failed: Type: reason`` and exit 1 — never a traceback. Every message is scrubbed of the
+    command's ``secret`` (an API key)."""
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except (Exception, KeyboardInterrupt) as exc:
+        from mcqaudit.app.errors import exit_code, scrub
+
+        code = exit_code(exc)
+        if code in (130, 143):
+            if stopped is not None:
+                why = "interrupted" if code == 130 else str(exc)
+                err.print(f"{why}: {stopped}", markup=False, highlight=False)
+            raise typer.Exit(code) from None
+        if code is not None:
+            raise _fail(f"error: {scrub(str(exc), secret)}", code) from None
+        if failed is None or isinstance(exc, KeyboardInterrupt):
+            raise
+        raise _fail(f"error: {failed} failed: {type(exc).__name__}: {scrub(str(exc), secret)}") from None
+
+
 def _check_key_env(flag: str, env_name: str, base_url: str | None) -> None:
     """Refuse a key-variable value that is neither set nor shaped like a variable name, without repeating
     it: it is most likely the key itself, pasted where its variable's name belongs (issue 13)."""
@@ -129,24 +163,20 @@ def _check_key_env(flag: str, env_name: str, base_url: str | None) -> None:
     )
 
 
-def _write_out(out: Path, content) -> None:
+def _write_out(out: Path, content: str | bytes | Iterable[str]) -> None:
     """Write an output file whole or not at all; a failure is one clear line and exit 1, never a traceback."""
-    try:
+    with _exits():
         write_atomic(out, content)
-    except WriteFailed as exc:
-        raise _fail(f"error: {exc}") from None
 
 
 def _open_study(db: Path, create: bool = False, *, say_replayed: bool = True) -> Study:
     """The study (:func:`mcqaudit.app.study.open_study`), or one clear line and exit 1. Opening it for
     writing replays what a stopped or killed run left in its journal: said here on stderr, unless the command
     says it itself (``say_replayed=False``: `info` in its journal section, an online `grade` in its summary)."""
-    from mcqaudit.app.study import StudyError, open_study
+    from mcqaudit.app.study import open_study
 
-    try:
+    with _exits():
         study = open_study(db, create=create)
-    except StudyError as exc:
-        raise _fail(f"error: {exc}") from None
     if say_replayed and (line := _replayed_line(study)):
         err.print(line, markup=False, highlight=False)
     return study
@@ -202,7 +232,7 @@ def orient(
     file needs except arm and generation.
     """
     from mcqaudit.app.ingest import InputError, read_items
-    from mcqaudit.orient import DEFAULT_TEMPLATE, OrientationError, orient_item, scheme_labels
+    from mcqaudit.orient import DEFAULT_TEMPLATE, orient_item, scheme_labels
 
     try:
         all_items = read_items(items)
@@ -218,11 +248,9 @@ def orient(
         if missing:
             raise _fail(f"error: {template}: the template lacks {' and '.join(missing)}", 2)
     rows = []
-    try:
+    with _exits():
         for it in all_items:
             rows.extend(orient_item(it, scheme_labels(len(it.options), scheme, seed), tmpl))
-    except OrientationError as exc:
-        raise _fail(f"error: {exc}", 2) from None
     _write_out(out, (json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     console.print(f"{len(all_items)} items -> {len(rows)} prompt rows ({scheme}) in {out}")
 
@@ -294,41 +322,25 @@ def generate(
     flags, no API key for a remote endpoint, an output file from another model); 1 anything else (bad prompt
     rows, the endpoint refusing every request).
     """
-    from mcqaudit.app.generate import (
-        GenerateOptions,
-        GenerateUsageError,
-        InputError,
-        Interrupted,
-        scrub,
-        secret_for,
-    )
+    from mcqaudit.app.generate import GenerateOptions, InputError, secret_for
     from mcqaudit.app.generate import generate as run_generate
 
     options = GenerateOptions(model=model, base_url=base_url, arm=arm, api_key_env=api_key_env,
                               concurrency=concurrency, temperature=temperature, samples=samples,
                               max_tokens=max_tokens, seed=seed, timeout_s=timeout, max_retries=max_retries,
                               logprobs=logprobs)  # fmt: skip
-    try:
+    with _exits():
         options.validate()
-    except GenerateUsageError as exc:
-        raise _fail(f"error: {exc}", 2) from None
     _check_key_env("--api-key-env", api_key_env, base_url)
     secret = secret_for(options)
-    try:
-        summary = run_generate(prompts, out, options,
-                               reporter=None if quiet or as_json else GradeProgress(err, label="generating"))  # fmt: skip
-    except GenerateUsageError as exc:
-        raise _fail(f"error: {scrub(str(exc), secret)}", 2) from None
-    except InputError as exc:
-        err.print(f"error: {prompts}: {exc.total} problem(s); nothing sent", markup=False, highlight=False)
-        raise _fail(str(exc)) from None
-    except (KeyboardInterrupt, Interrupted) as exc:
-        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
-        err.print(f"{why}: every generation received is in {out}; re-run the same command to continue",
-                  markup=False, highlight=False)
-        raise typer.Exit(130 if isinstance(exc, KeyboardInterrupt) else 143) from None
-    except Exception as exc:  # anything else: exit 1 with a one-line reason, never a traceback with locals
-        raise _fail(f"error: generate failed: {type(exc).__name__}: {scrub(str(exc), secret)}") from None
+    with _exits(secret=secret, failed="generate",
+                stopped=f"every generation received is in {out}; re-run the same command to continue"):
+        try:
+            summary = run_generate(prompts, out, options,
+                                   reporter=None if quiet or as_json else GradeProgress(err, label="generating"))  # fmt: skip
+        except InputError as exc:  # a list of problems: said here, whole
+            err.print(f"error: {prompts}: {exc.total} problem(s); nothing sent", markup=False, highlight=False)
+            raise _fail(str(exc)) from None
     if as_json:
         sys.stdout.write(json.dumps(summary.as_json(), indent=2) + "\n")
     else:
@@ -417,29 +429,25 @@ def ingest(
     changes nothing. Every problem is reported as FILE:LINE: field: reason, and a file with problems
     writes nothing (unless --skip-bad). Exits 1 when anything was rejected without --skip-bad.
     """
-    from mcqaudit.app.ingest import IngestOptions, IngestRefused, InputError, UsageError, parse_maps
+    from mcqaudit.app.ingest import IngestOptions, InputError, parse_maps
     from mcqaudit.app.ingest import ingest as run_ingest
 
-    try:
-        options = IngestOptions(
-            arm=arm,
-            items_path=items,
-            skip_bad=skip_bad,
-            replace=replace,
-            control=control,
-            fmt=fmt,
-            lm_eval_filter=lm_eval_filter,
-            framework_parsers=framework_parsers,
-            maps=parse_maps(maps or []),
-        )
-        run = run_ingest(db, files, options, _IngestDisplay(quiet))
-    except UsageError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
-        raise typer.Exit(2) from None
-    except IngestRefused as exc:
-        raise _fail(f"error: {exc}") from None
-    except InputError as exc:  # inputs that cannot be read, before any study is created
-        raise _fail("\n".join(f"error: {p}" for p in exc.problems)) from None
+    with _exits():  # usage errors exit 2, refusals 1 (app/errors.py)
+        try:
+            options = IngestOptions(
+                arm=arm,
+                items_path=items,
+                skip_bad=skip_bad,
+                replace=replace,
+                control=control,
+                fmt=fmt,
+                lm_eval_filter=lm_eval_filter,
+                framework_parsers=framework_parsers,
+                maps=parse_maps(maps or []),
+            )
+            run = run_ingest(db, files, options, _IngestDisplay(quiet))
+        except InputError as exc:  # inputs that cannot be read, before any study is created
+            raise _fail("\n".join(f"error: {p}" for p in exc.problems)) from None
     if run.failed:
         raise typer.Exit(1)
 
@@ -517,7 +525,7 @@ def _print_ingested(res: IngestResult) -> None:
 
 
 # --------------------------------------------------------------------------------------------- info
-def _table(title: str, df, index: bool = False) -> Table:
+def _table(title: str, df: pd.DataFrame, index: bool = False) -> Table:
     """A table of a study's values (arm names among them): every cell, header and title is plain text,
     escaped as the console escapes (``terminal.visible``), never read as markup."""
     t = Table(title=_text(title), title_justify="left", show_lines=False)
@@ -577,7 +585,7 @@ def info(db: DbOption) -> None:
 
 
 # Later commands (grade, report) add their own sections to `info` here.
-_INFO_SECTIONS: list = []
+_INFO_SECTIONS: list[Callable[[Study], None]] = []
 
 
 # --------------------------------------------------------------------------------------------- report
@@ -648,7 +656,7 @@ def report(
         err.print(f"wrote {out} ({fmt}; {n} flag{'s' if n != 1 else ''})", markup=False, highlight=False)
 
 
-def _report_study(db: Path, verdicts: str, bootstrap: int):
+def _report_study(db: Path, verdicts: str, bootstrap: int) -> tuple[Study, VerdictView]:
     """`report`'s and `check`'s options checked (a usage error: exit 2), then the study opened: the study
     and the verdict view."""
     from mcqaudit.app.report import verdict_view
@@ -724,12 +732,12 @@ def check(
     raise typer.Exit(res.exit_code)
 
 
-def _names(flags) -> str:
+def _names(flags: Sequence[Flag]) -> str:
     """Flag names, each once, in order."""
     return ", ".join(dict.fromkeys(f["name"] for f in flags))
 
 
-def _info_flags(study) -> None:
+def _info_flags(study: Study) -> None:
     from mcqaudit.app.info import study_flags
 
     flags, unchecked = study_flags(study)  # counts only: the bootstrap is `report`'s
@@ -931,7 +939,6 @@ def grade(
     """
 
     from mcqaudit.app import grade as grading
-    from mcqaudit.app.grade import StudyError, scrub
 
     arms = tuple(arm or ())
     if no_judge and dry_run:
@@ -947,12 +954,8 @@ def grade(
     # an online run's summary says what opening the study recovered from its journal
     study = _open_study(db, say_replayed=no_judge or dry_run or batch)
     if no_judge:
-        try:
+        with _exits():  # a read-only study: one line, never a traceback
             counts = grading.grade_without_judge(study, arms)
-        except grading.GradeUsageError as exc:
-            raise _fail(f"error: {exc}", 2) from None
-        except StudyError as exc:  # a read-only study: one line, never a traceback
-            raise _fail(f"error: {exc}") from None
         console.print(
             f"graded with the strict pre-filter alone: {counts.prefilter} rows by the pre-filter, "
             f"{counts.rule} blank rows OTHER by rule; {counts.needs_judge} rows need a judge "
@@ -963,18 +966,16 @@ def grade(
                       markup=False, highlight=False)
         return
     assert judge_model is not None
-    try:
+    with _exits():
         options = grading.grade_options(grading.JudgeSettings(
             model=judge_model, base_url=judge_base_url, api_key_env=judge_api_key_env, shape=shape,
             temperature=temperature, max_tokens=max_tokens, seed=seed, exemplars=exemplars, rationale=rationale,
             concurrency=concurrency, timeout_s=timeout, max_retries=max_retries, arms=arms, limit=limit,
         ))  # fmt: skip
-    except grading.GradeUsageError as exc:
-        raise _fail(f"error: {exc}", 2) from None
     if not dry_run:
         _check_key_env("--judge-api-key-env", judge_api_key_env, judge_base_url)
     if dry_run:
-        try:
+        with _exits():
             if batch:
                 bplan = grading.batch_dry_run(
                     study, options, grading.BatchOptions(max_lines=batch_max_lines, poll_interval_s=poll_interval)
@@ -982,27 +983,15 @@ def grade(
                 _print_dry_run(bplan.plan, options.config, bplan)
             else:
                 _print_dry_run(grading.dry_run(study, options), options.config)
-        except grading.GradeUsageError as exc:
-            raise _fail(f"error: {exc}", 2) from None
         return
     secret = grading.key_in_env(judge_api_key_env)
     if batch:
         _grade_batch(study, options, secret, no_wait=no_wait, max_lines=batch_max_lines,
                      poll_interval=poll_interval, quiet=quiet, as_json=as_json)
         return
-    try:
+    with _exits(secret=secret, failed="grading",
+                stopped="the replies received so far are saved; re-run `mcqaudit grade` to continue"):
         summary = grading.grade(study, options, reporter=None if quiet or as_json else GradeProgress(err))
-    except grading.GradeUsageError as exc:
-        raise _fail(f"error: {scrub(str(exc), secret)}", 2) from None
-    except (KeyboardInterrupt, grading.GradeInterrupted) as exc:
-        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
-        err.print(f"{why}: the replies received so far are saved; re-run `mcqaudit grade` to continue",
-                  markup=False, highlight=False)
-        raise typer.Exit(130 if isinstance(exc, KeyboardInterrupt) else 143) from None
-    except StudyError as exc:
-        raise _fail(f"error: {scrub(str(exc), secret)}") from None
-    except Exception as exc:  # anything else: exit 1 with a one-line reason, never a traceback with locals
-        raise _fail(f"error: grading failed: {type(exc).__name__}: {scrub(str(exc), secret)}") from None
     if as_json:
         sys.stdout.write(json.dumps(grading.summary_json(summary), indent=2) + "\n")
     else:
@@ -1052,24 +1041,21 @@ def _grade_batch(study: Study, options: GradeOptions, secret: str, *, no_wait: b
     from mcqaudit.app.grade import StudyError, disk_failure, scrub
 
     opts = grading.BatchOptions(wait=not no_wait, max_lines=max_lines, poll_interval_s=poll_interval)
-    try:
-        opts.validate()
-        summary = grading.grade_batch(study, options, opts, reporter=None if quiet or as_json else BatchProgress(err))
-    except grading.GradeUsageError as exc:
-        raise _fail(f"error: {scrub(str(exc), secret)}", 2) from None
-    except (KeyboardInterrupt, grading.GradeInterrupted) as exc:
-        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
-        err.print(f"{why}: the submitted batches are recorded in the study and keep running at the provider; "
-                  "re-run `mcqaudit grade --batch` to collect them", markup=False, highlight=False)
-        raise typer.Exit(130 if isinstance(exc, KeyboardInterrupt) else 143) from None
-    except StudyError as exc:
-        raise _fail(f"error: {scrub(str(exc), secret)}") from None
-    except Exception as exc:  # anything else: exit 1 with a one-line reason, never a traceback with locals
-        disk = disk_failure(study.path, exc)
-        if disk is not None:  # a full disk met while recording submissions or collected replies
-            raise _fail(f"error: {disk}; the submitted batches keep running at the provider: re-run "
-                        "`mcqaudit grade --batch` once there is room to collect them") from None
-        raise _fail(f"error: batch grading failed: {type(exc).__name__}: {scrub(str(exc), secret)}") from None
+    with _exits(secret=secret, failed="batch grading",
+                stopped="the submitted batches are recorded in the study and keep running at the provider; "
+                        "re-run `mcqaudit grade --batch` to collect them"):  # fmt: skip
+        try:
+            opts.validate()
+            summary = grading.grade_batch(study, options, opts,
+                                          reporter=None if quiet or as_json else BatchProgress(err))  # fmt: skip
+        except (grading.GradeUsageError, StudyError):
+            raise  # the table's (_exits)
+        except Exception as exc:
+            disk = disk_failure(study.path, exc)
+            if disk is not None:  # a full disk met while recording submissions or collected replies
+                raise _fail(f"error: {disk}; the submitted batches keep running at the provider: re-run "
+                            "`mcqaudit grade --batch` once there is room to collect them") from None
+            raise
     if as_json:
         sys.stdout.write(json.dumps(grading.batch_summary_json(summary), indent=2) + "\n")
     else:
@@ -1128,7 +1114,7 @@ def _info_fingerprints(study: Study) -> None:
 _INFO_SECTIONS.append(_info_fingerprints)
 
 
-def _batch_plan_lines(b) -> list[str]:
+def _batch_plan_lines(b: BatchDryRun) -> list[str]:
     """`grade --dry-run --batch`: what a batch run would submit and which open batches it would poll first."""
     limits = f"at most {b.max_lines:,} lines / {b.max_bytes / 1e6:g} MB each"
     if b.prompts:
@@ -1158,7 +1144,7 @@ def _age(seconds: float) -> str:
     return f"{seconds / 86400:.1f} days"
 
 
-def _submission_line(sub, model: str | None, now) -> str:
+def _submission_line(sub: Submission, model: str | None, now: datetime) -> str:
     """One open submission (:class:`mcqaudit.store.batches.Submission`): id, model, lines, status, when."""
     ident = sub.batch_id or f"not yet created (uploaded file {sub.input_file_id})"
     at = sub.submitted_at.astimezone(UTC)
@@ -1288,14 +1274,12 @@ def dashboard(
     import os
 
     if db is None:
-        from mcqaudit.demo import DEMO_DB, DemoError, build_demo
+        from mcqaudit.demo import DEMO_DB, build_demo
 
         if not DEMO_DB.exists():
             err.print("building the demo study (ingest + grade with the stand-in judge)...", markup=False)
-        try:
+        with _exits():
             db = build_demo()
-        except DemoError as exc:
-            raise _fail(f"error: {exc}") from None
     elif not db.exists():
         raise _fail(f"error: {db}: no such study file (create one with `mcqaudit ingest`)")
     path = str(db.resolve())
@@ -1447,8 +1431,7 @@ def reviews_export(
 
 
 def _reviews_to_inspect(db: Path, log: Path | None, out: Path | None, arm: str | None) -> None:
-    from mcqaudit.app.reviews import StudyError, export_to_inspect
-    from mcqaudit.inspect_edits import InspectExportError
+    from mcqaudit.app.reviews import export_to_inspect
 
     if log is None:
         raise _fail("error: --arm goes with --inspect LOG", 2)
@@ -1456,12 +1439,11 @@ def _reviews_to_inspect(db: Path, log: Path | None, out: Path | None, arm: str |
         raise _fail("error: --inspect needs --out NEW_LOG (the original log is never written to)", 2)
     if not log.exists():
         raise _fail(f"error: {log}: no such log")
-    try:
-        res = export_to_inspect(_open_study(db), log, out, arm=arm)
-    except (InspectExportError, StudyError) as exc:
-        raise _fail(f"error: {exc}") from None
-    except OSError as exc:  # the log's writer failed (full disk, read-only folder); its partial file is gone
-        raise _fail(f"error: {WriteFailed(out, exc)}") from None
+    with _exits():
+        try:
+            res = export_to_inspect(_open_study(db), log, out, arm=arm)
+        except OSError as exc:  # the log's writer failed (full disk, read-only folder); its partial file is gone
+            raise _fail(f"error: {WriteFailed(out, exc)}") from None
     values = ", ".join(f"{v} {n}" for v, n in sorted(res.values.items())) or "none"
     err.print(
         f"wrote {out}: {res.edits} score edit(s) on {res.samples_edited} sample(s) of score {res.score_name!r} "
@@ -1507,20 +1489,19 @@ def reviews_import(
     not have, an illegal verdict, a picked letter contradicting the verdict, a bad time, no way to name the
     row) is refused whole: each problem is printed as FILE:LINE: field: reason and nothing is written (exit 1).
     """
-    from mcqaudit.app.reviews import ReviewImportError, StudyError, import_review_log
+    from mcqaudit.app.reviews import ReviewImportError, import_review_log
 
     if not db.exists():
         raise _fail(f"error: {db}: no such study file")
     study = _open_study(db)
-    try:
-        res = import_review_log(study, file, reviewer=reviewer)
-    except ReviewImportError as exc:
-        err.print(
-            f"error: {file}: {len(exc.problems)} problem(s); nothing imported", markup=False, highlight=False
-        )
-        raise _fail(str(exc)) from None
-    except StudyError as exc:
-        raise _fail(f"error: {exc}") from None
+    with _exits():
+        try:
+            res = import_review_log(study, file, reviewer=reviewer)
+        except ReviewImportError as exc:  # a list of problems: said here, whole
+            err.print(
+                f"error: {file}: {len(exc.problems)} problem(s); nothing imported", markup=False, highlight=False
+            )
+            raise _fail(str(exc)) from None
     kinds = [
         f"{n} {word}{'s' if n != 1 else ''}"
         for n, word in (
@@ -1614,7 +1595,7 @@ def reviews_queue(
     --port, else MCQAUDIT_DASHBOARD_PORT, else 8501, as the dashboard does). A uniform queue is the sample that
     judge-vs-human agreement (report: judge_agreement) is computed on.
     """
-    from mcqaudit.app.reviews import STRATEGIES, ReviewError, StudyError, create_spot_check, queue_row_ids
+    from mcqaudit.app.reviews import STRATEGIES, create_spot_check, queue_row_ids
 
     if strategy not in STRATEGIES:
         raise _fail(f"error: --strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}", 2)
@@ -1623,7 +1604,7 @@ def reviews_queue(
     if not db.exists():
         raise _fail(f"error: {db}: no such study file (create one with `mcqaudit ingest`)")
     study = _open_study(db)
-    try:
+    with _exits():
         sc = create_spot_check(
             study,
             size=size,
@@ -1635,10 +1616,6 @@ def reviews_queue(
             created_by=(reviewer or "").strip() or None,
         )
         rows = queue_row_ids(study, sc.queue_id)
-    except ReviewError as exc:
-        raise _fail(f"error: {exc}") from None
-    except StudyError as exc:
-        raise _fail(f"error: {exc}") from None
     if as_json:
         sys.stdout.write(json.dumps({"queue_id": sc.queue_id, "rows": rows}) + "\n")
         return
@@ -1732,14 +1709,12 @@ def reviews_queue_rename(
     db: DbOption,
 ) -> None:
     """Rename a spot-check queue (its rows and seed do not change)."""
-    from mcqaudit.app.reviews import ReviewError, StudyError, rename_spot_check
+    from mcqaudit.app.reviews import rename_spot_check
 
     if not db.exists():
         raise _fail(f"error: {db}: no such study file")
-    try:
+    with _exits():
         rename_spot_check(_open_study(db), queue_id, name)
-    except (ReviewError, StudyError) as exc:
-        raise _fail(f"error: {exc}") from None
     console.print(f"queue #{queue_id} is now {name.strip()!r}", markup=False, highlight=False)
 
 
@@ -1754,14 +1729,12 @@ def reviews_queue_delete(
 ) -> None:
     """Delete a spot-check queue: it disappears from the lists and no longer counts as a uniform spot check
     for the judge-agreement figures. The reviews made in it stay, and still count as reviews."""
-    from mcqaudit.app.reviews import ReviewError, StudyError, delete_spot_check
+    from mcqaudit.app.reviews import delete_spot_check
 
     if not db.exists():
         raise _fail(f"error: {db}: no such study file")
-    try:
+    with _exits():
         delete_spot_check(_open_study(db), queue_id, deleted_by=reviewer)
-    except (ReviewError, StudyError) as exc:
-        raise _fail(f"error: {exc}") from None
     console.print(f"queue #{queue_id} deleted; its reviews are kept", markup=False, highlight=False)
 
 

@@ -14,6 +14,8 @@ INCORRECT: Final = "INCORRECT"
 OTHER: Final = "OTHER"
 VERDICTS: Final[tuple[str, str, str]] = (CORRECT, INCORRECT, OTHER)
 Verdict = Literal["CORRECT", "INCORRECT", "OTHER"]
+# which verdicts a report reads (docs/design.md §7): the final ones (reviews applied) or the judge's alone
+VerdictView = Literal["final", "judge"]
 
 
 class VerdictCode(IntEnum):

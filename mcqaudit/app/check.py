@@ -19,7 +19,7 @@ from mcqaudit.metrics.rules import FLAG_ORDER
 
 if TYPE_CHECKING:
     from mcqaudit.store.db import Study
-    from mcqaudit.store.frames import VerdictView
+    from mcqaudit.vocab import VerdictView
 
 KNOWN_FLAGS: tuple[str, ...] = FLAG_ORDER  # every flag a check can fail on, most important first
 

@@ -56,7 +56,7 @@ from mcqaudit.judge.client import JudgeClient
 from mcqaudit.judge.prompts import JudgeConfig
 from mcqaudit.store import batches as store_batches
 from mcqaudit.store import judging
-from mcqaudit.store.batches import BatchOverview
+from mcqaudit.store.batches import BatchOverview, Submission
 from mcqaudit.store.db import Study, StudyError, disk_failure, write_failure
 from mcqaudit.store.judging import FingerprintSummary
 
@@ -70,6 +70,7 @@ __all__ = [
     "DryRun",
     "FingerprintSummary",
     "GradeInterrupted",
+    "Submission",
     "GradeOptions",
     "GradeSummary",
     "GradeUsageError",

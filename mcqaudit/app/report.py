@@ -19,7 +19,7 @@ from mcqaudit.report import SCHEMA_VERSION, findings
 
 if TYPE_CHECKING:
     from mcqaudit.store.db import Study
-    from mcqaudit.store.frames import VerdictView
+    from mcqaudit.vocab import VerdictView
 
 
 def open_study(study: str | Path | Study) -> Study:

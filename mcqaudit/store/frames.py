@@ -16,17 +16,14 @@ taken out. A row without a verdict in the chosen view is ungraded.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import duckdb
 import numpy as np
 
 from mcqaudit.metrics.inputs import Columns, StudyFrames, StudyInfo
 from mcqaudit.metrics.rules import arm_order
 from mcqaudit.store.db import Study
-from mcqaudit.vocab import VERDICT_CODES, VerdictCode
+from mcqaudit.vocab import VERDICT_CODES, VerdictCode, VerdictView
 
-VerdictView = Literal["final", "judge"]
 VERDICT_VIEWS: tuple[str, str] = ("final", "judge")
 BASE_PARSERS = ("strict", "naive", "user")
 
