@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 from mcqaudit.formatting import pairing_words, plotly_text
 from mcqaudit.metrics.results import Metric, Report
 from mcqaudit.metrics.rules import compared_arms
-from mcqaudit.report import FamilyView, family_entry, first_family, report_families
+from mcqaudit.reading import FamilyView, family_entry, first_family, report_families
 from mcqaudit.vocab import VERDICTS
 
 _LAYOUT: dict[str, Any] = {
@@ -284,7 +284,7 @@ def fig_position_picks(report: Report) -> go.Figure:
 def fig_judge_agreement(report: Report) -> go.Figure:
     """Judge-vs-human agreement and Cohen's κ per arm (and pooled), on reviewed rows."""
     from mcqaudit.metrics import MIN_CI_ROWS
-    from mcqaudit.report import agreement_groups
+    from mcqaudit.reading import agreement_groups
 
     every = agreement_groups(report)
     if not every:

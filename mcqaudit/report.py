@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict, Unpack, overload
+from typing import Any, Unpack
 
 from mcqaudit.formatting import (
     html_rich,
@@ -30,10 +30,8 @@ from mcqaudit.metrics import MIN_AUDIT_ROWS, MIN_CI_ROWS, MIN_ITEMS, PARSER_DISA
 from mcqaudit.metrics.parsers import misread_counts
 from mcqaudit.metrics.results import (
     ArmDelta,
-    ArmMetrics,
     BootstrapFacts,
     FamilyDelta,
-    FamilyMetrics,
     Finding,
     FindingExtras,
     FindingKind,
@@ -42,6 +40,12 @@ from mcqaudit.metrics.results import (
     Metric,
     ParserAlso,
     Report,
+)
+from mcqaudit.reading import (
+    FamilyView,
+    agreement_groups,
+    family_entry,
+    report_families,
 )
 from mcqaudit.vocab import LETTERS
 
@@ -853,60 +857,6 @@ _FAMILY_WORDS = (
 )
 
 
-FamilyView = tuple[str | None, list[str], int | None]  # an item family: label, orientations, items
-
-
-def report_families(report: Report) -> list[FamilyView]:
-    """The item families with per-family figures, as ``(label, orientations, items)``, in the report's order;
-    a report from before item families gives one family of every orientation, labelled ``None``."""
-    fams = (report.get("design") or {}).get("families")
-    if fams is None:
-        return [(None, list((report.get("study") or {}).get("orientations", [])), None)]
-    return [(lab, list(f["orientations"]), f["items"]) for lab, f in fams.items() if f.get("reported")]
-
-
-def first_family(report: Report) -> FamilyView:
-    """The first family of :func:`report_families`; with none (no family has per-family figures), the
-    arm-level figures, over no orientation."""
-    return next(iter(report_families(report)), (None, [], None))
-
-
-class NoFamilyMetrics(TypedDict, total=False):
-    """What :func:`family_entry` gives for a family an arm has no figures in: ``{}`` (the keys of
-    :class:`~mcqaudit.metrics.results.FamilyMetrics`, none present)."""
-
-    items: int
-    accuracy: Metric | None
-    accuracy_by_orientation: dict[str, Metric | None]
-    rstd: Metric | None
-    recall_by_gold_letter: dict[str, Metric | None]
-
-
-class NoFamilyDelta(TypedDict, total=False):
-    """What :func:`family_entry` gives for a family a Δ has no entry for: ``{}`` (the keys of
-    :class:`~mcqaudit.metrics.results.FamilyDelta`, none present)."""
-
-    items: int
-    rows: int
-    overall: Metric | None
-    by_orientation: dict[str, Metric | None]
-
-
-@overload
-def family_entry(entry: ArmMetrics, label: str | None) -> ArmMetrics | FamilyMetrics | NoFamilyMetrics: ...
-@overload
-def family_entry(entry: ArmDelta, label: str | None) -> ArmDelta | FamilyDelta | NoFamilyDelta: ...
-def family_entry(
-    entry: ArmMetrics | ArmDelta, label: str | None
-) -> ArmMetrics | FamilyMetrics | NoFamilyMetrics | ArmDelta | FamilyDelta | NoFamilyDelta:
-    """One family's part (``by_family[label]``) of an arm's metrics or Δ, which has the same keys as the
-    entry itself (``accuracy``, ``accuracy_by_orientation``, ``rstd``, …; ``overall``, ``by_orientation``);
-    the entry itself for the family ``None`` of a report from before item families."""
-    if label is None:
-        return entry
-    return (entry.get("by_family") or {}).get(label) or {}
-
-
 def _family_head(fam: str | None, items: int | None) -> str:
     return "arm" if fam is None else f"{fam} ({items} items)"
 
@@ -923,15 +873,6 @@ LOGPROB_WORDS = (
     "as no pick, so it mismatches too). Then accuracy by argmax log-prob and by text on the rows that carry "
     "option_logprobs."
 )
-
-
-def agreement_groups(report: Report) -> list[tuple[str, JudgeAgreement]]:
-    """Judge vs human, all arms pooled then per arm: (label, ``judge_agreement`` entry), those that exist."""
-    groups: list[tuple[str, JudgeAgreement]] = []
-    if ja := report.get("judge_agreement"):
-        groups.append(("all arms", ja))
-    m = report["metrics"]
-    return groups + [(a, ag) for a in report["arms"] if (ag := m[a].get("judge_agreement"))]
 
 
 def agreement_cells(ag: JudgeAgreement) -> dict[str, str]:

@@ -15,7 +15,7 @@ import glob
 import json
 import os
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from mcqaudit.ingest.errors import InputError, Problem, UsageError
 from mcqaudit.ingest.fields import LineBatch
@@ -31,16 +31,6 @@ FORMATS = {
 # framework logs: read by an importer into rows, then staged and validated like any JSONL line
 IMPORTED = ("inspect", "lm-eval")
 KINDS = ("jsonl", "csv", "parquet", *IMPORTED)
-
-
-class Record(NamedTuple):
-    """One record of a framework log (`inspect_log`, `lmeval`): its row, or the field and reason it lacks."""
-
-    number: int  # staged as the row's line; counted in the importer's unit
-    label: str  # where it is in the log, appended to every problem reported for it
-    row: dict[str, Any] | None
-    field: str = ""
-    reason: str = ""
 
 
 class Note(NamedTuple):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from mcqaudit.ingest.errors import InputError, Problem, UsageError
 
@@ -149,3 +149,13 @@ def check_columns(
             )
         ]
     )
+
+
+class Record(NamedTuple):
+    """One record of a framework log (`inspect_log`, `lmeval`): its row, or the field and reason it lacks."""
+
+    number: int  # staged as the row's line; counted in the importer's unit
+    label: str  # where it is in the log, appended to every problem reported for it
+    row: dict[str, Any] | None
+    field: str = ""
+    reason: str = ""

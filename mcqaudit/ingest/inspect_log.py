@@ -30,8 +30,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from mcqaudit.ingest import Record
 from mcqaudit.ingest.errors import InputError, Problem
+from mcqaudit.ingest.fields import Record
 from mcqaudit.vocab import LETTERS
 
 JsonObject = dict[str, Any]  # a JSON object as json.loads gives it

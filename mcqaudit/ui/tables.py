@@ -19,16 +19,8 @@ from mcqaudit.metrics.results import (
     ParserDisagreement,
     Report,
 )
-from mcqaudit.report import (
-    FamilyView,
-    agreement_cells,
-    agreement_groups,
-    family_entry,
-    first_family,
-    num,
-    report_families,
-    with_chance,
-)
+from mcqaudit.reading import FamilyView, agreement_groups, family_entry, first_family, report_families
+from mcqaudit.report import agreement_cells, num, with_chance
 from mcqaudit.report import pct as _pct
 from mcqaudit.vocab import VERDICTS
 

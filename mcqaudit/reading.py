@@ -1,0 +1,89 @@
+"""How a report dict is read by what renders it (the report's text in :mod:`mcqaudit.report`, its figures in
+:mod:`mcqaudit.plots`, the dashboard's tables): its item families, one family's part of an arm's figures, and
+the judge-vs-human groups. Pure; both renderers import it, neither imports the other for it."""
+
+from __future__ import annotations
+
+from typing import TypedDict, overload
+
+from mcqaudit.metrics.results import (
+    ArmDelta,
+    ArmMetrics,
+    FamilyDelta,
+    FamilyMetrics,
+    JudgeAgreement,
+    Metric,
+    Report,
+)
+
+__all__ = [
+    "FamilyView",
+    "NoFamilyDelta",
+    "NoFamilyMetrics",
+    "agreement_groups",
+    "family_entry",
+    "first_family",
+    "report_families",
+]
+
+FamilyView = tuple[str | None, list[str], int | None]  # an item family: label, orientations, items
+
+
+def report_families(report: Report) -> list[FamilyView]:
+    """The item families with per-family figures, as ``(label, orientations, items)``, in the report's order;
+    a report from before item families gives one family of every orientation, labelled ``None``."""
+    fams = (report.get("design") or {}).get("families")
+    if fams is None:
+        return [(None, list((report.get("study") or {}).get("orientations", [])), None)]
+    return [(lab, list(f["orientations"]), f["items"]) for lab, f in fams.items() if f.get("reported")]
+
+
+def first_family(report: Report) -> FamilyView:
+    """The first family of :func:`report_families`; with none (no family has per-family figures), the
+    arm-level figures, over no orientation."""
+    return next(iter(report_families(report)), (None, [], None))
+
+
+class NoFamilyMetrics(TypedDict, total=False):
+    """What :func:`family_entry` gives for a family an arm has no figures in: ``{}`` (the keys of
+    :class:`~mcqaudit.metrics.results.FamilyMetrics`, none present)."""
+
+    items: int
+    accuracy: Metric | None
+    accuracy_by_orientation: dict[str, Metric | None]
+    rstd: Metric | None
+    recall_by_gold_letter: dict[str, Metric | None]
+
+
+class NoFamilyDelta(TypedDict, total=False):
+    """What :func:`family_entry` gives for a family a Δ has no entry for: ``{}`` (the keys of
+    :class:`~mcqaudit.metrics.results.FamilyDelta`, none present)."""
+
+    items: int
+    rows: int
+    overall: Metric | None
+    by_orientation: dict[str, Metric | None]
+
+
+@overload
+def family_entry(entry: ArmMetrics, label: str | None) -> ArmMetrics | FamilyMetrics | NoFamilyMetrics: ...
+@overload
+def family_entry(entry: ArmDelta, label: str | None) -> ArmDelta | FamilyDelta | NoFamilyDelta: ...
+def family_entry(
+    entry: ArmMetrics | ArmDelta, label: str | None
+) -> ArmMetrics | FamilyMetrics | NoFamilyMetrics | ArmDelta | FamilyDelta | NoFamilyDelta:
+    """One family's part (``by_family[label]``) of an arm's metrics or Δ, which has the same keys as the
+    entry itself (``accuracy``, ``accuracy_by_orientation``, ``rstd``, …; ``overall``, ``by_orientation``);
+    the entry itself for the family ``None`` of a report from before item families."""
+    if label is None:
+        return entry
+    return (entry.get("by_family") or {}).get(label) or {}
+
+
+def agreement_groups(report: Report) -> list[tuple[str, JudgeAgreement]]:
+    """Judge vs human, all arms pooled then per arm: (label, ``judge_agreement`` entry), those that exist."""
+    groups: list[tuple[str, JudgeAgreement]] = []
+    if ja := report.get("judge_agreement"):
+        groups.append(("all arms", ja))
+    m = report["metrics"]
+    return groups + [(a, ag) for a in report["arms"] if (ag := m[a].get("judge_agreement"))]
