@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from mcqaudit.generate import GenerateOptions, generate, option_logprobs, read_output
-from tests.conftest import write_jsonl
+from tests.helpers import write_jsonl
 from tests.judge_servers import Answer, Call, ScriptedJudge, Status, answering_model, heuristic
 
 ITEMS = [

@@ -15,7 +15,7 @@ import mcqaudit.ingest as ingest_mod
 from mcqaudit.ingest import ingest_file
 from mcqaudit.store import Study
 from mcqaudit.store import loading as sql
-from tests.test_ingest import BAD_LINES, row
+from tests.helpers import BAD_LINES, row
 
 VALUE_COLUMNS = (
     "line, item_id, arm, question, options, n_opt, gold_letter, generation, given_orientation, prompt, sample, "

@@ -17,7 +17,7 @@ import pytest
 from mcqaudit.store import Study
 from mcqaudit.store.journal import Journal, journal_dir, pending, replay
 from mcqaudit.store.judging import ReplyRecord, VerdictRecord, write_judged
-from tests.conftest import REPO
+from tests.helpers import REPO
 from tests.judge_servers import ScriptedJudge, add_rows, heuristic
 
 KILLS = 5

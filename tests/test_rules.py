@@ -31,7 +31,7 @@ from mcqaudit.vocab import (
     is_blank,
     verdict_of,
 )
-from tests.conftest import read_cases, write_jsonl
+from tests.helpers import read_cases, write_jsonl
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # the generation the issue names: only characters str.strip() removes, three of which RE2's \s does not
