@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -242,10 +243,51 @@ def write_ui_inputs(folder: Path) -> tuple[Path, Path]:
     return write_inputs(folder, ui_study.items(), ui_study.generations())
 
 
+# Studies built through the public path once per test session, by what they were built from; every caller gets
+# its own copy (a test may change its study). Grading through the stand-in is what makes these builds slow.
+_TEMPLATES: dict[tuple[object, ...], Path] = {}
+
+
+def _templates_dir() -> Path:
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="mcqaudit-test-studies-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
+def _built_once(key: tuple[object, ...], path: Path, build: Callable[[Path], Path]) -> Path:
+    """``build(path)`` the first time a session asks for ``key`` (into a template of its own), a copy of
+    that template at ``path`` after: the same file a fresh build gives, with its inputs beside it (the
+    ingest's recorded source names the copy's inputs, as a fresh build's would)."""
+    import shutil
+
+    template = _TEMPLATES.get(key)
+    if template is None:
+        template = build(_templates_dir() / "study" / "s.duckdb")
+        _TEMPLATES[key] = template
+    assert not path.exists(), f"{path} exists already"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(template.parent / "inputs", path.parent / "inputs", dirs_exist_ok=True)
+    for suffix in ("", ".wal"):
+        if template.with_name(template.name + suffix).exists():
+            shutil.copyfile(template.with_name(template.name + suffix), path.with_name(path.name + suffix))
+    with Study(path).write() as con:
+        old, new = str(template.parent / "inputs"), str(path.parent / "inputs")
+        con.execute("UPDATE ingests SET source = replace(source, ?, ?)", [old, new])
+    return path
+
+
 def build_ui_study(path: Path, *, grade_it: bool = True) -> Path:
     """The dashboard tests' fixture study (tests/ui_study.py); ``grade_it=False``: ingested only."""
-    gens, items = write_ui_inputs(path.parent / "inputs")
-    return build_graded_study(path, gens, items=items, judge=grade_it)
+
+    def build(at: Path) -> Path:
+        gens, items = write_ui_inputs(at.parent / "inputs")
+        return build_graded_study(at, gens, items=items, judge=grade_it)
+
+    return _built_once(("ui", grade_it), path, build)
 
 
 def build_review_study(
@@ -254,10 +296,12 @@ def build_review_study(
     """The messy three-arm study of the review-session tests (tests/review_study.py)."""
     from tests import review_study
 
-    gens, items = write_inputs(
-        path.parent / "inputs", review_study.items(n_items), review_study.generations(n_items, orientations)
-    )
-    return build_graded_study(path, gens, items=items)
+    def build(at: Path) -> Path:
+        rows = review_study.generations(n_items, orientations)
+        gens, items = write_inputs(at.parent / "inputs", review_study.items(n_items), rows)
+        return build_graded_study(at, gens, items=items)
+
+    return _built_once(("review", n_items, orientations), path, build)
 
 
 def build_hostile_study(path: Path) -> Path:

@@ -148,24 +148,30 @@ def _checked(proc: CliResult, args: Sequence[str], check: bool) -> CliResult:
     return proc
 
 
-def run_process(
-    *args: str, env: Mapping[str, str] | None = None, timeout: float = 120, check: bool = False
-) -> CliResult:
+Env = Mapping[str, str | None]  # variables set for one call; None: unset for it
+
+
+def run_process(*args: str, env: Env | None = None, timeout: float = 120, check: bool = False) -> CliResult:
     """Run the real `mcqaudit` command in a subprocess (``python -m mcqaudit``)."""
+    full = {**os.environ, **(env or {})}
     proc = subprocess.run(
         [sys.executable, "-m", "mcqaudit", *args],
         capture_output=True,
         text=True,
-        env={**os.environ, **(env or {})},
+        env={k: v for k, v in full.items() if v is not None},
         timeout=timeout,
     )
     return _checked(proc, args, check)
 
 
 @contextlib.contextmanager
-def _environment(env: Mapping[str, str]) -> Iterator[None]:
+def _environment(env: Env) -> Iterator[None]:
     before = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
+    for k, v in env.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
     try:
         yield
     finally:
@@ -222,15 +228,13 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def run_cli(
-    *args: str, env: Mapping[str, str] | None = None, timeout: float = 120, check: bool = False
-) -> CliResult:
+def run_cli(*args: str, env: Env | None = None, timeout: float = 120, check: bool = False) -> CliResult:
     """Run the `mcqaudit` command in this process, with the result shape of :func:`run_process`.
 
     As the real process does: Click's standalone main (usage errors exit 2), ``mcqaudit.cli.main``'s
     KeyboardInterrupt (``interrupted``, 130), and an exception that escapes prints its traceback on stderr
     and exits 1 (so a test that asserts "no traceback" still sees one). ``env`` is set in ``os.environ``
-    for the call only; ``timeout`` is accepted for the call sites' sake (an in-process call cannot be
+    for the call only (None: unset); ``timeout`` is accepted for the call sites' sake (an in-process call cannot be
     killed; the suite's own timeout covers a hang). Each command closes its study's connections itself
     (``Study.connect`` is short-lived), so nothing stays open after the call."""
     del timeout
