@@ -407,3 +407,16 @@ def test_relative_imports_resolve_from_the_package(tmp_path: Path) -> None:
         ("toy.store.db", "toy.core"),
         ("toy.store.rows", "toy.core"),
     }
+
+
+def test_no_test_module_imports_another_or_conftest() -> None:
+    """Shared helpers live in helper modules (tests/helpers.py, tests/builders.py, ...), fixtures in
+    conftest.py; a test module imported by another runs its tests' module-level code twice and ties them."""
+    tests = Path(__file__).resolve().parent
+    modules = {m: p for m, p in modules_of(tests, "tests").items() if p.parent == tests}
+    found = [
+        f"{i.importer} imports {i.imported} (line {i.line})"
+        for i in imports_of(modules, "tests")
+        if i.imported.startswith(("tests.test_", "tests.conftest"))
+    ]
+    assert not found, found
