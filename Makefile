@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTHON ?= python3
 
-.PHONY: dashboard test lint unit browser-deps bench clean
+.PHONY: dashboard test lint unit quick browser-deps bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ lint: $(BIN)/.installed
 
 unit: $(BIN)/.installed
 	$(BIN)/pytest
+
+## the tests without the end-to-end ones (marked slow or browser)
+quick: $(BIN)/.installed
+	$(BIN)/pytest -m "not slow and not browser"
 
 ## everything CI runs: install, lint, type-check, all tests
 test: $(BIN)/.installed browser-deps lint unit

@@ -16,10 +16,11 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -101,6 +102,25 @@ def serve(db: Path) -> Iterator[str]:
     cmd = [sys.executable, "-m", "mcqaudit", "dashboard", str(db), "--port", str(port)]
     with serve_command(cmd, port, db.parent / "streamlit.log", {"MCQAUDIT_DASHBOARD_BOOTSTRAP": "200"}) as url:
         yield url
+
+
+
+@contextlib.contextmanager
+def open_page(db: Path, viewport: dict[str, int], *, timeout_ms: float = 30_000) -> Iterator[tuple[Any, str]]:
+    """The dashboard on study ``db`` (:func:`serve`) and one page of a headless Chromium of ``viewport``
+    (``{"width": 1400, "height": 1000}``) with the default timeout ``timeout_ms``; yields (page, URL) and
+    closes the browser and the server afterwards. Screenshots go to :data:`ARTIFACTS` (created)."""
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with serve(db) as url, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport=viewport)  # type: ignore[arg-type]
+            page.set_default_timeout(timeout_ms)
+            yield page, url
+        finally:
+            browser.close()
 
 
 def settle(page, quiet_ms: int = 300, timeout_s: float = 20.0) -> None:  # type: ignore[no-untyped-def]

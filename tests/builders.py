@@ -1,13 +1,19 @@
-"""The documented low-level study builder for the metric and report tests (a helper module, not a test
-module): it writes a study straight into the tables of a real DuckDB study file (no ingest, no judge), so a
-test states exactly which verdict every row has. Everything else builds its studies through the public
-ingest and grade path (tests/ui_study.py, tests/review_study.py, the CLI in subprocesses).
+"""The one place the tests build study files (a helper module, not a test module). Two ways:
+
+- :class:`StudyBuilder` writes a study straight into the tables of a real DuckDB study file (no ingest, no
+  judge), so a test states exactly which verdict every row has: the metric and report tests
+  (:func:`fixture_study`, :func:`hand_study`, :func:`two_family_study`).
+- :func:`build_graded_study` goes through the public path: the real ``ingest_file``, then the real
+  ``grade`` against the stand-in judge on 127.0.0.1. The fixture studies built that way take their rows
+  from the modules that describe them (tests/ui_study.py, tests/review_study.py, tests/hostile_study.py):
+  :func:`build_ui_study`, :func:`build_review_study`, :func:`build_hostile_study`.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mcqaudit import orient
+from mcqaudit import orient, parsers
 from mcqaudit.metrics.inputs import Columns, StudyFrames, StudyInfo
 from mcqaudit.metrics.rules import arm_order
 from mcqaudit.store.db import Study
@@ -199,6 +205,214 @@ class StudyBuilder:
                 con.execute("INSERT INTO study_meta VALUES (?, ?)", [key, value])
             rebuild_current(con)  # the verdicts and reviews were written with SQL of our own
         return study
+
+
+# --- studies built through the public path (ingest, then grade against the stand-in) ----------------------
+def build_graded_study(
+    path: Path, generations: Path, *, items: Path | None = None, control: str | None = "base", judge: bool = True
+) -> Path:
+    """Ingest a generations file (and its items file) into a new study at ``path`` through the real
+    ``ingest_file``, then grade it with the real ``grade`` against the stand-in judge on 127.0.0.1 (a
+    heuristic, not an LLM: none can be reached here). Rows the stand-in cannot read end as ``error``, as with
+    any judge."""
+    from mcqaudit.app.grade import GradeOptions, grade
+    from mcqaudit.app.ingest import ingest_file
+    from mcqaudit.judge.prompts import JudgeConfig
+    from mcqaudit.standin.server import StandinServer
+    from mcqaudit.vocab import STANDIN_MODEL
+
+    study = Study(path, create=True)
+    ingest_file(study, generations, items_path=items, control=control)
+    if judge:
+        with StandinServer() as server:
+            summary = grade(study, GradeOptions(config=JudgeConfig(model=STANDIN_MODEL), base_url=server.base_url))
+        assert summary.exit_code in (0, 3), summary.lines()
+    return path
+
+
+def write_inputs(folder: Path, items: list[dict[str, Any]], generations: list[dict[str, Any]]) -> tuple[Path, Path]:
+    """``items.jsonl`` and ``generations.jsonl`` in ``folder`` (created); returns (generations, items)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    items_path, gens_path = folder / "items.jsonl", folder / "generations.jsonl"
+    items_path.write_text("".join(json.dumps(x) + "\n" for x in items), encoding="utf-8")
+    gens_path.write_text("".join(json.dumps(x) + "\n" for x in generations), encoding="utf-8")
+    return gens_path, items_path
+
+
+def write_ui_inputs(folder: Path) -> tuple[Path, Path]:
+    """The dashboard fixture study's input files (tests/ui_study.py) in ``folder``: (generations, items)."""
+    from tests import ui_study
+
+    return write_inputs(folder, ui_study.items(), ui_study.generations())
+
+
+# Studies built through the public path once per test session, by what they were built from; every caller gets
+# its own copy (a test may change its study). Grading through the stand-in is what makes these builds slow.
+_TEMPLATES: dict[tuple[object, ...], Path] = {}
+
+
+def _templates_dir() -> Path:
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="mcqaudit-test-studies-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
+def _built_once(key: tuple[object, ...], path: Path, build: Callable[[Path], Path]) -> Path:
+    """``build(path)`` the first time a session asks for ``key`` (into a template of its own), a copy of
+    that template at ``path`` after: the same file a fresh build gives, with its inputs beside it (the
+    ingest's recorded source names the copy's inputs, as a fresh build's would)."""
+    import shutil
+
+    template = _TEMPLATES.get(key)
+    if template is None:
+        template = build(_templates_dir() / "study" / "s.duckdb")
+        _TEMPLATES[key] = template
+    assert not path.exists(), f"{path} exists already"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(template.parent / "inputs", path.parent / "inputs", dirs_exist_ok=True)
+    for suffix in ("", ".wal"):
+        if template.with_name(template.name + suffix).exists():
+            shutil.copyfile(template.with_name(template.name + suffix), path.with_name(path.name + suffix))
+    with Study(path).write() as con:
+        old, new = str(template.parent / "inputs"), str(path.parent / "inputs")
+        con.execute("UPDATE ingests SET source = replace(source, ?, ?)", [old, new])
+    return path
+
+
+def build_ui_study(path: Path, *, grade_it: bool = True) -> Path:
+    """The dashboard tests' fixture study (tests/ui_study.py); ``grade_it=False``: ingested only."""
+
+    def build(at: Path) -> Path:
+        gens, items = write_ui_inputs(at.parent / "inputs")
+        return build_graded_study(at, gens, items=items, judge=grade_it)
+
+    return _built_once(("ui", grade_it), path, build)
+
+
+def build_review_study(
+    path: Path, *, n_items: int = 40, orientations: tuple[str, ...] = ("ABCD", "BCDA", "CDAB", "DABC")
+) -> Path:
+    """The messy three-arm study of the review-session tests (tests/review_study.py)."""
+    from tests import review_study
+
+    def build(at: Path) -> Path:
+        rows = review_study.generations(n_items, orientations)
+        gens, items = write_inputs(at.parent / "inputs", review_study.items(n_items), rows)
+        return build_graded_study(at, gens, items=items)
+
+    return _built_once(("review", n_items, orientations), path, build)
+
+
+def build_hostile_study(path: Path) -> Path:
+    """The study whose every user-supplied text is hostile (tests/hostile_study.py), with reviews and a
+    spot-check queue made through the public ``reviews import`` and ``reviews queue``."""
+    from tests import hostile_study
+    from tests.helpers import run_cli
+
+    inputs = path.parent / "inputs"
+    gens, items = write_inputs(inputs, *hostile_study.rows())
+    build_graded_study(path, gens, items=items)
+    ids = [r[0] for r in Study(path).query("SELECT row_id FROM graded_rows ORDER BY row_id LIMIT 12")]
+    labels = inputs / "labels.jsonl"
+    labels.write_text("".join(json.dumps(x) + "\n" for x in hostile_study.labels(ids)), encoding="utf-8")
+    run_cli("reviews", "import", str(labels), "--db", str(path), check=True)
+    q = hostile_study.QUEUE
+    run_cli("reviews", "queue", "--db", str(path), "--size", "4", "--per-arm", "--name", q, "--reviewer",
+            hostile_study.REVIEWER, check=True)  # fmt: skip
+    return path
+
+
+# --- studies written by hand into the tables ---------------------------------------------------------------
+def fixture_study(
+    path: Path, *, standin: bool = False, arm_names: tuple[str, str, str] | None = None
+) -> StudyBuilder:
+    """3 arms × 24 four-option items × 4 cyclic orientations (288 rows), seeded.
+
+    base: accurate; steered: prefers the first displayed option; hedging: refuses more (OTHER), which the
+    naive parser reads as a letter. Some rows are pre-filter resolved, one generation is blank, one judge
+    call failed, the user's parser is given, one framework parser, log-probs on base, and six reviews
+    inside a uniform spot check.
+    """
+    base, steered, hedging = arm_names or ("base", "steered", "hedging")
+    rng = np.random.default_rng(2026)
+    b = StudyBuilder(path)
+    b.config("fp-golden", model="judge-golden", standin=standin)
+    labels = orient.scheme_labels(4, "cyclic")
+    spot: list[str] = []
+    for k in range(24):
+        item = b.item(f"q{k:02d}", n=4, gold=k % 4)
+        for lab in labels:
+            gold = b.gold_letter(item, lab)
+            wrong = "ABCD"[("ABCD".index(gold) + 1 + k % 3) % 4]
+            u = rng.random(3)
+            # base
+            pick = gold if u[0] < 0.8 else wrong
+            src = "strict" if k % 5 == 0 else "judge"
+            lp = {"A": -1.0, "B": -1.5, "C": -2.0, "D": -2.5}
+            lp[gold] = -0.5 if u[0] < 0.9 else -3.0
+            rid = b.row(base, item, lab, pick, source=src, fp="fp-golden", user="same", logprobs=lp,
+                        frameworks={"simple_evals": pick if k % 6 else "A"})  # fmt: skip
+            if k % 4 == 1:
+                spot.append(rid)
+            # steered: the first option a third of the time, else like base
+            pick = "A" if u[1] < 0.35 else (gold if u[1] < 0.8 else wrong)
+            rid = b.row(
+                steered, item, lab, pick, fp="fp-golden", user="same", frameworks={"simple_evals": pick}
+            )
+            if k % 4 == 1:
+                spot.append(rid)
+            # hedging: OTHER a quarter of the time; naive reads "As an AI..." as A
+            if k == 3 and lab == "BCDA":
+                b.row(hedging, item, lab, None, status="error", fp="fp-golden", user="same")
+                continue
+            if k == 7 and lab == "ABCD":
+                b.row(hedging, item, lab, "OTHER", source="blank", naive=None, user=None)
+                continue
+            pick = "OTHER" if u[2] < 0.25 else (gold if u[2] < 0.85 else wrong)
+            b.row(hedging, item, lab, pick, fp="fp-golden", naive="A" if pick == "OTHER" else "same", user="same",
+                  frameworks={"simple_evals": None if pick == "OTHER" else pick})  # fmt: skip
+    b.spot.append(("uniform", spot))
+    for rid in spot[:5]:
+        b.review(rid, "CORRECT")
+    b.review(spot[5], "OTHER")
+    return b
+
+
+# (generation, the judge's pick, the naive letter read by hand, a framework letter or "-" for not run)
+# Gold is A in every row (4 options, orientation ABCD). The naive parser takes the first letter of [A-Da-d].
+HAND = [
+    ("I'd go with B.", "B", "D", "-"),  # the d of I'd: another letter (both INCORRECT: verdicts agree)
+    ("Answer: C", "C", "A", "C"),  # the A of Answer: another letter (naive says CORRECT)
+    ("Clearly the answer is A.", "A", "C", None),  # the C of Clearly: another letter; simple_evals missed it
+    ("Both B and D seem right.", "OTHER", "B", None),  # the B of Both: a letter made up for an OTHER answer
+    ("I cannot answer this.", "OTHER", "C", "-"),  # the c of cannot: made up
+    ("B", "B", "B", "-"),
+    ("I'd say C", "C", "D", "-"),  # another letter, and another wrong one: the verdicts agree
+    ("(B) is it", "B", "B", "-"),
+    ("Option 4 is right.", "D", None, "-"),  # no letter in range: missed
+    ("Nothing fits.", "OTHER", None, "-"),  # none for none: agreement
+]
+UNKNOWN = ("Probably A", "A", "B")  # reviewed CORRECT without a letter: its reference is unknown
+
+
+def hand_study(tmp_path: Path, name: str = "s.duckdb") -> StudyBuilder:
+    b = StudyBuilder(tmp_path / name)
+    for k, (text, pick, naive_hand, fw) in enumerate(HAND):
+        naive = parsers.naive(text, 4)
+        assert naive == naive_hand, (text, naive)  # the real parser reads what the hand count says
+        b.item(f"i{k}", n=4)
+        frameworks = {} if fw == "-" else {"simple_evals": fw}
+        b.row("base", f"i{k}", "ABCD", pick, naive=naive, generation=text, frameworks=frameworks)
+    b.item("i10", n=4)
+    rid = b.row("base", "i10", "ABCD", "A", naive=parsers.naive(UNKNOWN[0], 4), generation=UNKNOWN[0])
+    b.review(rid, "CORRECT")  # no letter given
+    b.item("i11", n=4)
+    b.row("base", "i11", "ABCD", "A", source="strict")  # the pre-filter resolved it
+    return b
 
 
 def two_family_study(

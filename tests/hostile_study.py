@@ -1,7 +1,7 @@
 """A study whose every user-supplied text is hostile: HTML, script, Markdown, links and LaTeX in generations,
-questions, options, item ids, arm names, reviewer names, review notes and a spot-check queue's name. Built
-through the real path (``ingest_file``, ``grade`` against the stand-in judge, ``reviews import``, ``reviews
-queue``) for tests/test_hostile_dashboard.py.
+questions, options, item ids, arm names, reviewer names, review notes and a spot-check queue's name: its rows
+and labels, which ``tests.builders.build_hostile_study`` builds through the real path (``ingest_file``,
+``grade`` against the stand-in judge, ``reviews import``, ``reviews queue``) for tests/test_hostile_dashboard.py.
 
 Each payload would, if it were ever rendered as HTML or Markdown, leave a trace the test can see: a global
 ``window.__pwned``, a console line ``PWNED``, a dialog, an element marked ``hinj`` / text ``HBOLD``, a link
@@ -10,8 +10,7 @@ named ``[Session expired - log in again](http://127.0.0.1:8799/phish)`` was a li
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from typing import Any
 
 # one line of each kind; the tests look for these traces
 PAYLOAD = (
@@ -34,8 +33,9 @@ REVIEWER = '<img src=x class=hinj onerror="window.__pwned=7">**HBOLD**rev'
 NOTE = "note " + PAYLOAD
 
 
-def rows(n_items: int = 24) -> tuple[list[dict], list[dict]]:
-    items, gens = [], []
+def rows(n_items: int = 24) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    items: list[dict[str, Any]] = []
+    gens: list[dict[str, Any]] = []
     for i in range(n_items):
         options = [f"opt{i}-{k} " + (SHORT if k == 1 else f"<i class=hinj>{k}</i>") for k in range(4)]
         item_id = f"item{i:02d}<b class=hinj>x</b>**HBOLD**"
@@ -59,38 +59,10 @@ def rows(n_items: int = 24) -> tuple[list[dict], list[dict]]:
     return items, gens
 
 
-def build(path: Path) -> Path:
-    from tests.conftest import build_graded_study, run_cli
 
-    inputs = path.parent / "inputs"
-    inputs.mkdir(parents=True, exist_ok=True)
-    items, gens = rows()
-    items_path, gens_path = inputs / "items.jsonl", inputs / "generations.jsonl"
-    items_path.write_text("".join(json.dumps(x) + "\n" for x in items), encoding="utf-8")
-    gens_path.write_text("".join(json.dumps(x) + "\n" for x in gens), encoding="utf-8")
-    build_graded_study(path, gens_path, items=items_path)
-    # reviews with hostile reviewer names and notes, through the public import
-    from mcqaudit.store import Study
-
-    study = Study(path)
-    ids = [r[0] for r in study.query("SELECT row_id FROM graded_rows ORDER BY row_id LIMIT 12")]
-    labels = inputs / "labels.jsonl"
-    labels.write_text(
-        "".join(
-            json.dumps(
-                {
-                    "row_id": rid,
-                    "verdict": ("CORRECT", "INCORRECT", "OTHER")[k % 3],
-                    "note": NOTE,
-                    "reviewer": REVIEWER,
-                }
-            )  # fmt: skip
-            + "\n"
-            for k, rid in enumerate(ids)
-        ),
-        encoding="utf-8",
-    )
-    run_cli("reviews", "import", str(labels), "--db", str(path), check=True)
-    run_cli("reviews", "queue", "--db", str(path), "--size", "4", "--per-arm", "--name", QUEUE, "--reviewer", REVIEWER,
-            check=True)  # fmt: skip
-    return path
+def labels(row_ids: list[str]) -> list[dict[str, str]]:
+    """Reviews of ``row_ids`` with the hostile reviewer name and note, for ``reviews import``."""
+    return [
+        {"row_id": rid, "verdict": ("CORRECT", "INCORRECT", "OTHER")[k % 3], "note": NOTE, "reviewer": REVIEWER}
+        for k, rid in enumerate(row_ids)
+    ]

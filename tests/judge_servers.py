@@ -32,7 +32,7 @@ from mcqaudit.vocab import LETTERS
 @dataclass(frozen=True)
 class Call:
     index: int  # 0-based order of arrival at the server
-    body: dict
+    body: dict[str, Any]
     system: str
     user: str
     parsed: ParsedPrompt | None
@@ -211,7 +211,7 @@ class ScriptedJudge:
     async def _stats(self, request: web.Request) -> web.StreamResponse:
         return web.json_response({"requests": self.count, "max_in_flight": self.max_in_flight})
 
-    async def _perform(self, action: Action, body: dict) -> web.StreamResponse:
+    async def _perform(self, action: Action, body: dict[str, Any]) -> web.StreamResponse:
         if isinstance(action, Hang):
             await asyncio.sleep(action.seconds)
             return web.json_response(self._completion("OTHER", body, None, None, "stop"))
@@ -238,7 +238,7 @@ class ScriptedJudge:
         return web.json_response(completion)
 
     def _completion(
-        self, text: str | None, body: dict, model: str | None, fp: str | None, finish_reason: str
+        self, text: str | None, body: dict[str, Any], model: str | None, fp: str | None, finish_reason: str
     ) -> dict[str, Any]:
         return {
             "id": f"chatcmpl-{time.monotonic_ns()}",
@@ -273,8 +273,8 @@ class ScriptedJudge:
                 site = web.TCPSite(runner, "127.0.0.1", 0)
                 loop.run_until_complete(site.start())
                 server = site._server
-                assert server is not None
-                self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+                assert isinstance(server, asyncio.Server)
+                self.port = server.sockets[0].getsockname()[1]
                 self._runner = runner
             except BaseException as exc:  # pragma: no cover - surfaced to the test
                 errors.append(exc)
@@ -302,7 +302,7 @@ class ScriptedJudge:
 # --- fixture rows -------------------------------------------------------------------------------------
 
 
-def add_rows(study: Any, rows: list[dict]) -> list[str]:
+def add_rows(study: Any, rows: list[dict[str, Any]]) -> list[str]:
     """Insert generation rows straight into ``gen_rows`` (no ingest): keys as in the table; defaults fill
     the rest. ``strict_letter`` is taken as given (None = the pre-filter did not resolve the row)."""
     ids = []

@@ -1,13 +1,11 @@
 """A messy, realistic study for the review-session tests and the review benchmark: three arms of chat-model-like
 answers (strict letters, hedged prose, refusals, misleading openers, multi-picks), a few long passages, row
-metadata and prompts, ingested and graded through the real path (``ingest_file`` + ``grade`` against the
-stand-in judge on 127.0.0.1)."""
+metadata and prompts: the rows, which ``tests.builders.build_review_study`` ingests and grades through the real
+path (``ingest_file`` + ``grade`` against the stand-in judge on 127.0.0.1)."""
 
 from __future__ import annotations
 
-import json
 import random
-from pathlib import Path
 from typing import Any
 
 ARMS = ("base", "steered", "finetuned")
@@ -18,7 +16,7 @@ PASSAGE = "Read the passage and answer the question that follows.\n\n" + " ".joi
 )
 
 
-def _items(n: int) -> list[dict[str, Any]]:
+def items(n: int) -> list[dict[str, Any]]:
     out = []
     for i in range(n):
         opts = [f"answer {i}-{w}" for w in ("alpha", "bravo", "charlie", "delta")]
@@ -49,7 +47,7 @@ def _answer(rng: random.Random, arm: str, gold: str, options: list[str]) -> tupl
 def generations(n_items: int, orientations: tuple[str, ...], seed: int = 0) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     rows = []
-    for it in _items(n_items):
+    for it in items(n_items):
         canon = it["options"]
         for orient in orientations:
             shown = [canon["ABCD".index(c)] for c in orient]
@@ -83,17 +81,3 @@ def generations(n_items: int, orientations: tuple[str, ...], seed: int = 0) -> l
                 )
     return rows
 
-
-def build(
-    path: Path, *, n_items: int = 40, orientations: tuple[str, ...] = ("ABCD", "BCDA", "CDAB", "DABC")
-) -> Path:
-    from tests.conftest import build_graded_study
-
-    inputs = path.parent / "inputs"
-    inputs.mkdir(parents=True, exist_ok=True)
-    items, gens = inputs / "items.jsonl", inputs / "generations.jsonl"
-    items.write_text("".join(json.dumps(x) + "\n" for x in _items(n_items)), encoding="utf-8")
-    gens.write_text(
-        "".join(json.dumps(x) + "\n" for x in generations(n_items, orientations)), encoding="utf-8"
-    )
-    return build_graded_study(path, gens, items=items)

@@ -28,9 +28,9 @@ from mcqaudit.report import to_html, to_markdown
 
 @pytest.fixture(scope="module")
 def review_frames(tmp_path_factory: pytest.TempPathFactory) -> StudyFrames:
-    from tests import review_study
+    from tests.builders import build_review_study
 
-    return load_frames(review_study.build(tmp_path_factory.mktemp("ci-review") / "s.duckdb"))
+    return load_frames(build_review_study(tmp_path_factory.mktemp("ci-review") / "s.duckdb"))
 
 
 def test_bootstrap_equals_a_plain_loop_over_resamples() -> None:

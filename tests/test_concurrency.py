@@ -24,7 +24,7 @@ from mcqaudit.review.filters import RowFilter
 from mcqaudit.standin.server import StandinOptions, StandinServer
 from mcqaudit.store import Study
 from mcqaudit.store.rows import count_rows
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 PER_SESSION = 25
 GRADE_LIMIT = 200  # rows the grade run judges (of ~490 that need it): enough batches to overlap the reviews

@@ -14,9 +14,9 @@ from mcqaudit.store import rows as rw
 
 @pytest.fixture(scope="module")
 def review_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests import review_study
+    from tests.builders import build_review_study
 
-    return review_study.build(tmp_path_factory.mktemp("dash-review") / "s.duckdb")
+    return build_review_study(tmp_path_factory.mktemp("dash-review") / "s.duckdb")
 
 
 def _study_with_reviews(db: Path) -> Study:

@@ -7,7 +7,7 @@ import re
 import typer.main
 
 from mcqaudit.cli import app
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import ARGS, ARTIFACTS, CHROMIUM, serve, settle
+from tests.browser import ARTIFACTS, open_page, settle
 from tests.builders import StudyBuilder
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -43,37 +43,30 @@ def _drawn(page) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_orientations_per_family_and_confounded_picks_in_the_browser(tmp_path: Path) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     expect.set_options(timeout=60_000)  # the first run of each page computes its report on a busy machine
     db = _study(tmp_path / "families.duckdb")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with serve(db) as url, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(30_000)
-            page.goto(url)
-            expect(page.get_by_role("heading", name="Overview")).to_be_visible()
-            page.get_by_role("link", name="Orientations").first.click()
-            expect(page.get_by_role("heading", name="Orientations")).to_be_visible()
-            for caption in ("2-option items (24 items, shown as AB, BA)", "4-option items (24 items, shown as ABCD, BCDA)"):
-                expect(page.get_by_text(caption).first).to_be_visible()
-            expect(page.locator('[data-testid="stPlotlyChart"]')).to_have_count(4)
-            _drawn(page)
-            page.screenshot(path=str(ARTIFACTS / "families-orientations.png"), full_page=True)
+    with open_page(db, {"width": 1400, "height": 1000}, timeout_ms=30_000) as (page, url):
+        page.goto(url)
+        expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+        page.get_by_role("link", name="Orientations").first.click()
+        expect(page.get_by_role("heading", name="Orientations")).to_be_visible()
+        for caption in ("2-option items (24 items, shown as AB, BA)", "4-option items (24 items, shown as ABCD, BCDA)"):
+            expect(page.get_by_text(caption).first).to_be_visible()
+        expect(page.locator('[data-testid="stPlotlyChart"]')).to_have_count(4)
+        _drawn(page)
+        page.screenshot(path=str(ARTIFACTS / "families-orientations.png"), full_page=True)
 
-            page.get_by_role("link", name="Bias").first.click()
-            expect(page.get_by_role("heading", name="Bias")).to_be_visible()
-            warning = page.get_by_test_id("stAlertContentWarning")
-            expect(warning.get_by_text("Confounded by the gold imbalance (design_imbalance)")).to_be_visible()
-            chart = page.get_by_test_id("stPlotlyChart").get_by_text("Picks by displayed position")
-            expect(chart).to_contain_text("confounded by the gold imbalance")
-            page.reload()  # the page and its note survive a reload
-            expect(page.get_by_role("heading", name="Bias")).to_be_visible()
-            expect(warning.get_by_text("Confounded by the gold imbalance (design_imbalance)")).to_be_visible()
-            expect(page.get_by_text("no row has a picked letter")).to_have_count(0)
-            _drawn(page)
-            page.screenshot(path=str(ARTIFACTS / "families-bias.png"), full_page=True)
-        finally:
-            browser.close()
+        page.get_by_role("link", name="Bias").first.click()
+        expect(page.get_by_role("heading", name="Bias")).to_be_visible()
+        warning = page.get_by_test_id("stAlertContentWarning")
+        expect(warning.get_by_text("Confounded by the gold imbalance (design_imbalance)")).to_be_visible()
+        chart = page.get_by_test_id("stPlotlyChart").get_by_text("Picks by displayed position")
+        expect(chart).to_contain_text("confounded by the gold imbalance")
+        page.reload()  # the page and its note survive a reload
+        expect(page.get_by_role("heading", name="Bias")).to_be_visible()
+        expect(warning.get_by_text("Confounded by the gold imbalance (design_imbalance)")).to_be_visible()
+        expect(page.get_by_text("no row has a picked letter")).to_have_count(0)
+        _drawn(page)
+        page.screenshot(path=str(ARTIFACTS / "families-bias.png"), full_page=True)

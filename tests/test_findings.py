@@ -21,7 +21,7 @@ from mcqaudit.app.report import build_report
 from mcqaudit.demo import build_demo
 from mcqaudit.report import findings, to_html, to_markdown
 from mcqaudit.standin.server import StandinOptions, StandinServer
-from tests.conftest import run_cli, write_jsonl
+from tests.helpers import run_cli, write_jsonl
 
 LABELS = orient.scheme_labels(4, "cyclic")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from mcqaudit.generate import GenerateOptions, generate, option_logprobs, read_output
-from tests.conftest import write_jsonl
+from tests.helpers import run_cli, write_jsonl
 from tests.judge_servers import Answer, Call, ScriptedJudge, Status, answering_model, heuristic
 
 ITEMS = [
@@ -47,11 +47,7 @@ CLEAN_ENV = ("OPENAI_API_KEY", "MCQAUDIT_JUDGE_MODEL", "MCQAUDIT_JUDGE_BASE_URL"
 
 
 def cli(*args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
-    full = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
-    full.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "mcqaudit", *args], capture_output=True, text=True, env=full, timeout=timeout
-    )
+    return run_cli(*args, env={**dict.fromkeys(CLEAN_ENV), **env}, timeout=timeout)
 
 
 @pytest.fixture

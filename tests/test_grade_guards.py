@@ -22,9 +22,8 @@ import pytest
 from mcqaudit.standin.server import BatchKnobs, StandinServer
 from mcqaudit.store import Study
 from mcqaudit.vocab import STANDIN_MODEL
-from tests.conftest import mounted_tmpfs
+from tests.helpers import judge_rows, mounted_tmpfs, process_env
 from tests.judge_servers import Action, Call, Reply, ScriptedJudge, Status, add_rows, heuristic
-from tests.test_sigkill import env, judge_rows
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 CONCURRENCY = 8
@@ -36,7 +35,7 @@ def grade_cmd(db: Path, url: str, *extra: str, model: str = "scripted") -> list[
 
 
 def run(cmd: list[str], timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, env=process_env(), capture_output=True, text=True, timeout=timeout)
 
 
 def ok_once(study: Study, n: int) -> None:
@@ -127,13 +126,13 @@ def test_two_grade_runs_on_one_study_pay_for_each_prompt_once(tmp_path: Path) ->
         return Reply(reply.text, delay_s=0.5) if slow.is_set() and isinstance(reply, Reply) else reply
 
     with ScriptedJudge(answer) as srv:
-        first = subprocess.Popen(grade_cmd(db, srv.base_url, "--json"), env=env(), stdout=subprocess.PIPE,
+        first = subprocess.Popen(grade_cmd(db, srv.base_url, "--json"), env=process_env(), stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)  # fmt: skip
         deadline = time.monotonic() + 120
         while srv.count == 0 and first.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
         # the second starts while the first is sending
-        second = subprocess.Popen(grade_cmd(db, srv.base_url, "--json"), env=env(), stdout=subprocess.PIPE,
+        second = subprocess.Popen(grade_cmd(db, srv.base_url, "--json"), env=process_env(), stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)  # fmt: skip
         assert second.stderr is not None
         said = second.stderr.readline()  # its wait line; without the lock it sends instead, and ends
@@ -158,13 +157,13 @@ def test_a_second_batch_run_waits_and_no_wait_refuses(tmp_path: Path) -> None:
     add_rows(study, judge_rows(30))
     with StandinServer(batch=BatchKnobs(seconds=600.0)) as judge:  # sped up once the second run waits
         cmd = grade_cmd(db, judge.base_url, "--batch", "--poll-interval", "0.05", model=STANDIN_MODEL)
-        first = subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first = subprocess.Popen(cmd, env=process_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and first.poll() is None:
             if study.query("SELECT count(*) FROM judge_batches WHERE batch_id IS NOT NULL")[0][0]:
                 break
             time.sleep(0.02)
-        second = subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        second = subprocess.Popen(cmd, env=process_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert second.stderr is not None
         said = second.stderr.readline()
         refused = run([*cmd, "--no-wait"])
@@ -196,10 +195,10 @@ def test_identical_refusals_stop_the_run_and_show_the_servers_reason(tmp_path: P
 
     with ScriptedJudge(refuse) as srv:
         as_json = subprocess.run(grade_cmd(db, srv.base_url, "--json", "--judge-api-key-env", "GUARD_KEY"),
-                                 env={**env(), "GUARD_KEY": key}, capture_output=True, text=True, timeout=120)  # fmt: skip
+                                 env={**process_env(), "GUARD_KEY": key}, capture_output=True, text=True, timeout=120)  # fmt: skip
         sent = srv.count
         text = subprocess.run(grade_cmd(db, srv.base_url, "--judge-api-key-env", "GUARD_KEY"),
-                              env={**env(), "GUARD_KEY": key}, capture_output=True, text=True, timeout=120)  # fmt: skip
+                              env={**process_env(), "GUARD_KEY": key}, capture_output=True, text=True, timeout=120)  # fmt: skip
     why = f"{sent} requests; {as_json.stdout[-1200:]} {as_json.stderr[-600:]}"
     assert as_json.returncode == 1 and text.returncode == 1, why
     assert sent <= 10 + CONCURRENCY, why  # ten refusals in a row, and what was in flight then

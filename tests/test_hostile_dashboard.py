@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from tests.browser import ARGS, ARTIFACTS, CHROMIUM, free_port, serve, serve_command, settle
-from tests.hostile_study import ARMS, PHISH, QUEUE, REVIEWER, build
+from tests.builders import build_hostile_study as build
+from tests.hostile_study import ARMS, PHISH, QUEUE, REVIEWER
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 VIEWPORT = {"width": 1400, "height": 1000}

@@ -15,7 +15,7 @@ from mcqaudit.app.ingest import ingest_file
 from mcqaudit.ingest import detect_format
 from mcqaudit.ingest.errors import InputError
 from mcqaudit.store import Study
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
 INSPECT = FIXTURES / "inspect"

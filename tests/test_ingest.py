@@ -11,22 +11,7 @@ import pytest
 from mcqaudit.app.ingest import ingest_file
 from mcqaudit.ingest.errors import InputError
 from mcqaudit.store import Study
-from tests.conftest import run_cli, write_jsonl
-
-Q4 = ["Paris", "Rome", "Berlin", "Madrid"]
-
-
-def row(**kw) -> dict:
-    base = {
-        "item_id": "cap-fr",
-        "arm": "base",
-        "question": "Capital of France?",
-        "options": Q4,
-        "gold": "A",
-        "generation": "A",
-    }
-    base.update(kw)
-    return base
+from tests.helpers import BAD_LINES, row, run_cli, write_jsonl
 
 
 def graded(study: Study) -> pd.DataFrame:
@@ -104,29 +89,6 @@ def test_duplicate_in_file(study: Study, tmp_path: Path) -> None:
     assert "g.jsonl:3: generation: duplicate of line 1" in str(exc.value)
     assert count(study, "gen_rows") == 0
 
-
-BAD_LINES: list[tuple[str, str, str]] = [
-    ("{not json", "line", "not valid JSON"),
-    ("[1, 2]", "line", "not a JSON object"),
-    (
-        json.dumps({k: v for k, v in row().items() if k != "generation"}),
-        "generation",
-        "missing required field",
-    ),
-    (json.dumps({k: v for k, v in row().items() if k != "item_id"}), "item_id", "missing required field"),
-    (json.dumps(row(question=7)), "question", "must be a string, got an integer"),
-    (json.dumps(row(options="Paris")), "options", "must be a list of option texts, got a string"),
-    (json.dumps(row(options=["Paris"])), "options", "needs at least 2 options, got 1"),
-    (json.dumps(row(options=["Paris", "Paris", "Rome"])), "options", "duplicate option texts: Paris"),
-    (json.dumps(row(gold="E")), "gold", "'E' is not a letter in A..D"),
-    (json.dumps(row(gold=4)), "gold", "index 4 is out of range for 4 options"),
-    (json.dumps(row(gold=True)), "gold", "must be a letter or a 0-based index, got a boolean"),
-    (json.dumps(row(orientation="ABCE")), "orientation", "is not an orientation label"),
-    (json.dumps(row(sample="one")), "sample", "must be a non-negative integer"),
-    (json.dumps(row(parsed_letter="F")), "parsed_letter", "'F' is not a letter in A..D"),
-    (json.dumps(row(option_logprobs={"A": "high"})), "option_logprobs", "values must be numbers"),
-    (json.dumps(row(metadata=[1])), "metadata", "must be an object"),
-]
 
 
 @pytest.mark.parametrize(
@@ -348,7 +310,7 @@ def test_ingest_parsers_match_the_python_reference(study: Study, tmp_path: Path)
     """Ingest runs naive and the framework patterns in SQL and strict on a pre-selection: every case of the
     parser case file must get exactly the letters the pure Python parsers give."""
     from mcqaudit import parsers
-    from tests.conftest import read_cases
+    from tests.helpers import read_cases
 
     cases = read_cases("parsers.jsonl")
     rows = []

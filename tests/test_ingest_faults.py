@@ -11,7 +11,7 @@ import pytest
 from mcqaudit.app.ingest import ingest_file
 from mcqaudit.ingest.errors import InputError
 from mcqaudit.store import Study
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 
 
 @pytest.mark.parametrize("name", ["run.jsonl", "logs", "table.csv"])

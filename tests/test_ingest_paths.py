@@ -17,7 +17,7 @@ from mcqaudit.ingest.jsonl import JsonlLines, scan_lines
 from mcqaudit.store import Study
 from mcqaudit.store import loading as sql
 from mcqaudit.store.loader import Loader
-from tests.test_ingest import BAD_LINES, row
+from tests.helpers import BAD_LINES, row
 
 VALUE_COLUMNS = (
     "line, item_id, arm, question, options, n_opt, gold_letter, generation, given_orientation, prompt, sample, "

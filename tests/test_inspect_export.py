@@ -14,7 +14,7 @@ from mcqaudit.app.reviews import add_review, retract_review, review_log_csv
 from mcqaudit.judge.prompts import JudgeConfig
 from mcqaudit.store import Study
 from mcqaudit.vocab import LETTERS
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 from tests.judge_servers import ScriptedJudge, heuristic
 
 inspect_log = pytest.importorskip("inspect_ai.log")

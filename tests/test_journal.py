@@ -18,7 +18,7 @@ from mcqaudit.app.study import journal_pending, open_study, take_replayed
 from mcqaudit.store import Study
 from mcqaudit.store.journal import Journal, journal_dir, pending, replay
 from mcqaudit.store.judging import ReplyRecord, VerdictRecord, write_judged
-from tests.conftest import REPO
+from tests.helpers import REPO
 from tests.judge_servers import ScriptedJudge, add_rows, heuristic
 
 KILLS = 5

@@ -13,7 +13,7 @@ from mcqaudit.judge.client import JudgeClient, JudgeOutcome, JudgeRequest
 from mcqaudit.judge.prompts import SYSTEM_PROMPT, JudgeConfig, prompt_hash, render
 from mcqaudit.judge.replies import ILLEGAL_KINDS, TRUNCATED, cut_off, judged, parse_reply
 from mcqaudit.vocab import LETTERS
-from tests.conftest import read_cases
+from tests.helpers import read_cases
 from tests.judge_servers import Call, Reply, ScriptedJudge
 
 CASES = read_cases("judge_replies.jsonl")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import run_cli, write_jsonl
+from tests.helpers import run_cli, write_jsonl
 
 ITEMS = [
     {

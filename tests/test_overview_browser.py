@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.browser import ARGS, ARTIFACTS, CHROMIUM, serve
-from tests.conftest import REPO
-from tests.review_study import build
+from tests.builders import build_review_study as build
+from tests.helpers import REPO
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 VIEWPORT = {"width": 1400, "height": 1000}

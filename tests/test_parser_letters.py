@@ -13,46 +13,13 @@ from typing import Any
 
 import pytest
 
-from mcqaudit import parsers
 from mcqaudit.formatting import md_text
 from mcqaudit.metrics import compute
 from mcqaudit.report import findings, to_markdown
 from mcqaudit.review.filters import LetterCell, RowFilter
 from mcqaudit.store.frames import load_frames
 from mcqaudit.store.rows import count_rows, row_ids
-from tests.builders import StudyBuilder
-
-# (generation, the judge's pick, the naive letter read by hand, a framework letter or "-" for not run)
-# Gold is A in every row (4 options, orientation ABCD). The naive parser takes the first letter of [A-Da-d].
-HAND = [
-    ("I'd go with B.", "B", "D", "-"),  # the d of I'd: another letter (both INCORRECT: verdicts agree)
-    ("Answer: C", "C", "A", "C"),  # the A of Answer: another letter (naive says CORRECT)
-    ("Clearly the answer is A.", "A", "C", None),  # the C of Clearly: another letter; simple_evals missed it
-    ("Both B and D seem right.", "OTHER", "B", None),  # the B of Both: a letter made up for an OTHER answer
-    ("I cannot answer this.", "OTHER", "C", "-"),  # the c of cannot: made up
-    ("B", "B", "B", "-"),
-    ("I'd say C", "C", "D", "-"),  # another letter, and another wrong one: the verdicts agree
-    ("(B) is it", "B", "B", "-"),
-    ("Option 4 is right.", "D", None, "-"),  # no letter in range: missed
-    ("Nothing fits.", "OTHER", None, "-"),  # none for none: agreement
-]
-UNKNOWN = ("Probably A", "A", "B")  # reviewed CORRECT without a letter: its reference is unknown
-
-
-def hand_study(tmp_path: Path, name: str = "s.duckdb") -> StudyBuilder:
-    b = StudyBuilder(tmp_path / name)
-    for k, (text, pick, naive_hand, fw) in enumerate(HAND):
-        naive = parsers.naive(text, 4)
-        assert naive == naive_hand, (text, naive)  # the real parser reads what the hand count says
-        b.item(f"i{k}", n=4)
-        frameworks = {} if fw == "-" else {"simple_evals": fw}
-        b.row("base", f"i{k}", "ABCD", pick, naive=naive, generation=text, frameworks=frameworks)
-    b.item("i10", n=4)
-    rid = b.row("base", "i10", "ABCD", "A", naive=parsers.naive(UNKNOWN[0], 4), generation=UNKNOWN[0])
-    b.review(rid, "CORRECT")  # no letter given
-    b.item("i11", n=4)
-    b.row("base", "i11", "ABCD", "A", source="strict")  # the pre-filter resolved it
-    return b
+from tests.builders import StudyBuilder, hand_study
 
 
 def report_of(b: StudyBuilder, verdicts: str = "final", **kw: Any) -> dict[str, Any]:

@@ -8,22 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import ARGS, ARTIFACTS, CHROMIUM, serve, settle
-from tests.test_parser_letters import hand_study
+from tests.browser import ARTIFACTS, open_page, settle
+from tests.builders import hand_study
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def test_letter_heatmap_click_lists_its_rows_and_opens_review(tmp_path: Path) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     db = hand_study(tmp_path).build().path
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with serve(db) as url, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+    with open_page(db, {"width": 1500, "height": 1100}, timeout_ms=60_000) as (page, url):
         try:
-            page = browser.new_page(viewport={"width": 1500, "height": 1100})
-            page.set_default_timeout(60_000)
             page.goto(url.rstrip("/") + "/parsers")
             expect(page.get_by_role("heading", name="Parsers vs judge")).to_be_visible(timeout=60_000)
             expect(page.locator(".st-key-lcell-C-D")).to_be_visible(timeout=60_000)
@@ -56,5 +52,3 @@ def test_letter_heatmap_click_lists_its_rows_and_opens_review(tmp_path: Path) ->
         except Exception:
             page.screenshot(path=str(ARTIFACTS / "parsers_letters_failure.png"), full_page=True)
             raise
-        finally:
-            browser.close()

@@ -28,7 +28,7 @@ import pytest
 from mcqaudit import orient
 from mcqaudit.app.report import build_report
 from mcqaudit.standin.server import StandinOptions, StandinServer
-from tests.conftest import run_cli, write_jsonl
+from tests.helpers import run_cli, write_jsonl
 
 N_ITEMS = 80
 P = 0.7

@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from mcqaudit import orient
@@ -28,67 +27,12 @@ from mcqaudit.plots import (
     report_figures,
 )
 from mcqaudit.report import STANDIN_BANNER, render, to_html, to_markdown
-from tests.builders import NO_POSITION_EFFECT, StudyBuilder, two_family_study
-from tests.conftest import run_cli
+from tests.builders import NO_POSITION_EFFECT, StudyBuilder, fixture_study, two_family_study
+from tests.helpers import run_cli
 
 GOLDEN = Path(__file__).parent / "golden"
 REGEN = os.environ.get("MCQAUDIT_REGEN_GOLDEN") == "1"
 METRIC_KEYS = {"value", "ci_low", "ci_high", "n"}
-
-
-def fixture_study(
-    path: Path, *, standin: bool = False, arm_names: tuple[str, str, str] | None = None
-) -> StudyBuilder:
-    """3 arms × 24 four-option items × 4 cyclic orientations (288 rows), seeded.
-
-    base: accurate; steered: prefers the first displayed option; hedging: refuses more (OTHER), which the
-    naive parser reads as a letter. Some rows are pre-filter resolved, one generation is blank, one judge
-    call failed, the user's parser is given, one framework parser, log-probs on base, and six reviews
-    inside a uniform spot check.
-    """
-    base, steered, hedging = arm_names or ("base", "steered", "hedging")
-    rng = np.random.default_rng(2026)
-    b = StudyBuilder(path)
-    b.config("fp-golden", model="judge-golden", standin=standin)
-    labels = orient.scheme_labels(4, "cyclic")
-    spot: list[str] = []
-    for k in range(24):
-        item = b.item(f"q{k:02d}", n=4, gold=k % 4)
-        for lab in labels:
-            gold = b.gold_letter(item, lab)
-            wrong = "ABCD"[("ABCD".index(gold) + 1 + k % 3) % 4]
-            u = rng.random(3)
-            # base
-            pick = gold if u[0] < 0.8 else wrong
-            src = "strict" if k % 5 == 0 else "judge"
-            lp = {"A": -1.0, "B": -1.5, "C": -2.0, "D": -2.5}
-            lp[gold] = -0.5 if u[0] < 0.9 else -3.0
-            rid = b.row(base, item, lab, pick, source=src, fp="fp-golden", user="same", logprobs=lp,
-                        frameworks={"simple_evals": pick if k % 6 else "A"})  # fmt: skip
-            if k % 4 == 1:
-                spot.append(rid)
-            # steered: the first option a third of the time, else like base
-            pick = "A" if u[1] < 0.35 else (gold if u[1] < 0.8 else wrong)
-            rid = b.row(
-                steered, item, lab, pick, fp="fp-golden", user="same", frameworks={"simple_evals": pick}
-            )
-            if k % 4 == 1:
-                spot.append(rid)
-            # hedging: OTHER a quarter of the time; naive reads "As an AI..." as A
-            if k == 3 and lab == "BCDA":
-                b.row(hedging, item, lab, None, status="error", fp="fp-golden", user="same")
-                continue
-            if k == 7 and lab == "ABCD":
-                b.row(hedging, item, lab, "OTHER", source="blank", naive=None, user=None)
-                continue
-            pick = "OTHER" if u[2] < 0.25 else (gold if u[2] < 0.85 else wrong)
-            b.row(hedging, item, lab, pick, fp="fp-golden", naive="A" if pick == "OTHER" else "same", user="same",
-                  frameworks={"simple_evals": None if pick == "OTHER" else pick})  # fmt: skip
-    b.spot.append(("uniform", spot))
-    for rid in spot[:5]:
-        b.review(rid, "CORRECT")
-    b.review(spot[5], "OTHER")
-    return b
 
 
 def golden_report(tmp_path: Path, **kw: Any) -> dict[str, Any]:

@@ -19,8 +19,8 @@ import pytest
 
 from mcqaudit.app import reviews as rv
 from mcqaudit.store import Study
-from tests.browser import ARGS, ARTIFACTS, CHROMIUM, serve, settle
-from tests.review_study import build
+from tests.browser import ARTIFACTS, open_page, settle
+from tests.builders import build_review_study as build
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -37,17 +37,8 @@ def keys_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser_page(keys_db: Path) -> Iterator[tuple[Any, str]]:
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with serve(keys_db) as url, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(30_000)
-            yield page, url
-        finally:
-            browser.close()
+    with open_page(keys_db, {"width": 1400, "height": 1000}, timeout_ms=30_000) as (page, url):
+        yield page, url
 
 
 def shown_row(page: Any) -> str | None:

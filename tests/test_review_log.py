@@ -20,7 +20,7 @@ from mcqaudit.app import reviews as rv
 from mcqaudit.app.report import build_report
 from mcqaudit.review import log as review_log
 from mcqaudit.store import Study, StudyError
-from tests.conftest import mounted_tmpfs, run_cli
+from tests.helpers import mounted_tmpfs, run_cli
 
 NEXT = {"CORRECT": "INCORRECT", "INCORRECT": "OTHER", "OTHER": "CORRECT"}
 
@@ -202,7 +202,7 @@ def fill(folder: Path) -> Path:
 
 
 def test_import_on_a_full_disk_is_one_line_and_writes_nothing(full_disk: Path, tmp_path: Path) -> None:
-    from tests.conftest import write_jsonl
+    from tests.helpers import write_jsonl
 
     src = tmp_path / "src.duckdb"
     gens = [

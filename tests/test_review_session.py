@@ -19,7 +19,8 @@ import pytest
 
 from mcqaudit.store import Study
 from tests.browser import ARGS, ARTIFACTS, CHROMIUM, serve, settle
-from tests.review_study import ARMS, build
+from tests.builders import build_review_study as build
+from tests.review_study import ARMS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -16,7 +16,7 @@ from mcqaudit.review import queues
 from mcqaudit.review.filters import ConfusionCell, RowFilter
 from mcqaudit.store import Study
 from mcqaudit.store.rows import count_rows, list_rows
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 
 
 def _row(s: Study, where: str) -> tuple[str, str, str | None, str]:
@@ -155,7 +155,7 @@ def test_review_log_round_trip_is_idempotent(ui_db: Path, tmp_path: Path) -> Non
 
     # a fresh copy of the same study (a collaborator's) without the reviews
     dst_path = tmp_path / "dst.duckdb"
-    from tests.ui_study import build_study
+    from tests.builders import build_ui_study as build_study
 
     dst = Study(build_study(dst_path, grade_it=False))
     res = rv.import_review_log(dst, log)
@@ -242,7 +242,7 @@ ARM_ITEMS = {"a": 6, "b": 12, "c": 24}  # x 2 orientations: 12, 24 and 48 rows
 def _three_arms(path: Path) -> Study:
     """Three arms with unequal row counts; the strict pre-filter resolves two rows in three, the rest is prose."""
     from mcqaudit.app.ingest import ingest_file
-    from tests.conftest import write_jsonl
+    from tests.helpers import write_jsonl
 
     rows = []
     for arm, n in ARM_ITEMS.items():
@@ -593,7 +593,7 @@ def test_label_import_refuses_bad_files_whole(tmp_path: Path) -> None:
 
 
 def test_an_export_imports_back_unchanged(ui_db: Path, tmp_path: Path) -> None:
-    from tests.ui_study import build_study
+    from tests.builders import build_ui_study as build_study
 
     src = Study(ui_db)
     r1 = _pick(src, "final_verdict = 'CORRECT'")

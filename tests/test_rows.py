@@ -11,12 +11,12 @@ from mcqaudit.review import queues
 from mcqaudit.review.filters import ConfusionCell, RowFilter
 from mcqaudit.store import Study
 from mcqaudit.store import rows as rw
-from tests import review_study
+from tests.builders import build_review_study
 
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory: pytest.TempPathFactory) -> Study:
-    path = review_study.build(tmp_path_factory.mktemp("rows") / "s.duckdb", n_items=12)
+    path = build_review_study(tmp_path_factory.mktemp("rows") / "s.duckdb", n_items=12)
     s = Study(path)
     q = rv.create_spot_check(s, size=9, seed=4, strategy=queues.STRATIFIED)
     ids = rv.queue_row_ids(s, q.queue_id)
@@ -83,7 +83,7 @@ def test_queue_progress_matches_spot_check_progress(tmp_path) -> None:  # type: 
     reviews, retractions, a deleted queue, and another study file written at the same path."""
     import pandas as pd
 
-    path = review_study.build(tmp_path / "s.duckdb", n_items=8)
+    path = build_review_study(tmp_path / "s.duckdb", n_items=8)
     s = Study(path)
     uni = rv.create_spot_check(s, size=5, seed=1).queue_id
     strat = rv.create_spot_check(s, size=11, per_arm=False, seed=2, strategy=queues.STRATIFIED).queue_id
@@ -109,7 +109,7 @@ def test_queue_progress_matches_spot_check_progress(tmp_path) -> None:  # type: 
     # another study at the same path, its queue 1 drawn over other rows: nothing of the first one is reused
     for p in (path, path.with_name(path.name + ".wal")):
         p.unlink(missing_ok=True)
-    review_study.build(path, n_items=5)
+    build_review_study(path, n_items=5)
     s = Study(path)
     uni = rv.create_spot_check(s, size=3, seed=9).queue_id
     rv.add_review(s, rv.queue_row_ids(s, uni)[0], reviewer="ann", verdict="OTHER")

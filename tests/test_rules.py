@@ -38,7 +38,7 @@ from mcqaudit.vocab import (
     verdict_of,
 )
 from tests.builders import StudyBuilder
-from tests.conftest import read_cases, write_jsonl
+from tests.helpers import read_cases, write_jsonl
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # the generation the issue names: only characters str.strip() removes, three of which RE2's \s does not

@@ -28,7 +28,7 @@ from mcqaudit.judge.prompts import JudgeConfig
 from mcqaudit.store import Study, judging
 from mcqaudit.store.judging import VerdictRecord, write_judged
 from mcqaudit.store.schema import GRADED_ROWS_VIEW, MIGRATIONS
-from tests.conftest import write_jsonl
+from tests.helpers import write_jsonl
 from tests.judge_servers import Call, ScriptedJudge, Status, add_rows, heuristic
 
 # --- the reference: the definitions of migrations 1, 2 and 4, read-time windows over every reply and review --

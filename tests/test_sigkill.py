@@ -20,20 +20,11 @@ import time
 from pathlib import Path
 
 from mcqaudit.store import Study
-from tests.conftest import REPO, write_jsonl
+from tests.helpers import judge_rows, process_env, write_jsonl
 from tests.judge_servers import Call, Reply, ScriptedJudge, add_rows, heuristic
 
 KILLS = 5
 CONCURRENCY = 16
-
-
-def env() -> dict[str, str]:
-    out = {
-        k: v for k, v in os.environ.items() if k not in ("MCQAUDIT_JUDGE_MODEL", "MCQAUDIT_JUDGE_BASE_URL")
-    }
-    out["OPENAI_API_KEY"] = "test-key"
-    out["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
-    return out
 
 
 def kill_at_random_moments(cmd: list[str], srv: ScriptedJudge, rng: random.Random) -> tuple[int, list[str]]:
@@ -42,7 +33,7 @@ def kill_at_random_moments(cmd: list[str], srv: ScriptedJudge, rng: random.Rando
     kills, seen = 0, []
     for _ in range(KILLS):
         before = srv.count
-        proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(cmd, env=process_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 60
         while srv.count == before and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.005)
@@ -59,20 +50,6 @@ def kill_at_random_moments(cmd: list[str], srv: ScriptedJudge, rng: random.Rando
     return kills, seen
 
 
-def judge_rows(n: int) -> list[dict]:
-    opts = ["a red fruit", "a yellow fruit", "a green vegetable", "a root vegetable"]
-    return [
-        {
-            "row_id": f"r{i:05d}",
-            "item_id": f"item{i}",
-            "options": opts,
-            "gold_letter": "A",
-            "generation": f"Thinking it over (take {i}), I would say it is {opts[i % 4]}.",
-        }
-        for i in range(n)
-    ]
-
-
 def test_grade_killed_at_five_random_moments_loses_no_reply_that_arrived(tmp_path: Path) -> None:
     n = 1000
     db = tmp_path / "study.duckdb"
@@ -82,7 +59,7 @@ def test_grade_killed_at_five_random_moments_loses_no_reply_that_arrived(tmp_pat
         cmd = [sys.executable, "-m", "mcqaudit", "grade", "--db", str(db), "--judge-model", "scripted",
                "--judge-base-url", srv.base_url, "--concurrency", str(CONCURRENCY), "--quiet"]  # fmt: skip
         kills, seen = kill_at_random_moments(cmd, srv, random.Random(seed))
-        last = subprocess.run(cmd + ["--json"], env=env(), capture_output=True, text=True, timeout=120)
+        last = subprocess.run(cmd + ["--json"], env=process_env(), capture_output=True, text=True, timeout=120)
         total = srv.count
     why = f"seed {seed}; runs: {seen}; last run: {last.stdout[-400:]} {last.stderr[-400:]}"
     assert last.returncode == 0, why
@@ -110,7 +87,7 @@ def test_generate_killed_at_five_random_moments_loses_no_generation_that_arrived
     prompts = tmp_path / "prompts.jsonl"
     orient = subprocess.run(
         [sys.executable, "-m", "mcqaudit", "orient", str(write_jsonl(tmp_path / "items.jsonl", items)),
-         "--out", str(prompts)], env=env(), capture_output=True, text=True, timeout=60,
+         "--out", str(prompts)], env=process_env(), capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert orient.returncode == 0, orient.stderr
     n = 125 * 4 * 2  # 4 orientations, 2 samples
@@ -125,7 +102,7 @@ def test_generate_killed_at_five_random_moments_loses_no_generation_that_arrived
                "--base-url", srv.base_url, "--samples", "2", "--concurrency", str(CONCURRENCY),
                "--quiet"]  # fmt: skip
         kills, seen = kill_at_random_moments(cmd, srv, random.Random(seed))
-        last = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=120)
+        last = subprocess.run(cmd, env=process_env(), capture_output=True, text=True, timeout=120)
         total = srv.count
     why = f"seed {seed}; runs: {seen}; last run: {last.stderr[-400:]}"
     assert last.returncode == 0, why

@@ -6,9 +6,7 @@ every CLI output that shows it — ingest, info, reviews, grade summaries, error
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mcqaudit.terminal import visible
+from tests.helpers import run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
 RLO, ESC, ZWSP, NBSP, TAG_A = "\u202e", "\x1b", "\u200b", "\u00a0", "\U000e0041"
 # ingest refuses an arm name with an invisible character (U+202E, U+200B: it would look like another arm), so
 # the arms here carry escape sequences, which it keeps; bidi overrides are in the model, queue and reviewer
@@ -57,10 +55,7 @@ def test_what_visible_prints_is_printable(text: str) -> None:
 
 
 def mcqaudit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mcqaudit", *args],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    return run_cli(*args)
 
 
 def assert_shown_escaped(proc: subprocess.CompletedProcess[str], *names: str) -> None:

@@ -11,7 +11,8 @@ from mcqaudit.demo import DEMO_DB, GENERATIONS, ITEMS, DemoError, build_demo
 from mcqaudit.report import STANDIN_BANNER
 from mcqaudit.store import Study
 from mcqaudit.ui.components import DEMO_BANNER
-from tests.ui_study import app, write_inputs
+from tests.builders import write_ui_inputs as write_inputs
+from tests.ui_study import app
 
 
 def test_build_demo_is_real_and_idempotent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -244,7 +244,7 @@ def test_export_data(ui_db: Path) -> None:
 def test_unaudited_study_says_so_and_lists_its_ungraded_rows(tmp_path: Path) -> None:
     from mcqaudit.app.grade import grade_without_judge
     from mcqaudit.report import UNAUDITED_BANNER
-    from tests.ui_study import build_study
+    from tests.builders import build_ui_study as build_study
 
     db = build_study(tmp_path / "unaudited.duckdb", grade_it=False)
     grade_without_judge(Study(db))
@@ -275,7 +275,7 @@ def test_dashboard_entry_routes_to_overview(ui_db: Path, monkeypatch: pytest.Mon
 def test_overview_pairwise_delta_with_three_arms(tmp_path: Path) -> None:
     """Three arms: the Overview shows the Δ of every pair on their shared items, each cell with its CI, n and
     pairing, as the report computes it."""
-    from tests.review_study import build
+    from tests.builders import build_review_study as build
 
     db = build(tmp_path / "three.duckdb", n_items=24, orientations=("ABCD", "BCDA"))
     rep = report_of(db)

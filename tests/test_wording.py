@@ -30,8 +30,8 @@ from mcqaudit import orient
 from mcqaudit.app.report import build_report
 from mcqaudit.formatting import WORD_JOINER, md_text, naive_range, pairing_words, text_runs
 from mcqaudit.report import note_label, to_html, to_markdown
-from tests.conftest import run_cli, write_jsonl
-from tests.test_report import fixture_study
+from tests.builders import fixture_study
+from tests.helpers import run_cli, write_jsonl
 
 PHISH = "[Session expired - log in again](http://127.0.0.1:8799/phish)"
 HOSTILE_ARMS = (

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from mcqaudit.files import WriteFailed, write_atomic
-from tests.conftest import mounted_tmpfs
+from tests.helpers import mounted_tmpfs
 
 ROOT = Path(__file__).resolve().parent.parent
 ITEMS = ROOT / "sample_runs" / "items.jsonl"

@@ -1,17 +1,18 @@
 """The dashboard tests' fixture study (a helper module, not a test module; its pytest fixtures `ui_template` and
-`ui_db` live in conftest.py): a small, deterministic generations file, ingested and graded through the
-real path (``ingest_file`` + ``grade`` against the stand-in judge on 127.0.0.1), built once per session and
-copied per test (each test gets its own file, so ``st.cache_resource`` keyed by path never leaks between
-tests). Also the AppTest helpers the page tests share.
+`ui_db` live in conftest.py): the rows of a small, deterministic generations file, which
+``tests.builders.build_ui_study`` ingests and grades through the real path (``ingest_file`` + ``grade``
+against the stand-in judge on 127.0.0.1), built once per session and copied per test (each test gets its
+own file, so ``st.cache_resource`` keyed by path never leaks between tests). Also the AppTest helpers the
+page tests share.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mcqaudit.metrics.results import Report
 from mcqaudit.store import Study
 
 ARMS = ("base", "steered")
@@ -21,7 +22,7 @@ XSS = "<script>alert(1)</script> <img src=x onerror=alert(1)> ![x](http://127.0.
 XSS_ITEM = "q05"
 
 
-def _items() -> list[dict[str, Any]]:
+def items() -> list[dict[str, Any]]:
     out = []
     for i in range(N_ITEMS):
         opts = [f"opt{i}-{k}" for k in "wxyz"]
@@ -59,7 +60,7 @@ def _generation(arm: str, i: int, orient: str, gold: str, options: list[str]) ->
 
 def generations() -> list[dict[str, Any]]:
     rows = []
-    for it in _items():
+    for it in items():
         canon = it["options"]
         for orient in ORIENTATIONS:
             shown = [canon["ABCD".index(c)] for c in orient]
@@ -79,22 +80,6 @@ def generations() -> list[dict[str, Any]]:
                     }
                 )
     return rows
-
-
-def write_inputs(folder: Path) -> tuple[Path, Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    items = folder / "items.jsonl"
-    gens = folder / "generations.jsonl"
-    items.write_text("".join(json.dumps(x) + "\n" for x in _items()), encoding="utf-8")
-    gens.write_text("".join(json.dumps(x) + "\n" for x in generations()), encoding="utf-8")
-    return gens, items
-
-
-def build_study(path: Path, *, grade_it: bool = True) -> Path:
-    from tests.conftest import build_graded_study
-
-    gens, items = write_inputs(path.parent / "inputs")
-    return build_graded_study(path, gens, items=items, judge=grade_it)
 
 
 # --- AppTest helpers ----------------------------------------------------------------------------------------
@@ -120,7 +105,7 @@ def app(db: Path, page: str, *, reviewer: str | None = None, **state: Any) -> An
     return at
 
 
-def report_of(db: Path) -> dict[str, Any]:
+def report_of(db: Path) -> Report:
     from mcqaudit.app.report import build_report
 
     return build_report(Study(db), n_boot=BOOT, seed=0)
