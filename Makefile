@@ -2,6 +2,8 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 PYTHON ?= python3
+# test workers: one per core, and at least 3 (many tests wait on servers, browsers and subprocesses)
+JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -lt 3 ] && n=3; echo $$n)
 
 .PHONY: dashboard test lint unit quick browser-deps bench clean
 
@@ -26,8 +28,9 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+## every test, on every core (pytest-xdist; a worker steals tests when it runs dry)
 unit: $(BIN)/.installed
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(JOBS) --dist worksteal
 
 ## the tests without the end-to-end ones (marked slow or browser)
 quick: $(BIN)/.installed

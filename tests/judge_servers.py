@@ -53,6 +53,12 @@ class Reply:
     finish_reason: str = "stop"  # "length": the endpoint says it cut the reply off at max_tokens
     # the first token's top log-probs (token, logprob), sent when the request has logprobs=True
     top_logprobs: tuple[tuple[str, float], ...] | None = None
+    # held (after delay_s) until the test sets this event, for at most HOLD_MAX_S: a reply that waits for
+    # something the test sees happen, not for a time that a loaded machine may outlast
+    until: threading.Event | None = None
+
+
+HOLD_MAX_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -227,6 +233,10 @@ class ScriptedJudge:
             )
         if action.delay_s:
             await asyncio.sleep(action.delay_s)
+        if action.until is not None:
+            deadline = time.monotonic() + HOLD_MAX_S
+            while not action.until.is_set() and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
         completion = self._completion(
             action.text, body, action.model, action.system_fingerprint, action.finish_reason
         )

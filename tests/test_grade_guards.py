@@ -117,13 +117,13 @@ def test_two_grade_runs_on_one_study_pay_for_each_prompt_once(tmp_path: Path) ->
     n = 200
     db = tmp_path / "study.duckdb"
     add_rows(Study(db, create=True), judge_rows(n))
-    slow = threading.Event()
-    slow.set()
+    second_waits = threading.Event()
 
     def answer(call: Call) -> Action:
-        # slow while the second run starts up (however loaded the machine), then quick
+        # held until the second run has said that it waits (however long a loaded machine takes to start it),
+        # then quick: the first run cannot finish before the second reaches the lock
         reply = heuristic(call)
-        return Reply(reply.text, delay_s=0.5) if slow.is_set() and isinstance(reply, Reply) else reply
+        return Reply(reply.text, until=second_waits) if isinstance(reply, Reply) else reply
 
     with ScriptedJudge(answer) as srv:
         first = subprocess.Popen(grade_cmd(db, srv.base_url, "--json"), env=process_env(), stdout=subprocess.PIPE,
@@ -136,7 +136,7 @@ def test_two_grade_runs_on_one_study_pay_for_each_prompt_once(tmp_path: Path) ->
                                   stderr=subprocess.PIPE, text=True)  # fmt: skip
         assert second.stderr is not None
         said = second.stderr.readline()  # its wait line; without the lock it sends instead, and ends
-        slow.clear()
+        second_waits.set()
         out1, err1 = first.communicate(timeout=180)
         out2, err2 = second.communicate(timeout=180)
         total = srv.count
