@@ -423,3 +423,29 @@ def test_no_test_module_imports_another_or_conftest() -> None:
         if i.imported.startswith(("tests.test_", "tests.conftest"))
     ]
     assert not found, found
+
+
+MAX_FUNCTION_LINES = 100
+
+
+def long_functions(root: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """Every function or method under ``root`` whose body (docstring included) is longer than ``limit`` lines."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.body[0].lineno + 1
+                if lines > limit:
+                    found.append(f"{path.relative_to(root.parent)}:{node.lineno} {node.name}: {lines} lines")
+    return found
+
+
+def test_no_function_body_is_over_100_lines() -> None:
+    """A function a reader cannot hold in view is where a rule hides (issue 19: `report.sections` was 317
+    lines, `import_review_log` 221, `grade_batch_async` 219): split it into named steps."""
+    assert not long_functions(PACKAGE_ROOT), long_functions(PACKAGE_ROOT)
+
+
+def test_the_length_check_finds_a_long_function(tmp_path: Path) -> None:
+    root = _package(tmp_path, {"big.py": "def f():\n" + "    x = 1\n" * 101, "small.py": "def g():\n    pass\n"})
+    assert long_functions(root) == ["toy/big.py:1 f: 101 lines"]
