@@ -19,8 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.helpers import REPO
+
+# Playwright's assertions wait 5 s by default; a page that computes its report on a loaded machine (the suite
+# runs on every core) can take longer: every browser test waits for what it expects for up to 30 s.
+expect.set_options(timeout=30_000)
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [

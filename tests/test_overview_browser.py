@@ -42,11 +42,11 @@ def _first_screen(db: Path, shot: str) -> list[str]:
             page = browser.new_page(viewport=VIEWPORT)
             page.set_default_timeout(60_000)
             page.goto(url)
-            expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+            expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=60_000)
             findings = page.get_by_role("heading", name="Findings")
-            expect(findings).to_be_visible()
+            expect(findings).to_be_visible(timeout=60_000)
             card = page.locator('[data-testid="stMetric"]').first
-            expect(card).to_be_visible()
+            expect(card).to_be_visible(timeout=60_000)
             page.wait_for_timeout(500)
             page.screenshot(path=str(ARTIFACTS / shot))
             for what, loc in (("findings", findings), ("headline figures", card)):
