@@ -143,7 +143,7 @@ def _exits(*, secret: str = "", failed: str | None = None, stopped: str | None =
             raise typer.Exit(code) from None
         if code is not None:
             raise _fail(f"error: {scrub(str(exc), secret)}", code) from None
-        if failed is None or isinstance(exc, KeyboardInterrupt):
+        if failed is None:
             raise
         raise _fail(f"error: {failed} failed: {type(exc).__name__}: {scrub(str(exc), secret)}") from None
 
