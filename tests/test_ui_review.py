@@ -448,7 +448,7 @@ def _left_column_texts(at) -> list[str]:  # type: ignore[no-untyped-def]
 
     def walk(node) -> None:  # type: ignore[no-untyped-def]
         kind = getattr(node, "type", "")
-        if kind == "expandable":
+        if kind == "expander":
             out.append(f"expander: {node.label}")
         elif kind in ("markdown", "caption", "code", "html"):
             out.append(f"{kind}: {getattr(node, 'value', None) or node.proto.body}")
@@ -494,7 +494,7 @@ def test_a_reasoning_row_shows_its_answer_first_marked_and_its_reasoning_collaps
         and exp[0].label
         == f"Reasoning ({len(thinking(gold)):,} characters; not read by the parsers or the judge)"
     )
-    assert exp[0].proto.expandable.expanded is False  # collapsed until the reviewer opens it
+    assert exp[0].proto.expanded is False  # collapsed until the reviewer opens it
     assert [c.value for c in exp[0].code] == [thinking(gold)]  # verbatim, as text
     assert not any(m.value.startswith(":orange-badge") for m in at.markdown)  # finished: no badge
     assert any("310 completion tokens" in c.value for c in at.caption)  # in the metadata line
@@ -507,7 +507,14 @@ def test_an_inline_think_block_is_shown_as_the_reasoning(reasoning_db: Path) -> 
     at = app(reasoning_db, "review", reviewer="rae", row=rid).run()
     no_exceptions(at)
     body = _answer_box(at)
-    assert "&lt;think&gt;" not in body and "The answer is" in body and f">{gold}</mark>" in body
+    assert (
+        "think" not in body
+        and "tempting" not in body
+        and body.endswith("nswer is {gold}.</pre>".format(gold=gold))
+    )
+    # a framework parser's span: the letter it took from the answer
+    at.segmented_control(key=f"hl-{rid}").set_value("mmlu_pro_chain").run()
+    assert _answer_box(at).endswith(f">{gold}</mark>.</pre>")
     exp = [e for e in at.expander if e.label.startswith("Reasoning")]
     assert [c.value for c in exp[0].code] == [thinking(gold)]
 
@@ -556,8 +563,9 @@ def test_a_row_cut_off_after_answering_shows_its_answer_and_the_badge(reasoning_
     at = app(reasoning_db, "review", reviewer="rae", row=rid).run()
     no_exceptions(at)
     assert [m.value for m in at.markdown if m.value.startswith(":orange-badge")]
-    body = _answer_box(at)
-    assert body.endswith(f">{gold}</mark>, because</pre>") and "The answer is " in body
+    assert _answer_box(at).endswith(f"nswer is {gold}, because</pre>")
+    at.segmented_control(key=f"hl-{rid}").set_value("mmlu_pro_chain").run()
+    assert _answer_box(at).endswith(f">{gold}</mark>, because</pre>")
     assert not any(c.value.startswith("No answer") for c in at.caption)
 
 
