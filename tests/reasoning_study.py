@@ -1,8 +1,8 @@
 """A small study of a reasoning model's answers for the Review page's tests (a helper module, not a test
 module): thinking that names other letters before the answer (as a ``reasoning`` field and as an inline
 ``<think>`` block), rows cut off by the token limit with and without an answer, a reasoning block that never
-closes, and a hostile reasoning text. Built through the real ingest and the stand-in judge
-(:func:`build_reasoning_study`).
+closes (at the token limit, and in a row that says it stopped), and a hostile reasoning text. Built through
+the real ingest and the stand-in judge (:func:`build_reasoning_study`).
 
 Arms: ``base`` answers with a bare letter, no reasoning; ``thinker`` is the reasoning model, one kind of row
 per item (:data:`KINDS`).
@@ -16,7 +16,7 @@ from typing import Any
 ARMS = ("base", "thinker")
 ORIENTATIONS = ("ABCD", "BCDA")
 # one kind of thinker row per item, in item order
-KINDS = ("letters", "inline", "cut", "unclosed", "cut_answered", "hostile")
+KINDS = ("letters", "inline", "cut", "unclosed", "cut_answered", "hostile", "unclosed_stop")
 HOSTILE = "<script>alert(1)</script> [link](http://x) **bold** <img src=x onerror=alert(2)> A"
 CUT_TOKENS = 4096
 
@@ -66,6 +66,8 @@ def thinker_row(kind: str, gold: str) -> dict[str, Any]:
             "finish_reason": "length",
             "usage": cut,
         }
+    if kind == "unclosed_stop":  # the block never closes, though the provider says it stopped
+        return {"generation": f"<think>{thinking(gold)} Hmm", "finish_reason": "stop"}
     if kind == "cut_answered":
         return {
             "reasoning": thinking(gold),

@@ -9,6 +9,8 @@ import pytest
 
 from mcqaudit.store import Study
 from mcqaudit.ui.components import _MARK_STYLE
+from mcqaudit.ui.pages.review import TRUNCATED_BADGE
+from tests.reasoning_study import CUT_TOKENS
 from tests.ui_study import BOOT, XSS, app, no_exceptions
 
 
@@ -496,7 +498,7 @@ def test_a_reasoning_row_shows_its_answer_first_marked_and_its_reasoning_collaps
     )
     assert exp[0].proto.expanded is False  # collapsed until the reviewer opens it
     assert [c.value for c in exp[0].code] == [thinking(gold)]  # verbatim, as text
-    assert not any(m.value.startswith(":orange-badge") for m in at.markdown)  # finished: no badge
+    assert not any(m.value.startswith(TRUNCATED_BADGE) for m in at.markdown)  # finished: no badge
     assert any("310 completion tokens" in c.value for c in at.caption)  # in the metadata line
 
 
@@ -507,11 +509,7 @@ def test_an_inline_think_block_is_shown_as_the_reasoning(reasoning_db: Path) -> 
     at = app(reasoning_db, "review", reviewer="rae", row=rid).run()
     no_exceptions(at)
     body = _answer_box(at)
-    assert (
-        "think" not in body
-        and "tempting" not in body
-        and body.endswith("nswer is {gold}.</pre>".format(gold=gold))
-    )
+    assert "think" not in body and "tempting" not in body and body.endswith(f"nswer is {gold}.</pre>")
     # a framework parser's span: the letter it took from the answer
     at.segmented_control(key=f"hl-{rid}").set_value("mmlu_pro_chain").run()
     assert _answer_box(at).endswith(f">{gold}</mark>.</pre>")
@@ -532,37 +530,54 @@ def test_a_hostile_reasoning_shows_as_its_characters(reasoning_db: Path) -> None
     assert "alert" not in _answer_box(at)
 
 
+_CUT_CAPTION = (
+    f"the model was stopped by the token limit · finish_reason length · {CUT_TOKENS:,} completion tokens "
+    "(120 prompt)"
+)
+
+
 @pytest.mark.parametrize(
-    ("kind", "says"),
+    ("kind", "why", "says"),
     [
-        ("cut", "No answer: the model was cut off by the token limit while thinking. OTHER by rule."),
-        ("unclosed", "No answer: the model was cut off by the token limit while thinking. OTHER by rule."),
+        (
+            "cut",
+            _CUT_CAPTION,
+            "No answer: the model was cut off by the token limit while thinking. OTHER by rule.",
+        ),
+        (
+            "unclosed",
+            _CUT_CAPTION,
+            "No answer: the model was cut off by the token limit while thinking. OTHER by rule.",
+        ),
+        (
+            "unclosed_stop",
+            "the reasoning block never closes · finish_reason stop",
+            "No answer: the reasoning block never closes, so the model never answered. OTHER by rule.",
+        ),
     ],
 )
-def test_a_row_cut_off_while_thinking_says_so_plainly(reasoning_db: Path, kind: str, says: str) -> None:
-    from tests.reasoning_study import CUT_TOKENS
-
+def test_a_row_cut_off_while_thinking_says_so_plainly(
+    reasoning_db: Path, kind: str, why: str, says: str
+) -> None:
     rid, _ = _thinker_row(reasoning_db, kind)
     at = app(reasoning_db, "review", reviewer="rae", row=rid).run()
     no_exceptions(at)
-    badges = [m.value for m in at.markdown if m.value.startswith(":orange-badge")]
-    assert len(badges) == 1 and "truncated" in badges[0]
+    assert [m.value for m in at.markdown if m.value.startswith(TRUNCATED_BADGE)] == [TRUNCATED_BADGE]
     captions = [c.value for c in at.caption]
-    assert (
-        f"the model was stopped by the token limit · finish_reason length · {CUT_TOKENS:,} completion tokens (120 prompt)"
-        in captions
-    )
+    assert why in captions
     assert says in captions
     assert not [h for h in at.get("html") if "mq-generation" in h.proto.body]  # no answer to mark
     assert [e for e in at.expander if e.label.startswith("Reasoning")]  # the thinking is still there to read
     assert metric(at, "final verdict") == "OTHER" and metric(at, "source") == "rule"
+    table = [d.value for d in at.dataframe if "verdict it implies" in d.value.columns][0]
+    assert table.set_index("parser").loc["strict", "verdict it implies"] == "OTHER (empty answer: by rule)"
 
 
 def test_a_row_cut_off_after_answering_shows_its_answer_and_the_badge(reasoning_db: Path) -> None:
     rid, gold = _thinker_row(reasoning_db, "cut_answered")
     at = app(reasoning_db, "review", reviewer="rae", row=rid).run()
     no_exceptions(at)
-    assert [m.value for m in at.markdown if m.value.startswith(":orange-badge")]
+    assert [m.value for m in at.markdown if m.value.startswith(TRUNCATED_BADGE)]
     assert _answer_box(at).endswith(f"nswer is {gold}, because</pre>")
     at.segmented_control(key=f"hl-{rid}").set_value("mmlu_pro_chain").run()
     assert _answer_box(at).endswith(f">{gold}</mark>, because</pre>")
@@ -577,7 +592,7 @@ def test_a_row_without_reasoning_looks_as_before(reasoning_db: Path) -> None:
     assert "**Generation** (verbatim)" in [m.value for m in at.markdown]
     assert not any(m.value.startswith("**Answer**") for m in at.markdown)
     assert not [e for e in at.expander if e.label.startswith("Reasoning")]
-    assert not any(m.value.startswith(":orange-badge") for m in at.markdown)
+    assert not any(m.value.startswith(TRUNCATED_BADGE) for m in at.markdown)
 
 
 def test_the_row_list_shows_the_answer_and_a_truncated_column(reasoning_db: Path) -> None:
@@ -591,4 +606,4 @@ def test_the_row_list_shows_the_answer_and_a_truncated_column(reasoning_db: Path
     assert not any(str(a).startswith("<think>") for a in view["answer"])
     s = Study(reasoning_db)
     want = s.query("SELECT count(*) FROM graded_rows WHERE arm = 'thinker' AND truncated")[0][0]
-    assert int(view["truncated"].sum()) == want == 3 * 2
+    assert int(view["truncated"].sum()) == want == 4 * 2

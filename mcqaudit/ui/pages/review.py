@@ -47,6 +47,7 @@ NO_LETTER = "(none)"
 LONG_QUESTION = 400  # characters: a longer question (a passage) is collapsed so the answer stays on screen
 _BLIND_HIDDEN = ("final_verdict", "verdict_source", "judge_status", "picked_letter")
 DEFAULT_URL = "http://127.0.0.1:8501"
+TRUNCATED_BADGE = ":orange-badge[:material/content_cut: truncated]"  # a row the model did not finish
 
 
 # --- state helpers -------------------------------------------------------------------------------------------
@@ -422,17 +423,22 @@ def render_truncated(row: Mapping[str, Any]) -> None:
         if row.get("finish_reason") == FINISH_LENGTH
         else "the reasoning block never closes"
     )
-    c1, c2 = st.columns([1, 5], vertical_alignment="center")
-    with c1:
-        st.badge("truncated", icon=":material/content_cut:", color="orange", help=why)
-    c2.caption(f"{why} · {finish_line(row)}" if finish_line(row) else why)
+    finish = finish_line(row)
+    # the badge and the caption side by side (the caption takes what the badge leaves); the caption quotes the
+    # provider's own word, escaped, outside any Markdown directive
+    with st.container(horizontal=True, wrap=False, vertical_alignment="center", key="mq-truncated"):
+        st.markdown(TRUNCATED_BADGE, width="content")
+        st.caption(f"{why} · {finish}" if finish else why)
+
+
+def by_rule(row: Mapping[str, Any]) -> bool:
+    """Whether the rule settles the row (an empty answer: OTHER, never judged), whatever a review says since."""
+    return row.get("judge_status") == "skipped" and row.get("strict_letter") is None
 
 
 def no_answer(row: Mapping[str, Any]) -> str:
     """What to say of a row with an empty (or whitespace) answer, plainly."""
-    rule = (
-        " OTHER by rule." if row.get("judge_status") == "skipped" and row.get("strict_letter") is None else ""
-    )
+    rule = " OTHER by rule." if by_rule(row) else ""
     thinking = row.get("reasoning") is not None
     if row.get("truncated"):
         if row.get("finish_reason") == FINISH_LENGTH:
@@ -490,7 +496,9 @@ def parser_table(row: Mapping[str, Any], has_user: bool) -> pd.DataFrame:
         if letter is not None:
             implied = verdict_of(letter, gold)
         elif p == PARSER_STRICT:
-            implied = "defers (no letter: the judge decides)"
+            implied = (
+                "OTHER (empty answer: by rule)" if by_rule(row) else "defers (no letter: the judge decides)"
+            )
         else:
             implied = "OTHER (no letter)"
         out.append({"parser": p, "letter": letter or "—", "verdict it implies": implied})
