@@ -208,14 +208,14 @@ def test_demo_findings_tell_the_story(demo_report: dict[str, Any]) -> None:
     assert head["arm"] == "steered" and head["n_items"] == 120 and head["n_rows"] == 800
     assert head["text"].startswith("steered vs base: Δaccuracy -2.7 pp [-7.3, +2.3] on 120 shared items")
     assert "a null here is informative" in head["text"] and head["informative"] is True
-    naive = next(f for f in rep["findings"] if f.get("parser") == "naive")
+    naive = next(f for f in rep["findings"] if f.get("parser") == "naive" and f["arm"] == "steered")
     assert naive["artifact"] and naive["value"] == pytest.approx(-0.265, abs=1e-3)
     assert "-26.5 pp [" in naive["text"] and "invents an effect" in naive["text"]
-    other = next(f for f in rep["findings"] if f["kind"] == "other_rate")
+    other = next(f for f in rep["findings"] if f["kind"] == "other_rate" and f["arm"] == "steered")
     assert "answers OTHER" in other["text"] and "more often" in other["text"] and "19.5 %" in other["text"]
     assert "answered rows only, Δaccuracy is +15.0 pp" in other["text"]
     # orientations are compared within each item family, never BA (2-option items) against ABCD (4-option)
-    orient_ = [f for f in rep["findings"] if f["kind"] == "orientation"]
+    orient_ = [f for f in rep["findings"] if f["kind"] == "orientation" and f["arm"] == "steered"]
     assert [(f["family"], f["n_items"]) for f in orient_] == [("2-option items", 40), ("4-option items", 80)]
     for f, labels in zip(orient_, (("AB", "BA"), ("ABCD", "BCDA", "CDAB", "DABC")), strict=True):
         assert f"within {f['family']} ({f['n_items']} items)" in f["text"]
@@ -225,6 +225,24 @@ def test_demo_findings_tell_the_story(demo_report: dict[str, Any]) -> None:
     assert two["BA"]["value"] == pytest.approx(-0.35) and two["AB"]["value"] == pytest.approx(0.0)
     assert not [f for f in rep["flags"] if f["name"] == "orientation_instability"]
     assert findings(rep) == rep["findings"]  # pure: the same sentences from the dict alone
+
+
+def test_demo_reasoning_arm_is_read_after_its_thinking(demo_report: dict[str, Any]) -> None:
+    """The thinking arm (a reasoning model cut off by its token budget on 30 % of rows): its answers are read,
+    not its thinking, so the naive parser agrees with the verdicts and only the user's parser, which read the
+    raw text, invents an effect."""
+    rep = demo_report
+    mine = [f for f in rep["findings"] if f.get("arm") == "thinking"]
+    head = mine[0]
+    assert head["kind"] == "headline" and head["n_items"] == 120 and head["n_rows"] == 800
+    assert head["text"].startswith("thinking vs base: Δaccuracy -19.8 pp [")
+    by_parser = {f["parser"]: f for f in mine if f["kind"] == "parser"}
+    assert "in line with the verdicts" in by_parser["naive"]["text"] and not by_parser["naive"]["artifact"]
+    assert by_parser["user"]["artifact"] and "-53.5 pp [" in by_parser["user"]["text"]
+    artifacts = {(f["arm"], f["parser"]) for f in rep["flags"] if f["name"] == "suspected_parser_artifact"}
+    assert ("thinking", "user") in artifacts and ("thinking", "naive") not in artifacts
+    other = next(f for f in mine if f["kind"] == "other_rate")
+    assert "31.0 % of rows vs 4.2 % in base" in other["text"]
 
 
 def test_demo_html_is_small_offline_and_opens_with_findings(demo_report: dict[str, Any]) -> None:
