@@ -196,8 +196,13 @@ def test_a_dozen_reviews_leave_the_judge_unaudited_and_agreement_preliminary(tmp
 
 # --- the demo study tells its story ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def demo_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return build_report(build_demo(tmp_path_factory.mktemp("demo") / "demo.duckdb"))
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_demo(tmp_path_factory.mktemp("demo") / "demo.duckdb")
+
+
+@pytest.fixture(scope="module")
+def demo_report(demo_db: Path) -> dict[str, Any]:
+    return build_report(demo_db)
 
 
 def test_demo_findings_tell_the_story(demo_report: dict[str, Any]) -> None:
@@ -243,6 +248,29 @@ def test_demo_reasoning_arm_is_read_after_its_thinking(demo_report: dict[str, An
     assert ("thinking", "user") in artifacts and ("thinking", "naive") not in artifacts
     other = next(f for f in mine if f["kind"] == "other_rate")
     assert "31.0 % of rows vs 4.2 % in base" in other["text"]
+
+
+def test_demo_reasoning_arm_rows_are_split_and_cut_rows_never_judged(demo_db: Path) -> None:
+    from mcqaudit.store import Study
+
+    by_arm = {
+        arm: (rows, cut, blank, rule, judged)
+        for arm, rows, cut, blank, rule, judged in Study(demo_db).query(
+            "SELECT arm, count(*), count(*) FILTER (truncated), count(*) FILTER (truncated AND answer = ''),"
+            " count(*) FILTER (truncated AND final_verdict = 'OTHER' AND verdict_source = 'rule'),"
+            " count(*) FILTER (judge_status = 'ok') FROM graded_rows GROUP BY arm"
+        )
+    }
+    assert by_arm["base"][1] == by_arm["steered"][1] == 0
+    rows, cut, blank, rule, judged = by_arm["thinking"]
+    assert rows == 400 and cut == blank == rule == 119  # 29.8 %: cut inside the thinking, OTHER by rule
+    # the rest are terse answers the strict pre-filter resolves once the thinking is split off
+    assert judged == 5
+    # the parsers read the answer (no letter where there is none); the user's letters came from the raw text
+    letters = Study(demo_db).query(
+        "SELECT count(naive_letter), count(user_letter) FROM graded_rows WHERE arm = 'thinking' AND truncated"
+    )
+    assert letters == [(0, 119)]
 
 
 def test_demo_html_is_small_offline_and_opens_with_findings(demo_report: dict[str, Any]) -> None:
