@@ -248,6 +248,12 @@ def test_demo_reasoning_arm_is_read_after_its_thinking(demo_report: dict[str, An
     assert ("thinking", "user") in artifacts and ("thinking", "naive") not in artifacts
     other = next(f for f in mine if f["kind"] == "other_rate")
     assert "31.0 % of rows vs 4.2 % in base" in other["text"]
+    # the token budget is named as the cause: the flag, and the OTHER finding's words
+    (cut,) = [f for f in rep["flags"] if f["name"] == "truncation_rise"]
+    assert cut["arm"] == "thinking" and cut["items"] == 120
+    assert "truncated rate 29.8 % vs 0.0 % in base" in cut["evidence"] and "119 of 400 rows" in cut["evidence"]
+    assert other["text"].startswith("The OTHER rise is the token budget: 119 of 124 OTHER rows of thinking")
+    assert rep["metrics"]["thinking"]["truncated_rate"]["value"] == pytest.approx(119 / 400)
 
 
 def test_demo_reasoning_arm_rows_are_split_and_cut_rows_never_judged(demo_db: Path) -> None:
