@@ -228,3 +228,100 @@ def test_cli_says_how_many_replies_the_token_limit_cut(prompts: Path, tmp_path: 
     got = json.loads(as_json.stdout)
     assert got["cut_by_length"] == n_cut and got["written"] == N_PROMPTS and got["max_tokens"] == 64
     assert got["finish_reasons"] == {"length": n_cut, "stop": N_PROMPTS - n_cut} and got["without_usage"] == 0
+
+
+# --- ingest and grade what generate wrote -----------------------------------------------------------------
+
+
+def _graded(db: Path) -> dict[tuple[str, int], dict[str, Any]]:
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        cur = con.execute(
+            "SELECT prompt, sample, generation, answer, reasoning, finish_reason, truncated, naive_letter, "
+            "strict_letter, final_verdict, verdict_source, judge_status FROM graded_rows"
+        )
+        names = [d[0] for d in cur.description]
+        return {(r[0], r[1]): dict(zip(names, r, strict=True)) for r in cur.fetchall()}
+    finally:
+        con.close()
+
+
+@pytest.mark.skipif(
+    not (Path(__file__).parents[1] / "mcqaudit" / "reasoning.py").exists(), reason="core not merged"
+)
+@pytest.mark.parametrize("form", ["reasoning_content", "inline"])
+def test_ingest_reads_the_answer_and_the_judge_sees_only_answers(
+    prompts: Path, tmp_path: Path, form: str
+) -> None:
+    from mcqaudit.standin.server import StandinServer
+    from tests.judge_servers import ScriptedJudge, heuristic
+
+    planet = "Which planet is called the red planet?"
+    model = reasoning_model(ANSWERS, form=form, truncate=0.3, seed=3)
+    # one sample of the planet's sentence answers is also cut by the limit, after it answered
+    model = with_reply(model, lambda c: planet in c.user and c.body.get("seed") == 12, finish_reason="length")
+    responder, sent = recording(model)
+    gens = tmp_path / "gen.jsonl"
+    with ReasoningServer(responder) as srv:
+        assert generate(prompts, gens, fast(srv.base_url, samples=2, seed=11, arm="base")).exit_code == 0
+    items = prompts.parent / "items.jsonl"
+    dbs = [tmp_path / "standin.duckdb", tmp_path / "scripted.duckdb"]
+    for db in dbs:
+        ing = cli("ingest", str(gens), "--db", str(db), "--items", str(items), "--quiet")
+        assert ing.returncode == 0, ing.stderr
+    rows = _graded(dbs[0])
+    assert len(rows) == 2 * N_PROMPTS
+    answered_planets = 0
+    for (prompt, sample), r in rows.items():
+        t = sent[(prompt, 11 + sample)]
+        assert r["reasoning"] == t.thinking  # apart from the answer, whichever form the server used
+        if form == "inline":
+            assert r["generation"].startswith("<think>")  # verbatim
+        if t.answer is None:  # cut inside the thinking: no answer, OTHER by rule, never judged
+            assert r["answer"] == "" and r["finish_reason"] == "length" and r["truncated"] is True
+            assert (r["final_verdict"], r["verdict_source"]) == ("OTHER", "rule")
+            assert r["naive_letter"] is None  # not the letter the thinking names
+            continue
+        assert r["answer"].strip() == t.answer
+        assert r["truncated"] is (t.finish_reason == "length") and r["finish_reason"] == t.finish_reason
+        if planet in prompt:
+            answered_planets += 1
+            assert r["strict_letter"] is None  # a sentence: the pre-filter defers it to the judge
+        else:
+            assert (
+                r["strict_letter"] == r["naive_letter"] == t.answer
+            )  # the answer's letter, not the thinking's
+            assert r["verdict_source"] == "prefilter"
+    cut_after_answer = [r for r in rows.values() if r["truncated"] and r["answer"]]
+    assert cut_after_answer and answered_planets > len(cut_after_answer)
+    with StandinServer() as standin:
+        gr = cli("grade", "--db", str(dbs[0]), "--judge-model", "standin-heuristic", "--judge-base-url",
+                 standin.base_url, "--quiet")  # fmt: skip
+        judged = standin.stats()["requests"]
+    assert gr.returncode == 0, gr.stderr + gr.stdout
+    assert judged == answered_planets  # no cut row without an answer, no bare letter reached the judge
+    with ScriptedJudge(heuristic) as judge:
+        gr = cli("grade", "--db", str(dbs[1]), "--judge-model", "scripted", "--judge-base-url", judge.base_url,
+                 "--quiet")  # fmt: skip
+        calls = list(judge.calls)
+    assert gr.returncode == 0, gr.stderr + gr.stdout
+    assert len(calls) == answered_planets
+    # the judge is sent the answer alone: none of the thinking, none of its tags
+    assert all(c.parsed is not None and c.parsed.generation.strip() == "I think it is Mars." for c in calls)
+    assert all("plausible" not in c.user and "think>" not in c.user for c in calls)
+    for db in dbs:
+        after = _graded(db)
+        for key, r in after.items():
+            if planet in key[0] and r["answer"]:
+                assert (r["final_verdict"], r["verdict_source"]) == ("CORRECT", "judge"), r
+            if r["truncated"] and not r["answer"]:
+                assert (r["final_verdict"], r["verdict_source"], r["judge_status"]) == (
+                    "OTHER",
+                    "rule",
+                    "skipped",
+                )
+        assert sum(r["truncated"] for r in after.values()) == len(cut_after_answer) + sum(
+            t.answer is None for t in sent.values()
+        )
