@@ -56,6 +56,7 @@ from mcqaudit.endpoint import (
 from mcqaudit.grade.config import run_exit_code
 from mcqaudit.grade.summary import NullReporter, Reporter
 from mcqaudit.ingest.errors import InputError, Problem
+from mcqaudit.reasoning import FINISH_LENGTH, normalise_finish_reason
 from mcqaudit.vocab import LETTERS
 
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
@@ -195,16 +196,21 @@ class GenerateSummary:
         reasons = ", ".join(f"{k} ×{v}" for k, v in sorted(self.finish_reasons.items()))
         cut = f"cut by the token limit (finish_reason length): {self.cut_by_length} of {n} written"
         if self.cut_by_length:
-            cut += (
-                f" ({self.cut_by_length / n:.0%}); a reply cut off before it answers is OTHER by rule on ingest "
-                f"and never judged: raise --max-tokens (this run: {self.max_tokens}) if the model was still "
-                "thinking"
-            )
+            cut += f" ({self.cut_by_length / n:.0%})"
         out = [cut + (f"; finish reasons: {reasons}" if reasons else "")]
+        if self.cut_by_length:
+            out.append(
+                f"  raise --max-tokens (this run: {self.max_tokens}) if the model was still thinking: on ingest, "
+                "a reply cut off before it answered is OTHER by rule and never judged"
+            )
         if self.with_reasoning:
-            out.append(f"with reasoning (the reply's reasoning field, kept apart): {self.with_reasoning} of {n}")
+            out.append(
+                f"with reasoning (the reply's reasoning field, kept apart): {self.with_reasoning} of {n}"
+            )
         if self.without_usage:
-            out.append(f"without usage (the reply had none, or not two token counts): {self.without_usage} of {n}")
+            out.append(
+                f"without usage (the reply had none, or not two token counts): {self.without_usage} of {n}"
+            )
         return out
 
     def as_json(self) -> dict[str, Any]:
@@ -310,8 +316,8 @@ def reply_usage(resp: Any) -> dict[str, int] | None:
 
 
 def cut_by_length(finish_reason: str | None) -> bool:
-    """The reply was cut off by the token limit."""
-    return finish_reason == "length"
+    """The reply was cut off by the token limit (``length``, or a provider's word for it, as ingest reads it)."""
+    return normalise_finish_reason(finish_reason) == FINISH_LENGTH
 
 
 # --- the prompt rows ---------------------------------------------------------------------------------------
@@ -696,6 +702,7 @@ __all__ = [
     "option_logprobs",
     "read_output",
     "read_prompts",
+    "cut_by_length",
     "reply_finish_reason",
     "reply_reasoning",
     "reply_usage",

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from mcqaudit.generate import GenerateOptions, generate
+from mcqaudit.generate import GenerateOptions, cut_by_length, generate, reply_reasoning, reply_usage
 from tests.helpers import run_cli, write_jsonl
 from tests.judge_servers import Answer, Call
 from tests.reasoning_server import NO_USAGE, ReasoningServer, Thought, reasoning_model, tokens, with_reply
@@ -76,6 +76,27 @@ def recording(responder: Any) -> tuple[Any, dict[tuple[str, Any], Thought]]:
         return got
 
     return respond, sent
+
+
+# --- reading a reply (pure) ------------------------------------------------------------------------------
+
+
+def test_a_replys_reasoning_finish_reason_and_usage_are_read_as_servers_send_them() -> None:
+    from types import SimpleNamespace as NS
+
+    assert reply_reasoning(NS(content="B", reasoning_content="hm", reasoning="other")) == "hm"
+    assert (
+        reply_reasoning(NS(content="B", reasoning_content="", reasoning="hm")) == "hm"
+    )  # blank: the next one
+    assert reply_reasoning(NS(content="<think>hm</think>B")) is None  # inline: for ingest to split
+    assert reply_reasoning(NS(content="B", reasoning_content=["hm"])) is None
+    assert [cut_by_length(w) for w in ("length", "max_tokens", " length ", "stop", "end_turn", None)] == [
+        True, True, True, False, False, False
+    ]  # fmt: skip
+    assert reply_usage(NS(usage=NS(prompt_tokens=3, completion_tokens=0, total_tokens=3))) == {
+        "prompt_tokens": 3, "completion_tokens": 0
+    }  # fmt: skip
+    assert reply_usage(NS(usage=None)) is None and reply_usage(NS()) is None
 
 
 # --- the JSONL rows -----------------------------------------------------------------------------------------
@@ -208,6 +229,24 @@ def test_missing_or_malformed_usage_and_unknown_finish_reasons(prompts: Path, tm
     said = "\n".join(summary.lines())
     assert f"without usage (the reply had none, or not two token counts): {len(bad)} of {N_PROMPTS}" in said
     assert f"cut by the token limit (finish_reason length): 0 of {N_PROMPTS} written" in said
+    # what generate wrote ingests as it is: a malformed usage never reaches the file to fail as `usage:`
+    db = tmp_path / "study.duckdb"
+    ing = cli("ingest", str(out), "--db", str(db), "--items", str(prompts.parent / "items.jsonl"), "--quiet")
+    assert ing.returncode == 0, ing.stderr
+    graded = _graded(db)
+    got = [graded[(p, 0)] for p in odd]
+    assert [(g["finish_reason"], g["truncated"]) for g in got] == [("end_turn", False), ("eos", False),
+                                                                    (None, False), (None, False)]  # fmt: skip
+    assert all(g["answer"] and g["reasoning"] for g in graded.values())
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        stored = dict(con.execute("SELECT prompt, usage FROM gen_rows").fetchall())
+    finally:
+        con.close()
+    assert {p for p, u in stored.items() if u is None} == set(bad)
+    assert all(json.loads(u) == rows[p]["usage"] for p, u in stored.items() if u is not None)
 
 
 # --- the command line ---------------------------------------------------------------------------------------
@@ -248,9 +287,6 @@ def _graded(db: Path) -> dict[tuple[str, int], dict[str, Any]]:
         con.close()
 
 
-@pytest.mark.skipif(
-    not (Path(__file__).parents[1] / "mcqaudit" / "reasoning.py").exists(), reason="core not merged"
-)
 @pytest.mark.parametrize("form", ["reasoning_content", "inline"])
 def test_ingest_reads_the_answer_and_the_judge_sees_only_answers(
     prompts: Path, tmp_path: Path, form: str
@@ -273,7 +309,7 @@ def test_ingest_reads_the_answer_and_the_judge_sees_only_answers(
         assert ing.returncode == 0, ing.stderr
     rows = _graded(dbs[0])
     assert len(rows) == 2 * N_PROMPTS
-    answered_planets = 0
+    answered_planets: list[str] = []  # the prompts of the planet's rows that have an answer, one per row
     for (prompt, sample), r in rows.items():
         t = sent[(prompt, 11 + sample)]
         assert r["reasoning"] == t.thinking  # apart from the answer, whichever form the server used
@@ -287,7 +323,7 @@ def test_ingest_reads_the_answer_and_the_judge_sees_only_answers(
         assert r["answer"].strip() == t.answer
         assert r["truncated"] is (t.finish_reason == "length") and r["finish_reason"] == t.finish_reason
         if planet in prompt:
-            answered_planets += 1
+            answered_planets.append(prompt)
             assert r["strict_letter"] is None  # a sentence: the pre-filter defers it to the judge
         else:
             assert (
@@ -295,19 +331,23 @@ def test_ingest_reads_the_answer_and_the_judge_sees_only_answers(
             )  # the answer's letter, not the thinking's
             assert r["verdict_source"] == "prefilter"
     cut_after_answer = [r for r in rows.values() if r["truncated"] and r["answer"]]
-    assert cut_after_answer and answered_planets > len(cut_after_answer)
+    assert cut_after_answer and len(answered_planets) > len(cut_after_answer)
+    # rows that render to the same judge prompt share one request: the samples of one orientation whose
+    # answers are the same sentence
+    distinct = len(set(answered_planets))
     with StandinServer() as standin:
         gr = cli("grade", "--db", str(dbs[0]), "--judge-model", "standin-heuristic", "--judge-base-url",
-                 standin.base_url, "--quiet")  # fmt: skip
+                 standin.base_url, "--quiet", "--json")  # fmt: skip
         judged = standin.stats()["requests"]
     assert gr.returncode == 0, gr.stderr + gr.stdout
-    assert judged == answered_planets  # no cut row without an answer, no bare letter reached the judge
+    # no cut row without an answer, no bare letter reached the judge: only the planet's answered rows
+    assert json.loads(gr.stdout)["targeted"] == len(answered_planets) and judged == distinct
     with ScriptedJudge(heuristic) as judge:
         gr = cli("grade", "--db", str(dbs[1]), "--judge-model", "scripted", "--judge-base-url", judge.base_url,
                  "--quiet")  # fmt: skip
         calls = list(judge.calls)
     assert gr.returncode == 0, gr.stderr + gr.stdout
-    assert len(calls) == answered_planets
+    assert len(calls) == distinct
     # the judge is sent the answer alone: none of the thinking, none of its tags
     assert all(c.parsed is not None and c.parsed.generation.strip() == "I think it is Mars." for c in calls)
     assert all("plausible" not in c.user and "think>" not in c.user for c in calls)
