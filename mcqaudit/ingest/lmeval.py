@@ -15,6 +15,13 @@ that filter's result (`filtered_resps`). A row is one generation of one doc:
 - `item_id`: the doc's `item_id`/`id`/`question_id`/`qid`, else lm-eval's `doc_id`; `question`: the doc's
   `question`/`query`/`input`/`problem`/`stem`, else the whole prompt lm-eval sent.
 - `model` (and the arm, without `--arm`): `model_name` of the `results_<time>.json` beside the file.
+
+Reasoning models: a response is kept verbatim, `<think>` block and all; ingest splits a leading block off as
+the row's reasoning (docs/design.md §3), and one that never closes marks the row truncated. lm-eval records
+no finish reason, token usage or separate reasoning in its sample records (0.4.13: `resps` is the text
+alone), so the rows carry none: an API model's reasoning (`reasoning_content`) is not in the log, and a
+reply that ran out of tokens while thinking is logged as an empty response. With `think_end_token` (its
+vLLM and Hugging Face models) lm-eval has already cut the thinking off before it logs the response.
 """
 
 from __future__ import annotations
