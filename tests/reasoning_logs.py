@@ -198,6 +198,28 @@ def make(out_dir: Path) -> list[Path]:
     return written
 
 
+def make_in_subprocess(out_dir: Path) -> dict[str, Path]:
+    """The two Inspect logs ({"eval": ..., "json": ...}), made by `make` in a subprocess whose HOME is a folder
+    under ``out_dir`` (Inspect's traces and caches go there; its logging stays out of the caller)."""
+    import os
+    import subprocess
+
+    home = out_dir / "home"
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_DATA_HOME": str(home / "data"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.reasoning_logs", "inspect", str(out_dir / "logs")],
+        cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise RuntimeError(f"making the Inspect logs failed:\n{proc.stderr[-3000:]}")
+    return {"eval": out_dir / "logs" / "reasoning.eval", "json": out_dir / "logs" / "reasoning.json"}
+
+
 # ------------------------------------------------------------------------------------------------ lm-eval
 LMEVAL_DIR = Path(__file__).resolve().parent / "fixtures" / "lmeval_reasoning"
 # the raw response per item ("{L:text}": the displayed letter of the option `text`)

@@ -6,9 +6,6 @@ and a real lm-eval log whose responses hold `<think>` blocks inline, one never c
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +13,7 @@ import pytest
 
 from mcqaudit.ingest import inspect_log, lmeval
 from mcqaudit.ingest.fields import Record
-from tests.reasoning_logs import LONG_THOUGHT
+from tests.reasoning_logs import LONG_THOUGHT, make_in_subprocess
 
 ROOT = Path(__file__).resolve().parents[1]
 LM_THINK = next((ROOT / "tests" / "fixtures" / "lmeval_reasoning").glob("samples_mcq_think_*.jsonl"))
@@ -24,23 +21,9 @@ LM_THINK = next((ROOT / "tests" / "fixtures" / "lmeval_reasoning").glob("samples
 
 @pytest.fixture(scope="module")
 def inspect_logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """reasoning.eval and reasoning.json, written by Inspect's runner in a subprocess (its traces and caches
-    in a temporary home)."""
+    """reasoning.eval and reasoning.json, written by Inspect's own runner (in a subprocess)."""
     pytest.importorskip("inspect_ai")
-    out = tmp_path_factory.mktemp("inspect-reasoning")
-    home = out / "home"
-    env = {
-        **os.environ,
-        "HOME": str(home),
-        "XDG_DATA_HOME": str(home / "data"),
-        "XDG_CACHE_HOME": str(home / "cache"),
-    }
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.reasoning_logs", "inspect", str(out / "logs")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return {"eval": out / "logs" / "reasoning.eval", "json": out / "logs" / "reasoning.json"}
+    return make_in_subprocess(tmp_path_factory.mktemp("inspect-reasoning"))
 
 
 def _rows(records: list[Record]) -> dict[str, dict[str, Any]]:

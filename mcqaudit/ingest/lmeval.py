@@ -20,8 +20,9 @@ Reasoning models: a response is kept verbatim, `<think>` block and all; ingest s
 the row's reasoning (docs/design.md §3), and one that never closes marks the row truncated. lm-eval records
 no finish reason, token usage or separate reasoning in its sample records (0.4.13: `resps` is the text
 alone), so the rows carry none: an API model's reasoning (`reasoning_content`) is not in the log, and a
-reply that ran out of tokens while thinking is logged as an empty response. With `think_end_token` (its
-vLLM and Hugging Face models) lm-eval has already cut the thinking off before it logs the response.
+reply that ran out of tokens while thinking (content null) is logged as an empty response. With the model
+argument `think_end_token` (vLLM, Hugging Face, OpenAI-compatible and other models) lm-eval has already cut
+the thinking off before it logs the response.
 """
 
 from __future__ import annotations
@@ -169,7 +170,9 @@ def _model_name(path: Path) -> str | None:
     return name if isinstance(name, str) and name.strip() else None
 
 
-def _rows(lines: list[tuple[int, JsonObject]], *, chosen: str, model: str | None, arm: str | None) -> list[JsonObject]:
+def _rows(
+    lines: list[tuple[int, JsonObject]], *, chosen: str, model: str | None, arm: str | None
+) -> list[JsonObject]:
     _, rec = lines[0]
     doc = rec.get("doc")
     if not isinstance(doc, dict):
