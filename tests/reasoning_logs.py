@@ -98,6 +98,18 @@ ITEMS: list[tuple[str, str, list[str], int, list[tuple[str, Any]]]] = [
         [("think", "Insects have six; spiders"), ("stop", "model_length"), ("tokens", 12)],
     ),
     (
+        "think-then-prose",  # an answer the pre-filter defers: the judge must be sent it, not the thinking
+        "Which ocean is the largest?",
+        ["Atlantic", "Pacific", "Indian", "Arctic"],
+        1,
+        [
+            ("think", "The Atlantic is large, but the Pacific is larger."),
+            ("text", "It is the Pacific Ocean."),
+            ("stop", "stop"),
+            ("tokens", 22),
+        ],
+    ),
+    (
         "plain",
         "Water boils at 100 °C at sea level.",
         ["True", "False"],
@@ -231,6 +243,7 @@ LMEVAL_RESPONSES = {
     "cut-in-thinking": "<think>Venus is bright, so ANSWER: {L:Venus}? Wait, the red one is",
     "cut-after-answer": "<Thinking>" + LONG_THOUGHT + "</Thinking>ANSWER: {L:Carbon dioxide}",
     "context-full": "<reasoning>Insects have six; spiders",
+    "think-then-prose": "<think>The Atlantic is large, but the Pacific is larger.</think>\nIt is the Pacific Ocean.",
     "plain": "{L:True}",
     "inline-think": "  <think>People once thought so ({L:True}).</think>\n\n{L:False}",
     "filtered": "",  # what lm-eval's API models log for a reply with no content
