@@ -9,10 +9,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
+from mcqaudit.app.grade import GradeOptions, grade
+from mcqaudit.app.ingest import ingest_file
 from mcqaudit.ingest import inspect_log, lmeval
 from mcqaudit.ingest.fields import Record
+from mcqaudit.judge.prompts import JudgeConfig
+from mcqaudit.store import Study
+from mcqaudit.vocab import LETTERS
+from tests.helpers import run_cli
+from tests.judge_servers import ScriptedJudge, heuristic
 from tests.reasoning_logs import LONG_THOUGHT, make_in_subprocess
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +44,7 @@ def _rows(records: list[Record]) -> dict[str, dict[str, Any]]:
 def test_inspect_content_reasoning_is_the_rows_reasoning(inspect_logs: dict[str, Path], fmt: str) -> None:
     unit, records = inspect_log.read_log(inspect_logs[fmt])
     rows = _rows(records)
-    assert unit == "sample" and len(rows) == 8
+    assert unit == "sample" and len(rows) == 9
 
     r = rows["think-then-answer"]  # the thinking names B; the answer is A
     assert r["generation"] == "ANSWER: A"
@@ -106,7 +114,7 @@ def test_lm_eval_keeps_the_raw_response_with_its_thinking() -> None:
     """lm-eval logs the response as the model gave it (`resps`) and records no finish reason: the importer
     passes the text through verbatim, with no reasoning or finish_reason field, for ingest to split."""
     _, records = lmeval.read_samples(LM_THINK)
-    assert len(records) == 16 and all(r.row is not None for r in records)
+    assert len(records) == 18 and all(r.row is not None for r in records)
     raw = [json.loads(line)["resps"][0][0] for line in LM_THINK.read_text(encoding="utf-8").splitlines()]
     rows = [r.row for r in records if r.row is not None]
     assert [r["generation"] for r in rows] == raw  # verbatim, leading whitespace and all
@@ -122,3 +130,120 @@ def test_lm_eval_keeps_the_raw_response_with_its_thinking() -> None:
     # lm-eval's own strict-match filter read the letter in the unclosed thinking: kept as the user parser's
     cut = by[("cut-in-thinking", ("Mars", "Jupiter", "Saturn", "Venus"))]
     assert cut["parsed_letter"] == "D" and "ANSWER: D?" in cut["generation"]
+
+
+# ------------------------------------------------------------------------------------ after ingest
+def _graded(study: Study) -> pd.DataFrame:
+    return study.query_df("SELECT * FROM graded_rows ORDER BY item_id, orientation")
+
+
+def test_inspect_reasoning_log_through_ingest_and_the_judge(
+    inspect_logs: dict[str, Path], tmp_path: Path
+) -> None:
+    db = tmp_path / "s.duckdb"
+    p = run_cli("ingest", str(inspect_logs["eval"]), "--db", str(db), "--quiet")
+    assert p.returncode == 0, p.stderr
+    study = Study(db)
+    df = _graded(study).set_index("item_id")
+    assert len(df) == 9
+
+    r = df.loc["think-then-answer"]  # parsers read the answer, not the thinking that names B
+    assert (r.answer, r.generation, r.finish_reason, bool(r.truncated)) == (
+        "ANSWER: A",
+        "ANSWER: A",
+        "stop",
+        False,
+    )
+    assert r.reasoning.startswith("Option B is") and (r.strict_letter, r.final_verdict) == ("A", "CORRECT")
+    r = df.loc["two-blocks"]
+    assert (r.answer, r.strict_letter, r.final_verdict) == ("C", "C", "CORRECT")
+    assert r.reasoning == "3 + 4 = 7.\n\n[redacted reasoning]\n\nChecked the sum again: C."
+
+    # cut off while thinking, no text: truncated, OTHER by rule, never judged
+    for item in ("cut-in-thinking", "context-full"):
+        r = df.loc[item]
+        assert (r.answer, r.finish_reason, bool(r.truncated)) == ("", "length", True), item
+        assert (r.final_verdict, r.verdict_source) == ("OTHER", "rule"), item
+        assert pd.isna(r.strict_letter) and pd.isna(r.naive_letter), item  # not the A in the thinking
+    # cut off after it answered: graded like any other row, and still marked
+    r = df.loc["cut-after-answer"]
+    assert (r.answer, bool(r.truncated), r.final_verdict) == ("ANSWER: C", True, "CORRECT")
+    assert r.reasoning == LONG_THOUGHT.strip()
+
+    r = df.loc["plain"]  # no reasoning at all: as before
+    assert (r.answer, r.generation, bool(r.truncated)) == ("A", "A", False) and pd.isna(r.reasoning)
+    r = df.loc["inline-think"]  # no ContentReasoning, an inline block: ingest splits it
+    assert r.generation == "<think>People once thought so (A).</think>\n\nB"
+    assert (r.answer, r.reasoning, r.strict_letter) == ("B", "People once thought so (A).", "B")
+    assert r.final_verdict == "CORRECT" and not r.truncated
+    r = df.loc["filtered"]
+    assert (r.finish_reason, bool(r.truncated), r.final_verdict) == ("content_filter", False, "OTHER")
+
+    usage = study.query("SELECT item_id, usage FROM gen_rows WHERE item_id = 'cut-in-thinking'")[0][1]
+    assert json.loads(usage)["completion_tokens"] == 64
+
+    _judge_sees_only_the_prose_answer(study)
+    assert _graded(study).set_index("item_id").loc["think-then-prose"].final_verdict == "CORRECT"
+    again = run_cli("ingest", str(inspect_logs["eval"]), "--db", str(db), "--quiet")
+    assert again.returncode == 0 and "0 rows loaded; 9 unchanged" in again.stdout
+
+
+def _judge_sees_only_the_prose_answer(study: Study) -> None:
+    """Every row but think-then-prose is resolved by the pre-filter or a rule (the truncated ones with no
+    answer among them); that one reaches the judge as its answer, without the thinking (which names the
+    Atlantic too, so the scripted judge would call it OTHER)."""
+    with ScriptedJudge(heuristic) as srv:
+        grade(study, GradeOptions(JudgeConfig(model="scripted"), base_url=srv.base_url, backoff_base_s=0.01))
+        calls = list(srv.calls)
+    n = int(study.query("SELECT count(*) FROM graded_rows WHERE item_id = 'think-then-prose'")[0][0])
+    assert len(calls) == n
+    for call in calls:
+        assert call.parsed is not None and call.parsed.generation == "It is the Pacific Ocean."
+        assert "Atlantic is large" not in call.user
+
+
+def test_lm_eval_think_blocks_through_ingest(study: Study) -> None:
+    res = ingest_file(study, LM_THINK)
+    assert res.loaded == 18 and res.format == "lm-eval"
+    df = _graded(study)
+    assert df.finish_reason.isna().all()  # lm-eval records none
+    letter = {(r.item_id, r.orientation): r for r in df.itertuples()}
+    for r in df.itertuples():
+        shown = list(r.options)
+        if r.item_id == "think-then-answer":
+            assert r.answer == f"ANSWER: {LETTERS[shown.index('Paris')]}" and not r.truncated
+            assert r.reasoning.startswith("Option ") and r.final_verdict == "CORRECT"
+        elif r.item_id == "two-blocks":
+            assert (r.answer, r.reasoning) == (
+                LETTERS[shown.index("7")],
+                "3 + 4 = 7.\n\nChecked the sum again.",
+            )
+        elif r.item_id in ("cut-in-thinking", "context-full"):  # the block never closes
+            assert (r.answer, bool(r.truncated), r.final_verdict, r.verdict_source) == (
+                "",
+                True,
+                "OTHER",
+                "rule",
+            )
+        elif r.item_id == "cut-after-answer":  # <Thinking>, any case
+            assert (
+                r.reasoning == LONG_THOUGHT.strip()
+                and r.strict_letter == LETTERS[shown.index("Carbon dioxide")]
+            )
+        elif r.item_id == "inline-think":  # after leading whitespace
+            assert r.answer == LETTERS[shown.index("False")] and r.reasoning.startswith("People once")
+            assert r.final_verdict == "CORRECT"
+        elif r.item_id == "think-then-prose":
+            assert r.answer == "It is the Pacific Ocean." and pd.isna(r.strict_letter)
+        elif r.item_id == "plain":
+            assert (r.answer, r.generation) == (r.generation, LETTERS[shown.index("True")]) and pd.isna(
+                r.reasoning
+            )
+        else:
+            assert (r.item_id, r.answer, bool(r.truncated)) == ("filtered", "", False)
+    # lm-eval's own filter read the letter in the unclosed thinking: its number counts a phantom answer
+    cut = letter[("cut-in-thinking", "BCDA")]
+    assert cut.user_letter == "D" and cut.final_verdict == "OTHER"
+    _judge_sees_only_the_prose_answer(study)
+    prose = _graded(study).query("item_id == 'think-then-prose'")
+    assert len(prose) == 2 and set(prose.final_verdict) == {"CORRECT"}
