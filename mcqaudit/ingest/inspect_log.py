@@ -39,6 +39,7 @@ from typing import Any
 
 from mcqaudit.ingest.errors import InputError, Problem
 from mcqaudit.ingest.fields import Record
+from mcqaudit.reasoning import normalise_finish_reason
 from mcqaudit.vocab import LETTERS
 
 JsonObject = dict[str, Any]  # a JSON object as json.loads gives it
@@ -388,9 +389,7 @@ def _output_extras(output: JsonObject, attachments: JsonObject) -> JsonObject:
         extras["reasoning"] = reasoning
     stop = choice0.get("stop_reason", output.get("stop_reason"))
     if isinstance(stop, str) and stop.strip() and stop.strip() != _STOP_UNKNOWN:
-        extras["finish_reason"] = (
-            "length" if stop.strip() in ("max_tokens", "model_length") else stop.strip()
-        )  # TODO core
+        extras["finish_reason"] = normalise_finish_reason(stop)
     usage = output.get("usage")
     if isinstance(usage, dict):
         counts = [usage.get("input_tokens"), usage.get("output_tokens")]
