@@ -107,6 +107,15 @@ def test_inspect_unknown_stop_reason_and_bad_usage(inspect_logs: dict[str, Path]
     bad = by_label["two-blocks"]
     assert bad.row is None and bad.field == "usage"
     assert bad.reason == "input_tokens and output_tokens are not token counts: [41, 'thirty']"
+    # through ingest: one line naming the file, the sample and the field; nothing written
+    db = tmp_path / "s.duckdb"
+    p = run_cli("ingest", str(edited), "--db", str(db), "--quiet")
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    assert (
+        f"{edited}:sample {bad.number}: usage: input_tokens and output_tokens are not token counts: "
+        "[41, 'thirty'] (id two-blocks, epoch 1)" in p.stderr.splitlines()
+    ), p.stderr
+    assert not db.exists()
 
 
 # ------------------------------------------------------------------------------------------------ lm-eval
@@ -143,6 +152,7 @@ def test_inspect_reasoning_log_through_ingest_and_the_judge(
     db = tmp_path / "s.duckdb"
     p = run_cli("ingest", str(inspect_logs["eval"]), "--db", str(db), "--quiet")
     assert p.returncode == 0, p.stderr
+    assert "9 rows loaded; 7 with reasoning kept apart from the answer; 3 truncated" in p.stdout
     study = Study(db)
     df = _graded(study).set_index("item_id")
     assert len(df) == 9
