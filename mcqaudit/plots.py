@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 from mcqaudit.formatting import pairing_words, plotly_text
 from mcqaudit.metrics.results import Metric, Report
 from mcqaudit.metrics.rules import compared_arms
-from mcqaudit.reading import FamilyView, family_entry, first_family, report_families
+from mcqaudit.reading import FamilyView, any_truncated, family_entry, first_family, report_families
 from mcqaudit.vocab import VERDICTS
 
 _LAYOUT: dict[str, Any] = {
@@ -103,11 +103,9 @@ def fig_orientation_accuracy(report: Report, family: FamilyView | None = None) -
 
 def fig_other_rate(report: Report) -> go.Figure:
     """OTHER rate and ungraded rate per arm with CIs. Where some row was cut by the token limit
-    (:func:`mcqaudit.report.any_truncated`), the OTHER bar is a stack: the OTHER rows cut by the token limit
+    (:func:`mcqaudit.reading.any_truncated`), the OTHER bar is a stack: the OTHER rows cut by the token limit
     under the OTHER rows that were not, each labelled with its count of the arm's OTHER rows; the CI is the
     whole OTHER rate's, on top."""
-    from mcqaudit.report import any_truncated
-
     arms = report["arms"]
     fig = go.Figure()
     x = [_txt(a) for a in arms]

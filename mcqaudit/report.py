@@ -44,6 +44,7 @@ from mcqaudit.metrics.results import (
 from mcqaudit.reading import (
     FamilyView,
     agreement_groups,
+    any_truncated,
     family_entry,
     report_families,
 )
@@ -651,12 +652,6 @@ def _study_section(report: Report) -> Section:
             + f" Confidence intervals: {ci_words(report['bootstrap'])}; rates are percentages.",
         ],
     )  # fmt: skip
-
-
-def any_truncated(report: Report) -> bool:
-    """Some row of the study was cut by the token limit (``truncated_rows``): only then do the views show
-    truncated rates (a study without ``finish_reason`` or reasoning blocks has none to show)."""
-    return any((report["metrics"][a].get("truncated_rows") or 0) > 0 for a in report.get("arms") or [])
 
 
 TRUNCATED_WORDS = (

@@ -10,7 +10,7 @@ import streamlit as st
 
 from mcqaudit import plots
 from mcqaudit.metrics.results import Report
-from mcqaudit.report import any_truncated
+from mcqaudit.reading import any_truncated
 from mcqaudit.review.filters import RowFilter
 from mcqaudit.ui import components, data, state, tables
 from mcqaudit.ui.pages import load
