@@ -509,6 +509,10 @@ def _print_ingested(res: IngestResult) -> None:
         parts.append(f"{res.duplicates_in_file} identical duplicates ignored")
     if res.blank_lines:
         parts.append(f"{res.blank_lines} blank lines ignored")
+    if res.with_reasoning:
+        parts.append(f"{res.with_reasoning} with reasoning kept apart from the answer")
+    if res.truncated:
+        parts.append(f"{res.truncated} truncated (token limit or unclosed thinking)")
     if res.new_arms:
         parts.append("new arms: " + ", ".join(res.new_arms))
     console.print(f"{f}: " + "; ".join(parts), markup=False, highlight=False)
@@ -880,6 +884,15 @@ def grade(
             "value is still accepted (with no rationale).",
         ),
     ] = False,
+    judge_sees_reasoning: Annotated[
+        bool,
+        typer.Option(
+            "--judge-sees-reasoning",
+            help="Also send a reasoning model's thinking (the row's reasoning) to the judge, fenced as context "
+            "before the answer; the judge still grades the answer. Part of the fingerprint. Default off: the "
+            "judge reads the answer alone.",
+        ),
+    ] = False,
     dry_run: Annotated[
         bool, typer.Option(
             "--dry-run",
@@ -970,7 +983,7 @@ def grade(
         options = grading.grade_options(grading.JudgeSettings(
             model=judge_model, base_url=judge_base_url, api_key_env=judge_api_key_env, shape=shape,
             temperature=temperature, max_tokens=max_tokens, seed=seed, exemplars=exemplars, rationale=rationale,
-            concurrency=concurrency, timeout_s=timeout, max_retries=max_retries, arms=arms, limit=limit,
+            sees_reasoning=judge_sees_reasoning, concurrency=concurrency, timeout_s=timeout, max_retries=max_retries, arms=arms, limit=limit,
         ))  # fmt: skip
     if not dry_run:
         _check_key_env("--judge-api-key-env", judge_api_key_env, judge_base_url)
@@ -1070,7 +1083,8 @@ def _print_dry_run(plan: DryRun, config: JudgeConfig, batched: BatchDryRun | Non
     console.print(
         f"  model {config.model}, {config.shape} shape, temperature {config.temperature:g}, max tokens "
         f"{config.max_tokens}, seed {config.seed}, template {plan.fingerprint_payload['template_version']}, "
-        f"{len(config.exemplars)} exemplars" + (", with rationale (JSON reply)" if config.rationale else ""),
+        f"{len(config.exemplars)} exemplars" + (", with rationale (JSON reply)" if config.rationale else "")
+        + (", the reasoning sent as context" if config.sees_reasoning else ""),
         markup=False, highlight=False,
     )
     rows = (
@@ -1104,7 +1118,8 @@ def _info_fingerprints(study: Study) -> None:
         model = f["model"] + (" (stand-in judge: a heuristic, not an LLM)" if f["standin"] else "")
         console.print(
             f"  {f['fingerprint']}  {model}, {f['shape']} shape, temperature {f['temperature']:g}, "
-            f"max tokens {f['max_tokens']}, seed {f['seed']}, rationale {'on' if f['rationale'] else 'off'}; "
+            f"max tokens {f['max_tokens']}, seed {f['seed']}, rationale {'on' if f['rationale'] else 'off'}"
+            + (", reasoning sent as context" if f["sees_reasoning"] else "") + "; "
             f"arms: {', '.join(f['arms']) or '-'}; "
             f"rows ok {f['rows_ok']}, error {f['rows_error']}; base URL: {', '.join(f['base_urls']) or '-'}",
             markup=False, highlight=False,

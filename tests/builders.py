@@ -79,6 +79,9 @@ class StudyBuilder:
         frameworks: dict[str, str | None] | None = None,
         generation: str | None = None,
         named: bool = True,
+        reasoning: str | None = None,
+        finish_reason: str | None = None,
+        truncated: bool | None = None,
     ) -> str:
         if arm not in self.arms:
             self.arms.append(arm)
@@ -103,6 +106,10 @@ class StudyBuilder:
                 "logprobs": logprobs,
                 "generation": generation,
                 "named": named,
+                "reasoning": reasoning,
+                "finish_reason": finish_reason,
+                # as ingest decides (docs/design.md §3): the token limit, unless told otherwise
+                "truncated": finish_reason == "length" if truncated is None else truncated,
             }
         )
         for name, lt in (frameworks or {}).items():
@@ -134,6 +141,7 @@ class StudyBuilder:
                     "option_logprobs": json.dumps(r["logprobs"]) if r["logprobs"] is not None else None,
                     "user_letter": r["user"], "naive_letter": r["naive"],
                     "strict_letter": r["letter"] if r["source"] == "strict" else None,
+                    "reasoning": r["reasoning"], "finish_reason": r["finish_reason"], "truncated": r["truncated"],
                 }
             )  # fmt: skip
             if r["source"] == "judge" and r["status"] != "pending":
@@ -171,9 +179,11 @@ class StudyBuilder:
                 con.register("b_gen", gen_df)
                 con.execute(
                     "INSERT INTO gen_rows (row_id, arm, item_id, orientation, sample, question, options, gold_letter,"
-                    " generation, is_blank, option_logprobs, user_letter, naive_letter, strict_letter, ingest_id)"
+                    " generation, is_blank, option_logprobs, user_letter, naive_letter, strict_letter, ingest_id,"
+                    " reasoning, finish_reason, truncated)"
                     " SELECT row_id, arm, item_id, orientation, sample, question, options, gold_letter, generation,"
-                    " is_blank, option_logprobs::JSON, user_letter, naive_letter, strict_letter, 1 FROM b_gen"
+                    " is_blank, option_logprobs::JSON, user_letter, naive_letter, strict_letter, 1,"
+                    " reasoning, finish_reason, truncated FROM b_gen"
                 )
             if verdicts:
                 con.register("b_jv", jv_df)
@@ -465,7 +475,7 @@ def frames_of(b: StudyBuilder, verdicts: str = "final") -> StudyFrames:
     uniform = {rid for strategy, ids in b.spot if strategy == "uniform" for rid in ids}
     frameworks = sorted({name for _, name, _ in b.parser_rows if name not in ("strict", "naive", "user")})
     names = ("ai", "oi", "ii", "sample", "gold_pos", "n_opt", "verdict", "pick_pos", "auto_verdict", "human",
-             "strict_pos", "naive_pos", "user_pos", "fp", "uniform")  # fmt: skip
+             "strict_pos", "naive_pos", "user_pos", "fp", "truncated", "uniform")  # fmt: skip
     cols: dict[str, list[int]] = {k: [] for k in names}
     pending: list[bool] = []
     index: dict[str, int] = {}
@@ -492,6 +502,7 @@ def frames_of(b: StudyBuilder, verdicts: str = "final") -> StudyFrames:
             "auto_verdict": VerdictCode.of(auto), "human": VerdictCode.of(rv), "strict_pos": pos(strict),
             "naive_pos": pos(r["naive"]), "user_pos": pos(r["user"]),
             "fp": fps.index(r["fp"]) if judged_ok else -1, "uniform": r["row_id"] in uniform,
+            "truncated": r["truncated"],
         }  # fmt: skip
         for k, x in values.items():
             cols[k].append(int(x))
@@ -499,7 +510,9 @@ def frames_of(b: StudyBuilder, verdicts: str = "final") -> StudyFrames:
         if (lp := _logprob_pick(r["logprobs"])) is not None:
             lp_rows.append(n)
             lp_pos.append(lp)
-    rows = Columns({k: np.asarray(v, dtype=bool if k == "uniform" else np.int64) for k, v in cols.items()})
+    rows = Columns(
+        {k: np.asarray(v, dtype=bool if k in ("uniform", "truncated") else np.int64) for k, v in cols.items()}
+    )
     fw = [
         (index[rid], frameworks.index(name), pos(lt)) for rid, name, lt in b.parser_rows if name in frameworks
     ]

@@ -10,6 +10,7 @@ import pytest
 
 from mcqaudit.app.ingest import ingest_file
 from mcqaudit.ingest.errors import InputError
+from mcqaudit.reasoning import split_reasoning
 from mcqaudit.store import Study
 from tests.helpers import BAD_LINES, row, run_cli, write_jsonl
 
@@ -328,7 +329,12 @@ def test_ingest_parsers_match_the_python_reference(study: Study, tmp_path: Path)
         )
         assert n >= 2
     ingest_file(study, write_jsonl(tmp_path / "cases.jsonl", rows))
-    got = study.query_df("SELECT item_id, generation, options, naive_letter, strict_letter FROM gen_rows")
+    # the parsers read each row's answer (docs/design.md §3: a leading <think> block is not part of it)
+    got = study.query_df(
+        "SELECT item_id, answer AS generation, options, naive_letter, strict_letter FROM graded_rows"
+    )
+    answers = [split_reasoning(cases[int(i.split("-")[1])]["generation"]).answer for i in got["item_id"]]
+    assert got["generation"].tolist() == answers
     fw = study.query_df(
         "SELECT g.item_id, p.parser, p.letter FROM parser_letters p JOIN gen_rows g USING (row_id)"
     )

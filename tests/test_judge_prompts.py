@@ -177,6 +177,13 @@ def test_fingerprint_covers_the_frozen_config_but_not_the_base_url() -> None:
 # graded under it must keep matching: if one of these changes, every such study re-grades under a "new"
 # judge, so a change here comes only with a new TEMPLATE_VERSION, on purpose (docs/design.md §5).
 PLAIN_FINGERPRINTS = {
+    ("m", "extract"): "jf-e482d1cbadaee24b",
+    ("m", "gold"): "jf-0557044ce3b72492",
+    ("standin-heuristic", "extract"): "jf-de7afeea31b730a2",
+}
+# The same under template version 2026-12-01.1, when a reasoning model's thinking was sent as part of the
+# response: a study graded then is graded again (the judge now reads the answer alone, docs/design.md §3).
+FINGERPRINTS_2026_12_01 = {
     ("m", "extract"): "jf-d4e7dfb1ab4f5715",
     ("m", "gold"): "jf-c5fca9a784b1f8c6",
     ("standin-heuristic", "extract"): "jf-32713fc4c4d5f038",
@@ -205,6 +212,7 @@ def test_the_refusing_option_rule_is_a_new_template_version(model: str, shape: s
     new template version, so every fingerprint differs from the one it had before (issue 17)."""
     config = JudgeConfig(model=model, shape=shape)
     assert config.fingerprint != FINGERPRINTS_2026_11_30[(model, shape)]
+    assert config.fingerprint != FINGERPRINTS_2026_12_01[(model, shape)]
     assert config.fingerprint_payload()["template_version"] == TEMPLATE_VERSION != "2026-11-30.1"
     rules = TEMPLATES[shape].split("\nQUESTION:\n")[0]
     assert (

@@ -58,6 +58,7 @@ LAYERS: dict[str, int] = {
     "mcqaudit.vocab": PURE,
     "mcqaudit.orient": PURE,
     "mcqaudit.parsers": PURE,
+    "mcqaudit.reasoning": PURE,
     "mcqaudit.formatting": PURE,
     "mcqaudit.svgplot": PURE,
     "mcqaudit.plots": PURE,

@@ -27,7 +27,7 @@ from mcqaudit.app.ingest import ingest_file
 from mcqaudit.judge.prompts import JudgeConfig
 from mcqaudit.store import Study, judging
 from mcqaudit.store.judging import VerdictRecord, write_judged
-from mcqaudit.store.schema import GRADED_ROWS_VIEW, MIGRATIONS
+from mcqaudit.store.schema import GRADED_ROWS_VIEW, GRADED_ROWS_VIEW_V8, MIGRATIONS
 from tests.helpers import write_jsonl
 from tests.judge_servers import Call, ScriptedJudge, Status, add_rows, heuristic
 
@@ -46,24 +46,31 @@ SELECT * EXCLUDE (rn) FROM (
 ) WHERE rn = 1"""
 # migration 4's graded_rows, with its macros spelled as they were (final verdict and letter chosen by the
 # text of verdict_source)
-OLD_GRADED_ROWS = (
-    GRADED_ROWS_VIEW.replace("CREATE OR REPLACE VIEW graded_rows AS", "")
-    .replace("LEFT JOIN current_judge j", f"LEFT JOIN ({OLD_CURRENT_JUDGE}) j")
-    .replace("LEFT JOIN effective_reviews r", f"LEFT JOIN ({OLD_EFFECTIVE_REVIEWS}) r")
-    .replace(
-        "final_verdict(review_verdict, judge_verdict, strict_letter, gold_letter, is_blank)",
-        """CASE verdict_source(review_verdict, judge_verdict, strict_letter, is_blank)
+def _old_graded_rows(view: str) -> str:
+    return (
+        view.replace("CREATE OR REPLACE VIEW graded_rows AS", "")
+        .replace("LEFT JOIN current_judge j", f"LEFT JOIN ({OLD_CURRENT_JUDGE}) j")
+        .replace("LEFT JOIN effective_reviews r", f"LEFT JOIN ({OLD_EFFECTIVE_REVIEWS}) r")
+        .replace(
+            "final_verdict(review_verdict, judge_verdict, strict_letter, gold_letter, is_blank)",
+            """CASE verdict_source(review_verdict, judge_verdict, strict_letter, is_blank)
             WHEN 'review' THEN review_verdict WHEN 'judge' THEN judge_verdict
             WHEN 'prefilter' THEN verdict_of(strict_letter, gold_letter) WHEN 'rule' THEN 'OTHER' END""",
-    )
-    .replace(
-        "picked_letter(review_verdict, review_letter, judge_verdict, judge_letter, strict_letter)",
-        """CASE verdict_source(review_verdict, judge_verdict, strict_letter, false)
+        )
+        .replace(
+            "picked_letter(review_verdict, review_letter, judge_verdict, judge_letter, strict_letter)",
+            """CASE verdict_source(review_verdict, judge_verdict, strict_letter, false)
             WHEN 'review' THEN review_letter WHEN 'judge' THEN judge_letter WHEN 'prefilter' THEN strict_letter END""",
+        )
+        .strip()
+        .rstrip(";")
     )
-    .strip()
-    .rstrip(";")
-)
+
+
+OLD_GRADED_ROWS = _old_graded_rows(GRADED_ROWS_VIEW)
+# the same before migration 9 (no answer, reasoning, finish_reason, truncated)
+OLD_GRADED_ROWS_V8 = _old_graded_rows(GRADED_ROWS_VIEW_V8)
+REASONING_COLUMNS = ("answer", "reasoning", "finish_reason", "truncated")
 
 
 def _rows(con: Any, sql: str) -> list[tuple]:
@@ -348,14 +355,19 @@ def test_a_study_at_migration_4_reads_the_same_after_the_upgrade(tmp_path: Path)
             ],
         )
     before = _rows(con, "SELECT * FROM graded_rows")
-    assert before == _rows(con, OLD_GRADED_ROWS)  # the reference reads migration 4's view exactly
+    assert before == _rows(con, OLD_GRADED_ROWS_V8)  # the reference reads migration 4's view exactly
     assert any(r[20] is not None for r in before)  # some review in force
     con.close()
 
     study = Study(path)
     assert study.query("SELECT max(version) FROM schema_migrations") == [(len(MIGRATIONS),)]
     with study.connect() as c:
-        assert _rows(c, "SELECT * FROM graded_rows") == before
+        assert _rows(c, f"SELECT * EXCLUDE ({', '.join(REASONING_COLUMNS)}) FROM graded_rows") == before
+        # rows stored before migration 9 are read whole, as they were: the answer is the generation
+        assert c.execute(
+            "SELECT count(*) FROM graded_rows WHERE answer IS DISTINCT FROM generation OR reasoning IS NOT NULL "
+            "OR finish_reason IS NOT NULL OR truncated IS DISTINCT FROM false"
+        ).fetchall() == [(0,)]
         assert c.execute(
             "SELECT table_type FROM information_schema.tables WHERE table_name = 'current_judge'"
         ).fetchall() == [("BASE TABLE",)]

@@ -112,6 +112,7 @@ class JudgeSettings:
     seed: int = 0
     exemplars: Path | None = None
     rationale: bool = False
+    sees_reasoning: bool = False
     concurrency: int = 16
     timeout_s: float = 60.0
     max_retries: int = 5
@@ -126,7 +127,8 @@ def grade_options(settings: JudgeSettings) -> GradeOptions:
     try:
         ex = load_exemplars(s.exemplars, s.shape) if s.exemplars is not None else ()
         config = JudgeConfig(model=s.model, shape=s.shape, temperature=s.temperature, max_tokens=s.max_tokens,
-                             seed=s.seed, exemplars=ex, base_url=s.base_url, rationale=s.rationale)  # fmt: skip
+                             seed=s.seed, exemplars=ex, base_url=s.base_url, rationale=s.rationale,
+                             sees_reasoning=s.sees_reasoning)  # fmt: skip
         options = GradeOptions(config, base_url=s.base_url, api_key_env=s.api_key_env,
                                concurrency=s.concurrency, timeout_s=s.timeout_s, max_retries=s.max_retries,
                                arms=s.arms, limit=s.limit)  # fmt: skip

@@ -82,6 +82,8 @@ class IngestResult:
     blank_lines: int = 0
     new_items: int = 0
     new_arms: list[str] = field(default_factory=list)
+    with_reasoning: int = 0
+    truncated: int = 0
     problems: list[Problem] = field(default_factory=list)
     problem_count: int = 0
 
@@ -362,6 +364,8 @@ def _load_file(loader: Loader, p: Path, o: IngestOptions, progress: Progress | N
         blank_lines=staged.blank,
         new_items=res.new_items,
         new_arms=res.new_arms,
+        with_reasoning=res.with_reasoning,
+        truncated=res.truncated,
         problems=problems,
         problem_count=res.error_count,
     )

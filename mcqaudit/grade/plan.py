@@ -41,6 +41,7 @@ def plan_requests(config: JudgeConfig, targets: list[TargetRow]) -> Plan:
             gold_letter=row.gold_letter if config.shape == "gold" else None,
             exemplars=config.exemplars,
             rationale=config.rationale,
+            reasoning=row.reasoning if config.sees_reasoning else None,
         )
         h = prompt_hash(SYSTEM_PROMPT, user)
         if h not in groups:

@@ -27,6 +27,9 @@ FIELDS = (
     "option_logprobs",
     "model",
     "metadata",
+    "reasoning",
+    "finish_reason",
+    "usage",
 )
 REQUIRED = ("item_id", "arm", "question", "options", "gold", "generation")
 

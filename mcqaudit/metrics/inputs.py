@@ -86,7 +86,7 @@ class StudyFrames:
     """One narrow row of integer codes per generation (see :mod:`mcqaudit.store.frames`).
 
     ``rows`` columns: ``ai ii oi sample gold_pos n_opt verdict pick_pos auto_verdict human strict_pos
-    naive_pos user_pos fp uniform``. Verdicts are :class:`~mcqaudit.vocab.VerdictCode` values (0 CORRECT,
+    naive_pos user_pos fp uniform truncated`` (``truncated``: boolean, docs/design.md §3). Verdicts are :class:`~mcqaudit.vocab.VerdictCode` values (0 CORRECT,
     1 INCORRECT, 2 OTHER, -1 NONE: ungraded; for ``human``, the review verdict: not reviewed). Positions are 0-based displayed letters, -1 for none.
     ``verdict`` and ``pick_pos`` are those of the chosen view (``verdicts``); ``auto_verdict`` is the
     automated one (judge, else pre-filter, else rule: the final verdict with reviews taken out).

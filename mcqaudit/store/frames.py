@@ -62,7 +62,7 @@ WITH ax AS (
 ), r AS (
     SELECT row_id, verdict, picked_letter FROM effective_reviews
 ), g AS (
-    SELECT g.rowid AS rn, ax.ai, ox.oi, ix.ii, g.sample, g.orientation, g.gold_letter, g.is_blank,
+    SELECT g.rowid AS rn, ax.ai, ox.oi, ix.ii, g.sample, g.orientation, g.gold_letter, g.is_blank, g.truncated,
         g.strict_letter, g.naive_letter, g.user_letter,
         CASE WHEN j.status = 'ok' THEN j.verdict END AS judge_verdict, j.letter AS judge_letter,
         CASE WHEN j.status = 'ok' THEN j.fingerprint END AS judge_fp,
@@ -91,7 +91,8 @@ SELECT rn, ai, oi, ii, sample::INTEGER AS sample,
     {naive} AS naive_pos,
     {user} AS user_pos,
     (coalesce(list_position(?::VARCHAR[], judge_fp), 0) - 1)::SMALLINT AS fp,
-    ({verdict} = {none} AND coalesce(judge_status, 'pending') <> 'error') AS pending
+    ({verdict} = {none} AND coalesce(judge_status, 'pending') <> 'error') AS pending,
+    coalesce(truncated, false) AS truncated
 FROM f
 """
 

@@ -33,7 +33,8 @@ class TargetRow:
     question: str
     options: tuple[str, ...]
     gold_letter: str
-    generation: str
+    generation: str  # the row's answer: what the judge reads (docs/design.md §3)
+    reasoning: str | None = None  # sent only with `--judge-sees-reasoning`
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,7 @@ def select_rows(
     arm_filter = "AND g.arm IN (SELECT unnest(?::VARCHAR[]))" if arms else ""
     arm_params: list[Any] = [list(arms)] if arms else []
     sql = f"""
-        SELECT g.row_id, g.arm, g.question, g.options, g.gold_letter, g.generation
+        SELECT g.row_id, g.arm, g.question, g.options, g.gold_letter, coalesce(g.answer, g.generation), g.reasoning
         FROM gen_rows g
         WHERE {_NEEDS_JUDGE} {arm_filter}
           AND NOT EXISTS (
@@ -154,7 +155,7 @@ def select_rows(
     with study.connect() as con:
         rows = con.execute(sql, params).fetchall()
         already_ok = con.execute(done_sql, [*arm_params, fingerprint]).fetchone()
-    targets = [TargetRow(r[0], r[1], r[2], tuple(r[3]), r[4], r[5]) for r in rows]
+    targets = [TargetRow(r[0], r[1], r[2], tuple(r[3]), r[4], r[5], r[6]) for r in rows]
     return targets, int(already_ok[0]) if already_ok else 0
 
 
@@ -402,6 +403,7 @@ class FingerprintSummary(TypedDict):
     standin: bool
     first_used: datetime
     rationale: bool
+    sees_reasoning: bool
     base_urls: list[str]
     arms: list[str]
     rows_ok: int
@@ -426,6 +428,7 @@ def fingerprint_summary(study: Study) -> list[FingerprintSummary]:
                c.standin, c.first_used,
                -- the payload holds "rationale" only when it is on (older configurations never have it)
                coalesce(json_extract_string(c.config, '$.rationale') = 'true', false) AS rationale,
+               coalesce(json_extract_string(c.config, '$.sees_reasoning') = 'true', false) AS sees_reasoning,
                coalesce(a.base_urls, []) AS base_urls, coalesce(a.arms, []) AS arms,
                coalesce(a.rows_ok, 0) AS rows_ok, coalesce(a.rows_error, 0) AS rows_error
         FROM judge_configs c LEFT JOIN agg a USING (fingerprint)
@@ -450,6 +453,7 @@ def fingerprint_summary(study: Study) -> list[FingerprintSummary]:
                 standin=d["standin"],
                 first_used=d["first_used"],
                 rationale=d["rationale"],
+                sees_reasoning=d["sees_reasoning"],
                 base_urls=list(d["base_urls"] or []),
                 arms=list(d["arms"] or []),
                 rows_ok=int(d["rows_ok"]),

@@ -30,11 +30,15 @@ import pyarrow as pa
 from mcqaudit.files import line_chunks
 from mcqaudit.ingest.fields import FIELDS, field_keys
 from mcqaudit.ingest.fields import columns as _columns
+from mcqaudit.reasoning import FINISH_LENGTH, REASONING_START, finish_reason_sql, split_reasoning
 from mcqaudit.store.reviews import retract_for_replaced_rows
 from mcqaudit.store.schema import refresh_current_judge
 from mcqaudit.vocab import LETTERS, WHITESPACE
 
 _MAX = len(LETTERS)
+# the fields whose value is JSON (a CSV cell holds it as JSON text)
+_JSON_FIELDS = ("options", "option_logprobs", "metadata", "usage")
+USAGE_KEYS = ("prompt_tokens", "completion_tokens")
 
 # json_type() names -> the JSON words a user knows
 _JSON_WORDS = (
@@ -90,6 +94,8 @@ class LoadResult:
     error_count: int = 0
     new_arms: list[str] = field(default_factory=list)
     new_items: int = 0
+    with_reasoning: int = 0  # loaded rows with a reasoning (a field, or a block split off)
+    truncated: int = 0  # loaded rows cut off (docs/design.md §3)
 
 
 def _count(con: duckdb.DuckDBPyConnection, sql_text: str, params: list[object] | None = None) -> int:
@@ -264,7 +270,7 @@ def stage_csv(
             # an empty cell is an empty generation, which is legal (OTHER by rule)
             expr = f"to_json(coalesce({c}, ''))"
         else:
-            if name in ("options", "option_logprobs", "metadata"):
+            if name in _JSON_FIELDS:
                 # invalid JSON stays a string, so validation reports the field's type instead of dropping it
                 value = f"CASE WHEN json_valid({c}) THEN json({c}) ELSE to_json({c}) END"
             elif name in ("gold", "sample"):
@@ -454,6 +460,11 @@ SPECS: tuple[FieldSpec, ...] = (
     FieldSpec("option_logprobs", ("OBJECT", "NULL"), False, "must be an object"),
     FieldSpec("model", ("VARCHAR", "NULL"), False, "must be a string"),
     FieldSpec("metadata", ("OBJECT", "NULL"), False, "must be an object"),
+    FieldSpec("reasoning", ("VARCHAR", "NULL"), False, "must be a string"),
+    FieldSpec("finish_reason", ("VARCHAR", "NULL"), False, "must be a string"),
+    FieldSpec(
+        "usage", ("OBJECT", "NULL"), False, "must be an object with prompt_tokens and completion_tokens"
+    ),
 )
 
 
@@ -520,7 +531,7 @@ def checks(default_arm: str | None) -> list[Check]:
                 f"{_lit(spec.type_message + ', got ')} || {_word(t)}",
             )
         )
-    out += [*_name_checks(), *_option_checks(), *_value_checks()]
+    out += [*_name_checks(), *_option_checks(), *_value_checks(), *_usage_checks()]
     if default_arm is not None:
         out.append(
             Check(
@@ -603,6 +614,31 @@ def _option_checks() -> list[Check]:
     ]
 
 
+def _usage_checks() -> list[Check]:
+    """usage (docs/design.md §3): an object with prompt_tokens and completion_tokens, non-negative integers
+    (or null); other keys are kept as given."""
+    keys = ", ".join(_lit(k) for k in USAGE_KEYS)
+    out = [
+        Check(
+            "usage",
+            f"{_OK} AND t_usage = 'OBJECT' AND NOT list_has_any(json_keys(usage), [{keys}])",
+            "'has neither prompt_tokens nor completion_tokens (its keys: ' || "
+            "coalesce(nullif(array_to_string(json_keys(usage), ', '), ''), 'none') || ')'",
+        )
+    ]
+    for k in USAGE_KEYS:
+        v = f"json_extract(usage, {_lit('$.' + k)})"
+        out.append(
+            Check(
+                "usage",
+                f"{_OK} AND t_usage = 'OBJECT' AND (json_type({v}) NOT IN ('BIGINT', 'UBIGINT', 'NULL') "
+                f"OR (json_type({v}) = 'BIGINT' AND TRY_CAST({v} AS BIGINT) < 0))",
+                f"'{k} must be a non-negative integer, got ' || {v}::VARCHAR",
+            )
+        )
+    return out
+
+
 def _value_checks() -> list[Check]:
     """gold, sample, parsed_letter, option_logprobs and orientation against the row's options."""
     return [
@@ -681,7 +717,7 @@ def _validation_cte() -> str:
     strings = ", ".join(
         f"CASE WHEN t_{n} = 'VARCHAR' THEN {n}->>'$' END AS s_{n}"
         for n in FIELDS
-        if n not in ("options", "option_logprobs", "metadata")
+        if n not in _JSON_FIELDS
     )
     return f"""
     WITH x0 AS (
@@ -758,7 +794,10 @@ def typed_rows(con: duckdb.DuckDBPyConnection, bad: str | None = None) -> None:
             upper(trim(s_parsed_letter)) AS user_letter,
             CASE WHEN t_option_logprobs = 'OBJECT' THEN option_logprobs END AS option_logprobs,
             s_model AS model,
-            CASE WHEN t_metadata = 'OBJECT' THEN metadata END AS metadata
+            CASE WHEN t_metadata = 'OBJECT' THEN metadata END AS metadata,
+            s_reasoning AS reasoning,
+            {finish_reason_sql("s_finish_reason")} AS finish_reason,
+            CASE WHEN t_usage = 'OBJECT' THEN usage END AS usage
         FROM x
         {"" if bad else "WHERE line NOT IN (SELECT line FROM errs)"}
         """
@@ -1029,38 +1068,107 @@ def _write(
         ).fetchall()
     ]
 
+    _split_answers(con)
     strict_hits = _strict_letters(con, strict, strict_max_extra)
     ns = [int(r[0]) for r in con.execute("SELECT DISTINCT n_opt FROM final ORDER BY 1").fetchall()]
     naive_letter, naive_params = naive_letter_sql(ns, naive_pattern)
     con.register("_strict", strict_hits)
     try:
         # gen_rows has no key (schema migration 8): the insert runs in parallel, in row_id order so that
-        # one-row lookups skip by zone maps
+        # one-row lookups skip by zone maps. The parsers read the answer (docs/design.md §3); answer is
+        # NULL where it is the generation itself.
         res.loaded = _count(
             con,
             f"""
-            INSERT INTO gen_rows
-            SELECT f.row_id, arm, item_id, derived, sample, question, options, gold_letter, generation,
+            INSERT INTO gen_rows ({GEN_ROWS_COLUMNS})
+            SELECT f.row_id, arm, item_id, derived, sample, question, options, gold_letter, f.raw_generation,
                 is_blank(generation), prompt, model, metadata, option_logprobs, user_letter,
-                {naive_letter}, s.letter, ?::INTEGER, line
-            FROM final f LEFT JOIN _strict s ON s.row_id = f.row_id
+                {naive_letter}, s.letter, ?::INTEGER, line,
+                answer, coalesce(reasoning, split_reasoning), finish_reason, usage,
+                coalesce(finish_reason = '{FINISH_LENGTH}', false) OR NOT closed
+            FROM (SELECT * REPLACE (coalesce(answer, generation) AS generation), generation AS raw_generation
+                  FROM final) f
+            LEFT JOIN _strict s ON s.row_id = f.row_id
             ORDER BY f.row_id
             """,
             [*naive_params, ingest_id],
         )
     finally:
         con.unregister("_strict")
+    counts = con.execute(
+        "SELECT count(*) FILTER (WHERE reasoning IS NOT NULL OR split_reasoning IS NOT NULL), "
+        f"count(*) FILTER (WHERE coalesce(finish_reason = '{FINISH_LENGTH}', false) OR NOT closed) FROM final"
+    ).fetchone()
+    res.with_reasoning, res.truncated = (int(counts[0]), int(counts[1])) if counts else (0, 0)
     if framework_patterns:
         if progress:
             progress("framework parsers", 0, None)
-        fw_sql, fw_params = framework_letters_sql(framework_patterns, "final")
+        fw_sql, fw_params = framework_letters_sql(framework_patterns, "_answers")
         # parser_letters has no key (schema migration 7): the regexes and the sort run in parallel, and the
         # (row_id, parser) order lets a one-row lookup skip by zone maps
         con.execute(
             f"INSERT INTO parser_letters SELECT row_id, parser, letter FROM ({fw_sql}) ORDER BY row_id, parser",
             fw_params,
         )
+    con.execute("DROP VIEW _answers")
     con.execute("DROP TABLE final")
+
+
+# gen_rows' columns in the order ingest writes them (schema migration 9 added the last five)
+GEN_ROWS_COLUMNS = (
+    "row_id, arm, item_id, orientation, sample, question, options, gold_letter, generation, is_blank, prompt, "
+    "model, metadata, option_logprobs, user_letter, naive_letter, strict_letter, ingest_id, source_line, "
+    "answer, reasoning, finish_reason, usage, truncated"
+)
+_SPLIT_BATCH = 50_000
+
+
+def _split_answers(con: duckdb.DuckDBPyConnection) -> None:
+    """``final`` gains ``answer`` (NULL where it is the generation itself), ``split_reasoning`` and ``closed``:
+    a row without a reasoning field whose generation opens with a reasoning block has it split off
+    (:func:`mcqaudit.reasoning.split_reasoning`; only those rows reach Python). ``_answers`` is the view
+    the parsers read: (row_id, n_opt, options, generation = the answer)."""
+    con.execute("ALTER TABLE final ADD COLUMN answer VARCHAR")
+    con.execute("ALTER TABLE final ADD COLUMN split_reasoning VARCHAR")
+    con.execute("ALTER TABLE final ADD COLUMN closed BOOLEAN DEFAULT true")
+    reader = con.sql(
+        "SELECT row_id, generation FROM final WHERE reasoning IS NULL AND "
+        f"regexp_matches(generation, {_lit(REASONING_START)})"
+    ).to_arrow_reader(_SPLIT_BATCH)
+    ids: list[str] = []
+    answers: list[str] = []
+    thoughts: list[str | None] = []
+    closed: list[bool] = []
+    for batch in reader:
+        for row_id, gen in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+            split = split_reasoning(gen)
+            ids.append(row_id)
+            answers.append(split.answer)
+            thoughts.append(split.reasoning)
+            closed.append(split.closed)
+    if ids:
+        con.register(
+            "_split",
+            pa.table(
+                {
+                    "row_id": pa.array(ids, pa.string()),
+                    "answer": pa.array(answers, pa.string()),
+                    "reasoning": pa.array(thoughts, pa.string()),
+                    "closed": pa.array(closed, pa.bool_()),
+                }
+            ),
+        )
+        try:
+            con.execute(
+                "UPDATE final SET answer = s.answer, split_reasoning = s.reasoning, closed = s.closed "
+                "FROM _split s WHERE final.row_id = s.row_id"
+            )
+        finally:
+            con.unregister("_split")
+    con.execute(
+        "CREATE OR REPLACE TEMP VIEW _answers AS "
+        "SELECT row_id, n_opt, options, coalesce(answer, generation) AS generation FROM final"
+    )
 
 
 def _strict_letters(
@@ -1072,7 +1180,7 @@ def _strict_letters(
         """
         SELECT row_id, generation, options FROM (
             SELECT row_id, generation, options, list_max(list_transform(options, lambda o: length(o))) + ? AS most
-            FROM final
+            FROM _answers
         )
         WHERE CASE WHEN length(generation) <= most THEN true
                    -- a longer text is short enough only after trimming, so it starts or ends with whitespace

@@ -9,6 +9,7 @@ it counts. Filters are parameters; the only SQL text chosen from input is a colu
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -460,9 +461,11 @@ def row_detail(study: Study, row_id: str) -> dict[str, Any] | None:
         row: dict[str, Any] = dict(zip(names, rec, strict=True))
         row["options"] = list(row["options"])
         extra = con.execute(
-            "SELECT model, metadata, source_line FROM gen_rows WHERE row_id = ?", [row_id]
+            "SELECT model, metadata, source_line, usage FROM gen_rows WHERE row_id = ?", [row_id]
         ).fetchone()
-        row["model"], row["metadata"], row["source_line"] = extra if extra else (None, None, None)
+        row["model"], row["metadata"], row["source_line"], usage = extra if extra else (None, None, None, None)
+        # what the model's reply said it used (docs/design.md §3), as an object
+        row["usage"] = json.loads(usage) if isinstance(usage, str) else usage
         parsers = {
             PARSER_STRICT: row["strict_letter"],
             PARSER_NAIVE: row["naive_letter"],

@@ -102,6 +102,43 @@ WITH base AS (
         g.row_id, g.arm, g.item_id, g.orientation, g.sample, g.question, g.options, g.gold_letter,
         g.options[ascii(g.gold_letter) - 64] AS gold_option,
         g.generation, g.prompt, g.user_letter, g.naive_letter, g.strict_letter, g.is_blank,
+        coalesce(g.answer, g.generation) AS answer, g.reasoning, g.finish_reason, g.truncated,
+        j.letter AS judge_letter,
+        CASE WHEN j.status = 'ok' THEN j.verdict END AS judge_verdict,
+        coalesce(j.status, CASE WHEN needs_judge(g.strict_letter, g.is_blank) THEN 'pending' ELSE 'skipped' END)
+            AS judge_status,
+        j.reply AS judge_reply, j.rationale AS judge_rationale, j.fingerprint AS judge_fingerprint,
+        r.verdict AS review_verdict, r.reviewer, r.created_at AS reviewed_at,
+        r.picked_letter AS review_letter
+    FROM gen_rows g
+    LEFT JOIN current_judge j USING (row_id)
+    LEFT JOIN effective_reviews r USING (row_id)
+), picked AS (
+    SELECT *,
+        final_verdict(review_verdict, judge_verdict, strict_letter, gold_letter, is_blank) AS final_verdict,
+        verdict_source(review_verdict, judge_verdict, strict_letter, is_blank) AS verdict_source,
+        picked_letter(review_verdict, review_letter, judge_verdict, judge_letter, strict_letter) AS picked_letter
+    FROM base
+)
+SELECT
+    row_id, arm, item_id, orientation, sample, question, options, gold_letter, gold_option,
+    generation, prompt, user_letter, naive_letter, strict_letter, judge_letter, judge_verdict, judge_status,
+    judge_reply, judge_rationale, judge_fingerprint, review_verdict, reviewer, reviewed_at, final_verdict,
+    verdict_source, picked_letter,
+    CASE WHEN picked_letter IS NOT NULL THEN options[ascii(picked_letter) - 64] END AS picked_option,
+    CASE WHEN picked_letter IS NOT NULL THEN ascii(picked_letter) - 65 END AS picked_position,
+    answer, reasoning, finish_reason, truncated
+FROM picked;
+"""
+
+# graded_rows as migrations 4 and 6 made it, before gen_rows had the answer's columns (migration 9)
+GRADED_ROWS_VIEW_V8 = """
+CREATE OR REPLACE VIEW graded_rows AS
+WITH base AS (
+    SELECT
+        g.row_id, g.arm, g.item_id, g.orientation, g.sample, g.question, g.options, g.gold_letter,
+        g.options[ascii(g.gold_letter) - 64] AS gold_option,
+        g.generation, g.prompt, g.user_letter, g.naive_letter, g.strict_letter, g.is_blank,
         j.letter AS judge_letter,
         CASE WHEN j.status = 'ok' THEN j.verdict END AS judge_verdict,
         coalesce(j.status, CASE WHEN needs_judge(g.strict_letter, g.is_blank) THEN 'pending' ELSE 'skipped' END)
@@ -417,7 +454,7 @@ MIGRATIONS: list[str] = [
     + """
     UPDATE gen_rows SET is_blank = is_blank(generation) WHERE is_blank IS DISTINCT FROM is_blank(generation);
     """
-    + GRADED_ROWS_VIEW,
+    + GRADED_ROWS_VIEW_V8,
     # 5 (batch): submissions to the provider's Batch API (`grade --batch`, docs/design.md §5). A submission is
     # recorded once its input file is uploaded, before the batch is created (batch_id NULL until then), so a
     # re-run after a crash polls it, or creates it from the uploaded file, instead of submitting again. Its
@@ -444,7 +481,7 @@ MIGRATIONS: list[str] = [
     );
     """,
     # 6: see _MIGRATION_6 (the maintained current-judge and effective-review tables)
-    _MIGRATION_6 + RULE_MACROS + GRADED_ROWS_VIEW,
+    _MIGRATION_6 + RULE_MACROS + GRADED_ROWS_VIEW_V8,
     # 7: parser_letters without its primary key, stored in (row_id, parser) order. Ingest already makes
     # (row_id, parser) unique (one row per parser for each new row; --replace deletes a row's letters
     # first), while the key's index cost ingest more than its framework regexes did (4 M rows: 5.9 s into
@@ -492,4 +529,17 @@ MIGRATIONS: list[str] = [
     DROP TABLE gen_rows;
     ALTER TABLE gen_rows_v8 RENAME TO gen_rows;
     """,
+    # 9: a reasoning model's answer apart from its thinking (docs/design.md §3). ``answer`` is what the
+    # parsers and the judge read, NULL where it is the generation itself (every row stored before: their
+    # generations were read whole, as they still are); ``truncated``: finish_reason length, or an opening
+    # reasoning block never closed. graded_rows gains answer, reasoning, finish_reason, truncated.
+    """
+    ALTER TABLE gen_rows ADD COLUMN answer VARCHAR;
+    ALTER TABLE gen_rows ADD COLUMN reasoning VARCHAR;
+    ALTER TABLE gen_rows ADD COLUMN finish_reason VARCHAR;
+    ALTER TABLE gen_rows ADD COLUMN usage JSON;
+    ALTER TABLE gen_rows ADD COLUMN truncated BOOLEAN DEFAULT false;
+    UPDATE gen_rows SET truncated = false WHERE truncated IS NULL;
+    """
+    + GRADED_ROWS_VIEW,
 ]
