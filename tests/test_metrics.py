@@ -620,7 +620,7 @@ def synthetic_frames(
                     {
                         "ai": a, "ii": np.arange(n_items), "oi": o, "sample": 0, "gold_pos": gold_pos, "n_opt": n,
                         "verdict": np.where(correct, 0, 1), "pick_pos": pick, "auto_verdict": np.where(correct, 0, 1),
-                        "human": -1, "strict_pos": -1, "naive_pos": pick, "user_pos": -1, "fp": 0, "uniform": False,
+                        "human": -1, "strict_pos": -1, "naive_pos": pick, "user_pos": -1, "fp": 0, "uniform": False, "truncated": False,
                     }
                 )
             )  # fmt: skip

@@ -18,13 +18,15 @@ import numpy as np
 import pytest
 
 from mcqaudit import orient
-from mcqaudit.app.report import report_from_frames
-from mcqaudit.metrics import StudyFrames
+from mcqaudit.app.report import build_report, report_from_frames
+from mcqaudit.metrics import compute
 from mcqaudit.plots import fig_other_rate
 from mcqaudit.report import to_html, to_markdown
+from mcqaudit.store.frames import load_frames
 from mcqaudit.svgplot import figure_svg
 from mcqaudit.vocab import LETTERS
 from tests.builders import StudyBuilder, frames_of
+from tests.helpers import run_cli, write_jsonl
 
 LABELS = orient.scheme_labels(4, "cyclic")
 BOOT = 500
@@ -39,10 +41,11 @@ def truncating_study(
     other: float = 0.0,
     items: dict[str, range] | None = None,
     seed: int = 0,
-) -> StudyFrames:
+) -> StudyBuilder:
     """Arms ``base`` and ``steered``, each over ``items[arm]`` (default: the same ``n_items`` items) in the
-    four cyclic orientations. ``round(rates[arm] × rows)`` of the arm's rows, drawn at random, are truncated:
-    OTHER, unless ``answered`` (then they keep their letter). Every other row picks the gold letter 70 % of
+    four cyclic orientations. ``round(rates[arm] × rows)`` of the arm's rows, drawn at random, stopped at the
+    token limit (``finish_reason`` length; the rest ``stop``): with no answer, OTHER by rule, unless
+    ``answered`` (then they keep their letter, judged). Every other row picks the gold letter 70 % of
     the time, else the next letter; in ``steered`` a share ``other`` of them is OTHER too (a refusal, not a
     cut)."""
     rng = np.random.default_rng(seed)
@@ -50,7 +53,6 @@ def truncating_study(
     items = items or {"base": range(n_items), "steered": range(n_items)}
     for k in sorted({k for r in items.values() for k in r}):
         b.item(f"q{k:03d}", n=4, gold=k % 4)
-    cut: list[bool] = []
     for arm in ("base", "steered"):
         n = len(items[arm]) * len(LABELS)
         chosen = set(rng.permutation(n)[: round(rates[arm] * n)].tolist())
@@ -61,16 +63,17 @@ def truncating_study(
                 gold = b.gold_letter(f"q{k:03d}", o)
                 letter = gold if rng.random() < 0.7 else LETTERS[(LETTERS.index(gold) + 1) % 4]
                 refuses = arm == "steered" and not t and rng.random() < other
-                pick = "OTHER" if (t and not answered) or refuses else letter
-                b.row(arm, f"q{k:03d}", o, pick)
-                cut.append(t)
-    frames = frames_of(b)
-    frames.rows["truncated"] = np.asarray(cut)  # the builder's order is the frames' order
-    return frames
+                finish = "length" if t else "stop"
+                if t and not answered:  # cut while thinking: no answer, OTHER by rule
+                    b.row(arm, f"q{k:03d}", o, "OTHER", source="blank", finish_reason=finish)
+                else:
+                    b.row(arm, f"q{k:03d}", o, "OTHER" if refuses else letter, finish_reason=finish)
+    return b
 
 
-def report(frames: StudyFrames, **kw: Any) -> dict[str, Any]:
-    return dict(report_from_frames(frames, n_boot=BOOT, seed=0, **kw))
+def report(b: StudyBuilder, **kw: Any) -> dict[str, Any]:
+    """The report of the builder's study from its frames built in memory."""
+    return dict(report_from_frames(frames_of(b), n_boot=BOOT, seed=0, **kw))
 
 
 def named(rep: dict[str, Any], name: str) -> list[dict[str, Any]]:
@@ -110,6 +113,13 @@ def test_truncated_rate_per_arm_and_orientation(budget: dict[str, Any]) -> None:
     # every OTHER row of either arm was a cut: with them left out, nothing of the OTHER rise is left
     kept = d["other_rate_untruncated"]
     assert kept["value"] == 0 and kept["ci_low"] <= 0 <= kept["ci_high"]
+
+
+def test_the_study_file_gives_the_same_report(tmp_path: Path) -> None:
+    """The rows the builder writes into a real study file, read back by load_frames (``gen_rows.truncated``),
+    give the report the in-memory frames give."""
+    b = truncating_study(tmp_path / "s.duckdb", {"base": 0.02, "steered": 0.35}, other=0.1)
+    assert compute(load_frames(b.build()), n_boot=100) == compute(frames_of(b), n_boot=100)
 
 
 # --- the flag and the finding ----------------------------------------------------------------------------------
@@ -209,10 +219,8 @@ def test_cut_answers_that_still_carry_a_letter(tmp_path: Path) -> None:
 def test_an_other_rise_the_truncation_does_not_explain(tmp_path: Path) -> None:
     """steered refuses (OTHER, not cut) on 30 % of its rows and is cut on 35 % with its letter kept: both flags
     fire, and the budget is not named as the OTHER rise's cause."""
-    frames = truncating_study(
-        tmp_path / "s.duckdb", {"base": 0.02, "steered": 0.35}, answered=True, other=0.3
-    )
-    rep = report(frames)
+    b = truncating_study(tmp_path / "s.duckdb", {"base": 0.02, "steered": 0.35}, answered=True, other=0.3)
+    rep = report(b)
     assert named(rep, "truncation_rise") and named(rep, "other_rate_rise")
     kept = rep["delta_accuracy"]["steered"]["other_rate_untruncated"]
     assert kept["ci_low"] > 0
@@ -226,9 +234,9 @@ def test_an_other_rise_the_truncation_does_not_explain(tmp_path: Path) -> None:
 
 
 def test_arms_sharing_no_items_compare_truncation_unpaired(tmp_path: Path) -> None:
-    frames = truncating_study(tmp_path / "s.duckdb", {"base": 0.02, "steered": 0.35},
+    b = truncating_study(tmp_path / "s.duckdb", {"base": 0.02, "steered": 0.35},
                               items={"base": range(0, 30), "steered": range(30, 60)})  # fmt: skip
-    rep = report(frames)
+    rep = report(b)
     d = rep["delta_accuracy"]["steered"]
     assert d["pairing"] == "unpaired"
     tr = d["truncated_rate"]
@@ -286,3 +294,86 @@ def test_other_figure_stacks_the_cut_share_of_other(tmp_path: Path) -> None:
     lower, upper = sorted(steered, key=lambda r: -float(r[1]))
     assert float(upper[1]) + float(upper[2]) == pytest.approx(float(lower[1]), abs=0.2)
     assert "OTHER rate by arm" in to_html(budget)  # type: ignore[arg-type]
+
+
+# --- through the public path: ingest with finish_reason and thinking blocks, then grade ------------------------
+def test_a_reasoning_arm_cut_by_its_token_budget_through_ingest(tmp_path: Path) -> None:
+    """A reasoning model's answers as a user has them: every generation thinks in a <think> block first. In
+    ``steered`` 35 % of the rows ran out of tokens inside the thinking (finish_reason length, the block never
+    closed: no answer), in ``base`` 2 %; the rest close the block and answer with a bare letter. Ingested,
+    graded with --no-judge (the strict pre-filter reads the answer after the thinking; a truncated row with
+    no answer is OTHER by rule), the report names the token budget."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for arm, rate in (("base", 0.02), ("steered", 0.35)):
+        prompts = [
+            p
+            for k in range(40)
+            for p in orient.orient_item(
+                orient.Item(f"q{k:03d}", f"Question {k}?", tuple(f"answer {k}-{j}" for j in range(4)), k % 4),
+                LABELS,
+            )
+        ]
+        cut = set(rng.permutation(len(prompts))[: round(rate * len(prompts))].tolist())
+        for j, p in enumerate(prompts):
+            gold = p["gold"]
+            pick = gold if rng.random() < 0.7 else LETTERS[(LETTERS.index(gold) + 1) % 4]
+            if j in cut:
+                text, finish = "<think>Option A looks plausible, and C is tempting, but", "length"
+            else:
+                text, finish = (
+                    f"<think>Option A looks plausible, and C is tempting.</think>\n\n{pick}",
+                    "stop",
+                )
+            rows.append({**p, "arm": arm, "generation": text, "finish_reason": finish})
+    db = tmp_path / "study.duckdb"
+    run_cli("ingest", str(write_jsonl(tmp_path / "g.jsonl", rows)), "--db", str(db), "--quiet", check=True)
+    run_cli("grade", "--db", str(db), "--no-judge", "--quiet", check=True)
+    rep = build_report(db, n_boot=BOOT, seed=0)
+    m = rep["metrics"]
+    assert (m["base"]["truncated_rows"], m["steered"]["truncated_rows"]) == (3, 56)
+    assert m["steered"]["truncated_other_rows"] == m["steered"]["other_rows"] == 56
+    assert (
+        m["steered"]["ungraded_rate"]["value"] == 0
+    )  # the letter after the thinking is read, not the A in it
+    (f,) = named(dict(rep), "truncation_rise")
+    assert (f["arm"], f["items"], f["rows"]) == ("steered", 40, 320)
+    (o,) = said(dict(rep), "other_rate")
+    assert o["token_budget"] is True
+    assert o["text"].startswith("The OTHER rise is the token budget: 56 of 56 OTHER rows of steered were cut")
+    assert "Raise the token limit or read the answers" in o["text"]
+    # the thinking's "Option A" is not read as a pick: accuracy is what the answers after it say
+    assert m["steered"]["answered_accuracy"]["value"] == pytest.approx(
+        m["base"]["answered_accuracy"]["value"], abs=0.12
+    )
+
+
+# --- the dashboard's OTHER-by-arm page ------------------------------------------------------------------------
+def test_other_page_shows_the_cut_share_of_other(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcqaudit.ui.pages.other import truncation_by_arm, truncation_by_orientation
+    from tests.ui_study import BOOT as UI_BOOT
+    from tests.ui_study import app, no_exceptions, report_of
+
+    monkeypatch.setenv("MCQAUDIT_DASHBOARD_BOOTSTRAP", str(UI_BOOT))
+    db = tmp_path / "s.duckdb"
+    truncating_study(db, {"base": 0.02, "steered": 0.35}, other=0.1).build()
+    rep = report_of(db)
+    at = app(db, "other").run()
+    no_exceptions(at)
+    assert "Cut by the token limit" in [s.value for s in at.subheader]
+    shown = " ".join(m.value for m in at.markdown)
+    assert "**truncation_rise**" in shown and "**other_rate_rise**" in shown
+    frames = [d.value for d in at.dataframe]
+    by_arm = next(f for f in frames if "OTHER rows cut by the token limit" in f.columns).reset_index(
+        drop=True
+    )
+    want = truncation_by_arm(rep)
+    assert by_arm.astype(str).equals(want.astype(str))
+    other = rep["metrics"]["steered"]["other_rows"]
+    assert by_arm.loc[1, "OTHER rows cut by the token limit"] == f"56 of {other}"
+    assert by_arm.loc[1, "truncated rate %"].endswith("n=160")  # every rate with its n
+    assert by_arm.loc[0, "arm"] == "base (control)"
+    by_or = next(f for f in frames if list(f.columns) == ["arm", "orientation", "truncated rate %"])
+    assert by_or.astype(str).equals(truncation_by_orientation(rep).astype(str)) and len(by_or) == 8
+    chart = at.get("plotly_chart")[0].proto.spec
+    assert "OTHER, cut by the token limit" in chart and "56 of" in chart

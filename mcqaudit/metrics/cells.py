@@ -111,8 +111,7 @@ def rows_of(frames: StudyFrames) -> Rows:
         auto_verdict=col("auto_verdict"),
         review=col("human"),  # the frames' column name (mcqaudit.store.frames)
         uniform=column(r, "uniform").astype(bool),
-        # STOPGAP until the reasoning core lands: frames without the column have no truncated row
-        truncated=column(r, "truncated").astype(bool) if "truncated" in r else np.zeros(len(r), dtype=bool),
+        truncated=column(r, "truncated").astype(bool),
         n_arms=len(info.arms),
         n_or=len(info.orientations),
         n_items=info.n_items,
