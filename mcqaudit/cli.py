@@ -290,7 +290,11 @@ def generate(
     samples: Annotated[
         int, typer.Option(help="Generations per prompt row, written as sample 0..K-1 (use a temperature above 0).")
     ] = 1,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Max tokens per generation.")] = 1024,
+    max_tokens: Annotated[
+        int,
+        typer.Option("--max-tokens", help="Max tokens per generation (a reasoning model's thinking counts; the "
+                     "summary says how many replies it cut: finish_reason length)."),
+    ] = 1024,
     seed: Annotated[
         int | None,
         typer.Option(help="Seed sent with each request, as S + sample index (honoured where the endpoint "
@@ -311,7 +315,8 @@ def generate(
 ) -> None:
     """Run a model on the prompt rows: one generation per prompt row and sample, written as rows that
     `mcqaudit ingest` reads (the prompt row's fields plus arm, sample, generation, model and, where the
-    endpoint returns them, option_logprobs).
+    endpoint returns them, option_logprobs; a reasoning model's reasoning_content or reasoning field as
+    reasoning, the reply's finish_reason and usage).
 
     Resumable: rows are appended and flushed one at a time, so a killed run leaves a valid file (a torn last
     line is dropped by the next run), and a re-run with the same arguments sends only what the file lacks.
