@@ -290,7 +290,11 @@ def generate(
     samples: Annotated[
         int, typer.Option(help="Generations per prompt row, written as sample 0..K-1 (use a temperature above 0).")
     ] = 1,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Max tokens per generation.")] = 1024,
+    max_tokens: Annotated[
+        int,
+        typer.Option("--max-tokens", help="Max tokens per generation (a reasoning model's thinking counts; the "
+                     "summary says how many replies it cut: finish_reason length)."),
+    ] = 1024,
     seed: Annotated[
         int | None,
         typer.Option(help="Seed sent with each request, as S + sample index (honoured where the endpoint "
@@ -311,7 +315,8 @@ def generate(
 ) -> None:
     """Run a model on the prompt rows: one generation per prompt row and sample, written as rows that
     `mcqaudit ingest` reads (the prompt row's fields plus arm, sample, generation, model and, where the
-    endpoint returns them, option_logprobs).
+    endpoint returns them, option_logprobs; a reasoning model's reasoning_content or reasoning field as
+    reasoning, the reply's finish_reason and usage).
 
     Resumable: rows are appended and flushed one at a time, so a killed run leaves a valid file (a torn last
     line is dropped by the next run), and a re-run with the same arguments sends only what the file lacks.
@@ -893,6 +898,16 @@ def grade(
             "judge reads the answer alone.",
         ),
     ] = False,
+    panel: Annotated[
+        bool,
+        typer.Option(
+            "--panel",
+            help="Grade as a panel judge: the rows the study's primary judge graded (the first configuration "
+            "it was graded with) get this configuration's verdicts too, stored beside the final verdicts, never "
+            "in them; the report compares the judges (judge_panel, judge_sensitive). Any number of panel "
+            "judges; works with --batch.",
+        ),
+    ] = False,
     dry_run: Annotated[
         bool, typer.Option(
             "--dry-run",
@@ -960,6 +975,8 @@ def grade(
         raise _fail("error: --no-wait, --batch-max-lines and --poll-interval go with --batch", 2)
     if batch and no_judge:
         raise _fail("error: --batch needs a judge; --no-judge sends nothing", 2)
+    if panel and no_judge:
+        raise _fail("error: --panel needs a judge; --no-judge sends nothing", 2)
     if not no_judge and not judge_model:
         raise _fail(f"error: {grading.NO_JUDGE_MESSAGE}", 2)
     if not db.exists():
@@ -983,7 +1000,7 @@ def grade(
         options = grading.grade_options(grading.JudgeSettings(
             model=judge_model, base_url=judge_base_url, api_key_env=judge_api_key_env, shape=shape,
             temperature=temperature, max_tokens=max_tokens, seed=seed, exemplars=exemplars, rationale=rationale,
-            sees_reasoning=judge_sees_reasoning, concurrency=concurrency, timeout_s=timeout, max_retries=max_retries, arms=arms, limit=limit,
+            sees_reasoning=judge_sees_reasoning, panel=panel, concurrency=concurrency, timeout_s=timeout, max_retries=max_retries, arms=arms, limit=limit,
         ))  # fmt: skip
     if not dry_run:
         _check_key_env("--judge-api-key-env", judge_api_key_env, judge_base_url)
@@ -1105,6 +1122,13 @@ def _print_dry_run(plan: DryRun, config: JudgeConfig, batched: BatchDryRun | Non
     console.print(f"--- user message (row {plan.row_id}) ---\n{plan.user}", markup=False, highlight=False)
 
 
+_ROLE_WORDS = {
+    "primary": "primary: final verdicts",
+    "panel": "panel: beside the final verdicts",
+    "superseded": "superseded by a later configuration",
+}
+
+
 def _info_fingerprints(study: Study) -> None:
     from mcqaudit.app.grade import fingerprints
 
@@ -1117,7 +1141,7 @@ def _info_fingerprints(study: Study) -> None:
     for f in fps:
         model = f["model"] + (" (stand-in judge: a heuristic, not an LLM)" if f["standin"] else "")
         console.print(
-            f"  {f['fingerprint']}  {model}, {f['shape']} shape, temperature {f['temperature']:g}, "
+            f"  {f['fingerprint']}  [{_ROLE_WORDS.get(f['role'], f['role'])}] {model}, {f['shape']} shape, temperature {f['temperature']:g}, "
             f"max tokens {f['max_tokens']}, seed {f['seed']}, rationale {'on' if f['rationale'] else 'off'}"
             + (", reasoning sent as context" if f["sees_reasoning"] else "") + "; "
             f"arms: {', '.join(f['arms']) or '-'}; "

@@ -19,6 +19,14 @@ log-sum-exp) and written as ``option_logprobs`` for the report's log-prob cross-
 token has no letter among its top log-probs, or an endpoint that returns none, has no ``option_logprobs``
 field. An endpoint that refuses the parameters (HTTP 400) is asked again without them, for the rest of the
 run. They mean something only when the prompt asks for the letter first (orient's default template does).
+
+Reasoning models: the message's ``reasoning_content`` (vLLM, DeepSeek) or ``reasoning`` (OpenRouter, newer
+vLLM) is written as the row's ``reasoning``, the content staying the ``generation`` verbatim; a server that
+inlines ``<think>…</think>`` in the content sends no such field, and the row has none: `ingest` splits the
+block off. The choice's ``finish_reason`` is written as given (``length``: cut by the token limit) and the
+reply's ``usage`` as ``{"prompt_tokens", "completion_tokens"}`` when both are counts; a reply without them
+(or with a malformed usage) gives a row without those fields. The summary counts the replies cut by the
+token limit.
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ from mcqaudit.endpoint import (
 from mcqaudit.grade.config import run_exit_code
 from mcqaudit.grade.summary import NullReporter, Reporter
 from mcqaudit.ingest.errors import InputError, Problem
+from mcqaudit.reasoning import FINISH_LENGTH, normalise_finish_reason
 from mcqaudit.vocab import LETTERS
 
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
@@ -118,6 +127,10 @@ class GenerateSummary:
     targeted: int = 0  # pairs this run set out to generate
     written: int = 0
     with_logprobs: int = 0  # ... of which carry option_logprobs
+    with_reasoning: int = 0  # ... of which carry the reply's reasoning field
+    cut_by_length: int = 0  # ... of which the reply's finish_reason is length (cut by the token limit)
+    without_usage: int = 0  # ... of which the reply had no usable usage (no usage field written)
+    finish_reasons: Counter[str] = field(default_factory=Counter)  # of the rows written, as given ("none")
     errors: int = 0  # pairs whose request failed after its retries (nothing written)
     not_attempted: int = 0  # pairs left (run stopped early)
     errors_by_kind: Counter[str] = field(default_factory=Counter)
@@ -128,6 +141,7 @@ class GenerateSummary:
     elapsed_s: float = 0.0
     torn_line_dropped: bool = False
     logprobs: str = "requested"  # requested | unsupported | off
+    max_tokens: int = 1024
     aborted: str | None = None
 
     @property
@@ -152,6 +166,7 @@ class GenerateSummary:
             "off": "option log-probs: not requested",
         }[self.logprobs]
         out.append(f"written: {self.written} ({lp})")
+        out.extend(self._reasoning_lines())
         retries = ", ".join(f"{k} ×{n}" for k, n in sorted(self.retries_by_kind.items()))
         out.append(f"requests: {self.requests}" + (f" (retries: {retries})" if retries else ""))
         if self.errors:
@@ -175,6 +190,29 @@ class GenerateSummary:
             )
         return out
 
+    def _reasoning_lines(self) -> list[str]:
+        """The token limit's share, always said (with its n), then reasoning and usage where there is news."""
+        n = self.written
+        reasons = ", ".join(f"{k} ×{v}" for k, v in sorted(self.finish_reasons.items()))
+        cut = f"cut by the token limit (finish_reason length): {self.cut_by_length} of {n} written"
+        if self.cut_by_length:
+            cut += f" ({self.cut_by_length / n:.0%})"
+        out = [cut + (f"; finish reasons: {reasons}" if reasons else "")]
+        if self.cut_by_length:
+            out.append(
+                f"  raise --max-tokens (this run: {self.max_tokens}) if the model was still thinking: on ingest, "
+                "a reply cut off before it answered is OTHER by rule and never judged"
+            )
+        if self.with_reasoning:
+            out.append(
+                f"with reasoning (the reply's reasoning field, kept apart): {self.with_reasoning} of {n}"
+            )
+        if self.without_usage:
+            out.append(
+                f"without usage (the reply had none, or not two token counts): {self.without_usage} of {n}"
+            )
+        return out
+
     def as_json(self) -> dict[str, Any]:
         return {
             "model": self.model,
@@ -186,6 +224,11 @@ class GenerateSummary:
             "targeted": self.targeted,
             "written": self.written,
             "with_logprobs": self.with_logprobs,
+            "with_reasoning": self.with_reasoning,
+            "cut_by_length": self.cut_by_length,
+            "without_usage": self.without_usage,
+            "finish_reasons": dict(self.finish_reasons),
+            "max_tokens": self.max_tokens,
             "logprobs": self.logprobs,
             "errors": self.errors,
             "errors_by_kind": dict(self.errors_by_kind),
@@ -237,6 +280,44 @@ def _first_token_top(resp: Any) -> list[tuple[str, float]]:
         for t in top
         if isinstance(getattr(t, "token", None), str) and isinstance(getattr(t, "logprob", None), int | float)
     ]
+
+
+# --- what a reasoning model's reply carries besides its content (pure) -------------------------------------
+
+REASONING_FIELDS = ("reasoning_content", "reasoning")  # vLLM / DeepSeek; OpenRouter and newer vLLM
+USAGE_FIELDS = ("prompt_tokens", "completion_tokens")
+
+
+def reply_reasoning(message: Any) -> str | None:
+    """The message's thinking, sent beside its content: the first of ``reasoning_content``, ``reasoning``
+    that is non-blank text; None when neither is (a server that inlines ``<think>`` in the content)."""
+    for name in REASONING_FIELDS:
+        value = getattr(message, name, None)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def reply_finish_reason(choice: Any) -> str | None:
+    """The choice's ``finish_reason`` as the server gave it (an unknown word kept); None unless text."""
+    value = getattr(choice, "finish_reason", None)
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def reply_usage(resp: Any) -> dict[str, int] | None:
+    """``{"prompt_tokens", "completion_tokens"}`` when the reply's usage has both as non-negative integers,
+    else None (missing, not an object, a count of the wrong type): a row never carries a usage that ingest
+    would refuse."""
+    usage = getattr(resp, "usage", None)
+    counts = {name: getattr(usage, name, None) for name in USAGE_FIELDS}
+    if all(type(v) is int and v >= 0 for v in counts.values()):
+        return {k: v for k, v in counts.items() if isinstance(v, int)}
+    return None
+
+
+def cut_by_length(finish_reason: str | None) -> bool:
+    """The reply was cut off by the token limit (``length``, or a provider's word for it, as ingest reads it)."""
+    return normalise_finish_reason(finish_reason) == FINISH_LENGTH
 
 
 # --- the prompt rows ---------------------------------------------------------------------------------------
@@ -423,6 +504,9 @@ class Generated:
     sent: Sent
     text: str | None = None
     logprobs: dict[str, float] | None = None
+    reasoning: str | None = None
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
 
 
 class ModelClient(ChatEndpoint):
@@ -468,26 +552,33 @@ class ModelClient(ChatEndpoint):
             sent = again
         out = Generated(job, sent)
         if sent.response is not None:
-            message = sent.response.choices[0].message
+            choice = sent.response.choices[0]
+            message = choice.message
             text = message.content if message.content is not None else getattr(message, "refusal", None)
             out.text = self.scrub(text or "")
+            reasoning = reply_reasoning(message)
+            out.reasoning = self.scrub(reasoning) if reasoning is not None else None
+            out.finish_reason = reply_finish_reason(choice)
+            out.usage = reply_usage(sent.response)
             n = len(job.row["options"])
             out.logprobs = option_logprobs(_first_token_top(sent.response), n)
         return out
 
 
-def _output_row(
-    job: Job, arm: str, text: str, model: str, logprobs: dict[str, float] | None
-) -> dict[str, Any]:
-    r = job.row
-    row: dict[str, Any] = {"item_id": r["item_id"], "arm": arm, "sample": job.sample}
+def _output_row(g: Generated, arm: str, model: str) -> dict[str, Any]:
+    r = g.job.row
+    row: dict[str, Any] = {"item_id": r["item_id"], "arm": arm, "sample": g.job.sample}
     for k in ("orientation", "question", "options", "gold", "prompt"):
         if k in r:
             row[k] = r[k]
-    row["generation"] = text
+    row["generation"] = g.text
+    # absent, not null, when the reply had none: a row with a reasoning field is not split again on ingest
+    for k, v in (("reasoning", g.reasoning), ("finish_reason", g.finish_reason), ("usage", g.usage)):
+        if v is not None:
+            row[k] = v
     row["model"] = model
-    if logprobs is not None:
-        row["option_logprobs"] = logprobs
+    if g.logprobs is not None:
+        row["option_logprobs"] = g.logprobs
     if r.get("metadata") is not None:
         row["metadata"] = r["metadata"]
     return row
@@ -525,6 +616,7 @@ async def generate_async(
         prompt_rows=len(rows),
         samples=options.samples,
         logprobs=client.logprobs,
+        max_tokens=options.max_tokens,
     )
     jobs: list[Job] = []
     arms: dict[Key, str] = {}
@@ -558,9 +650,13 @@ async def generate_async(
             summary.errors_by_kind[g.sent.error_kind or "unknown"] += 1
             rep.advance(1, 1, 0)
             return
-        writer.write(_output_row(g.job, arms[g.job.key], g.text, options.model, g.logprobs))
+        writer.write(_output_row(g, arms[g.job.key], options.model))
         summary.written += 1
         summary.with_logprobs += g.logprobs is not None
+        summary.with_reasoning += g.reasoning is not None
+        summary.cut_by_length += cut_by_length(g.finish_reason)
+        summary.without_usage += g.usage is None
+        summary.finish_reasons[g.finish_reason or "none"] += 1
         rep.advance(1, 0, tin + tout)
 
     rep.start(total=summary.targeted, done=0)
@@ -606,6 +702,10 @@ __all__ = [
     "option_logprobs",
     "read_output",
     "read_prompts",
+    "cut_by_length",
+    "reply_finish_reason",
+    "reply_reasoning",
+    "reply_usage",
     "scrub",
     "secret_for",
 ]
