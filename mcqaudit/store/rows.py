@@ -126,9 +126,9 @@ def _build(f: RowFilter) -> _Query:
         like = "%" + s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         q.where.append(
             "(g.row_id = ? OR g.item_id ILIKE ? ESCAPE '\\' OR g.question ILIKE ? ESCAPE '\\' "
-            "OR g.generation ILIKE ? ESCAPE '\\')"
+            "OR g.generation ILIKE ? ESCAPE '\\' OR g.reasoning ILIKE ? ESCAPE '\\')"
         )
-        q.params += [s, like, like, like]
+        q.params += [s, like, like, like, like]
     if f.disagree_parser:
         q.where.append(q.disagreement(f.disagree_parser, "pd"))
     if isinstance(f.cell, LetterCell):
