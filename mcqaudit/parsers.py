@@ -37,9 +37,11 @@ from mcqaudit.vocab import LETTERS, MAX_OPTIONS, WHITESPACE
 __all__ = [
     "FRAMEWORK_PARSERS",
     "STRICT_MAX_EXTRA",
+    "STRICT_RE2",
     "WS",
     "FrameworkParser",
     "Span",
+    "StrictRE2",
     "letter_spans",
     "naive",
     "naive_pattern",
@@ -330,6 +332,42 @@ _SEP = re.compile(r"^(?P<sep>[*)\]]*[ \t]*(?P<punct>[.:)\-\u2013\u2014])?[*]*\s+
 
 _EDGE_BOTH = "*_`\"'\u201c\u201d\u2018\u2019\u00ab\u00bb()[] "
 _EDGE_TRAIL = ".,;:!?\u3002"
+
+
+@dataclass(frozen=True)
+class StrictRE2:
+    """strict's rules spelled for RE2, for its SQL twin (``mcqaudit.store.strict_sql``, which ingest runs;
+    ``tests/test_strict_sql.py`` holds the two to the same letters). Each pattern means what its Python
+    original above means: ``re.ASCII``'s ``\\s`` spelled out (RE2's lacks ``\\v``), Python's Unicode ``\\s`` as
+    :data:`WS`, ``re.IGNORECASE`` (ASCII) as ``[Aa]`` classes, ``\\Z`` as ``\\z``."""
+
+    lead_in: str  # _LEAD_IN, anchored at the start; its match is the lead-in
+    head: str  # _HEAD: group 1 the letter, group 2 the rest
+    trail_only: str  # _TRAIL_ONLY, for a full match
+    sep: str  # _SEP: group 1 sep, group 2 punct ('' where Python's is None), group 3 text
+    edge_both: str  # the characters _norm strips from both ends
+    edge_trail: str  # and those it strips from the end only
+
+
+_AWS = r"[\t\n\x0b\x0c\r ]"  # what ``\s`` matches under re.ASCII
+_AWS_IN = r"\t\n\x0b\x0c\r "  # the same, inside a class
+STRICT_RE2 = StrictRE2(
+    lead_in=(
+        rf"^[*#{_AWS_IN}]*(?:"
+        rf"(?:{_ci('the')}{_AWS}+)?(?:(?:{_ci('correct')}|{_ci('final')}|{_ci('right')}|{_ci('best')}){_AWS}+)?"
+        rf"{_ci('answer')}\b(?:[*{_AWS_IN}]*\b{_ci('is')}\b)?"
+        rf"|{_ci('my')}{_AWS}+(?:{_ci('final')}{_AWS}+)?{_ci('answer')}{_AWS}+{_ci('is')}\b"
+        rf"|{_ci('i')}{_AWS}+{_ci('choose')}\b"
+        rf")[*{_AWS_IN}]*:?[*{_AWS_IN}]*"
+    ),
+    head=(
+        rf"(?s)^[{_AWS_IN}*(\[]*(?:(?:{_ci('option')}|{_ci('choice')})\b[{_AWS_IN}*(\[:]*)?([A-Za-z])(.*)\z"
+    ),
+    trail_only=rf"[{_WS_BODY}*)\].:]*",
+    sep=rf"(?s)^([*)\]]*[ \t]*([.:)\-\x{{2013}}\x{{2014}}])?[*]*{WS}+)({_NOT_WS}.*)\z",
+    edge_both=_EDGE_BOTH,
+    edge_trail=_EDGE_TRAIL,
+)
 
 
 def _norm(text: str) -> str:

@@ -26,6 +26,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mcqaudit.files import line_chunks
 from mcqaudit.ingest.fields import FIELDS, field_keys
@@ -1171,35 +1172,52 @@ def _split_answers(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
+# the rows short enough to be a bare answer (strict's own length bound, measured as str.strip() measures)
+_STRICT_CANDIDATES = """
+    SELECT row_id, generation, options FROM (
+        SELECT row_id, generation, options, list_max(list_transform(options, lambda o: length(o))) + {extra} AS most
+        FROM _answers
+    )
+    WHERE CASE WHEN length(generation) <= most THEN true
+               -- a longer text is short enough only after trimming, so it starts or ends with whitespace
+               WHEN NOT (contains({ws}, left(generation, 1)) OR contains({ws}, right(generation, 1))) THEN false
+               ELSE length(trim(generation, {ws})) <= most END
+"""
+
+
 def _strict_letters(
     con: duckdb.DuckDBPyConnection, strict: Callable[[str, Sequence[str]], str | None], strict_max_extra: int
 ) -> pa.Table:
-    """(row_id, letter) of the rows strict resolves. strict is Python, so it runs only on the generations
-    short enough to be a bare answer."""
-    cand = con.execute(
-        """
-        SELECT row_id, generation, options FROM (
-            SELECT row_id, generation, options, list_max(list_transform(options, lambda o: length(o))) + ? AS most
-            FROM _answers
+    """(row_id, letter) of the rows strict resolves, among the generations short enough to be a bare answer.
+    With ``parsers.strict`` its SQL twin (``store/strict_sql.py``) decides every row whose texts it folds
+    exactly, and Python only the rest; another ``strict`` runs in Python on every such row."""
+    from mcqaudit import parsers
+    from mcqaudit.store.strict_sql import sql_text, strict_letters_sql
+
+    # what Python's str.strip() removes, as strict measures (DuckDB's one-argument trim() removes spaces)
+    cand = _STRICT_CANDIDATES.format(extra=int(strict_max_extra), ws=sql_text(WHITESPACE))
+    decided: pa.Table | None = None
+    rows: Iterable[tuple[Any, ...]]
+    if strict is parsers.strict:
+        got: pa.Table = con.sql(strict_letters_sql(con, f"({cand})", strict_max_extra)).to_arrow_table()
+        fallback = got.filter(got.column("fallback"))
+        decided = got.filter(pc.invert(got.column("fallback"))).select(["row_id", "letter"])
+        rows = zip(
+            *(fallback.column(c).to_pylist() for c in ("row_id", "generation", "options")), strict=True
         )
-        WHERE CASE WHEN length(generation) <= most THEN true
-                   -- a longer text is short enough only after trimming, so it starts or ends with whitespace
-                   WHEN NOT (contains(?, left(generation, 1)) OR contains(?, right(generation, 1))) THEN false
-                   ELSE length(trim(generation, ?)) <= most END
-        """,
-        # what Python's str.strip() removes, as strict measures (DuckDB's one-argument trim() removes spaces)
-        [strict_max_extra, WHITESPACE, WHITESPACE, WHITESPACE],
-    ).fetchall()
+    else:
+        rows = con.execute(cand).fetchall()
     ids: list[str] = []
     letters: list[str] = []
     seen: dict[tuple[str, tuple[str, ...]], str | None] = {}  # the same answer to the same options
-    for row_id, gen, opts in cand:
+    for row_id, gen, opts in rows:
         key = (gen, tuple(opts))
         letter = seen[key] if key in seen else seen.setdefault(key, strict(gen, opts))
         if letter is not None:
             ids.append(row_id)
             letters.append(letter)
-    return pa.table({"row_id": pa.array(ids, pa.string()), "letter": pa.array(letters, pa.string())})
+    python = pa.table({"row_id": pa.array(ids, pa.string()), "letter": pa.array(letters, pa.string())})
+    return python if decided is None else pa.concat_tables([decided.cast(python.schema), python])
 
 
 # The SQL side of the parsers that ingest runs in DuckDB (RE2), over a table with columns (row_id, generation,
@@ -1302,7 +1320,9 @@ def _first_match_sql(patterns: Sequence[str], ascii_only: bool, params: list[obj
     return "CASE " + " ".join(whens) + " END" if whens else "NULL::VARCHAR"
 
 
-def framework_letters_sql(framework_patterns: dict[str, tuple[str, ...]], table: str) -> tuple[str, list[object]]:
+def framework_letters_sql(
+    framework_patterns: dict[str, tuple[str, ...]], table: str
+) -> tuple[str, list[object]]:
     """(a SELECT of (row_id, parser, letter) over ``table``, its parameters): each framework parser's letter
     per row. The first pattern that matches (non-empty group 1) wins; an out-of-range letter reads as no
     letter (it does not fall through to the next pattern). ``table`` is a name of this module's, never input.
