@@ -13,7 +13,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mcqaudit import parsers
@@ -100,6 +100,7 @@ def test_foldable_class_holds_here() -> None:
 
 
 def test_foldable_keeps_out_what_lower_cannot_fold() -> None:
+    assert not _foldable("\uffff")  # norms_sql's separator
     for c in [
         "\u0301",
         "\uff21",
@@ -117,11 +118,12 @@ def test_foldable_keeps_out_what_lower_cannot_fold() -> None:
         assert _foldable(c), hex(ord(c))
 
 
-def _norm_sql(texts: Sequence[str]) -> list[str]:
-    ((got,),) = _CON.execute(
-        f"SELECT list_transform(?, lambda t: {strict_sql.norm_sql('t')})", [list(texts)]
-    ).fetchall()
-    return list(got)
+def _norm_sql(texts: Sequence[str], per_list: int = 7) -> list[str]:
+    """norms_sql (joined texts normalised at once) over lists of ``per_list`` texts."""
+    lists = [list(texts[i : i + per_list]) for i in range(0, len(texts), per_list)]
+    norms = strict_sql.norms_sql(strict_sql.folded_sql("ts"))
+    ((got,),) = _CON.execute(f"SELECT list_transform(?, lambda ts: {norms})", [lists]).fetchall()
+    return [t for part in got for t in part]
 
 
 _FOLDABLE_CHARS = "".join(
@@ -137,12 +139,16 @@ foldable_text = st.text(
 
 
 @HYP
-@given(st.lists(foldable_text, min_size=1, max_size=20))
-def test_norm_sql_is_norm_on_foldable_text(texts: list[str]) -> None:
-    assert _norm_sql(texts) == [parsers._norm(t) for t in texts]
+@given(st.lists(foldable_text, min_size=1, max_size=20), st.integers(1, 8))
+@example([".", ""], 2)
+@example(["", "."], 2)
+@example(["(", ")", "a.", ".a", " ", "", "**", "x"], 8)
+@example(["a  b", "\u3000a\u00a0", "ß.", "ΣΟΦΟΣ", "(«b»)."], 3)
+def test_norms_sql_is_norm_on_foldable_text(texts: list[str], per_list: int) -> None:
+    assert _norm_sql(texts, per_list) == [parsers._norm(t) for t in texts]
 
 
-def test_norm_sql_on_every_foldable_character_beside_others() -> None:
+def test_norms_sql_on_every_foldable_character_beside_others() -> None:
     """Each foldable character alone and between two others (any composition with a neighbour would show)."""
     chars = [chr(cp) for a, b in strict_sql.FOLDABLE for cp in range(a, b + 1)]
     rng = random.Random(23)
@@ -455,3 +461,34 @@ def test_length_bound_is_strict_s(max_extra: int) -> None:
     ).fetchall()
     fits = len(gen.strip()) <= max(len(o) for o in FOUR) + max_extra
     assert bool(n) == fits
+
+
+def test_candidates_keep_every_row_strict_can_resolve() -> None:
+    """Ingest's pre-selection (store/loading.py) by strict's length bound, as str.strip() measures it: texts
+    just inside and outside the bound, padded with whitespace of every kind, with multi-byte characters; the
+    letters, through the SQL twin or Python alone, are strict's on every row."""
+    from mcqaudit.store.loading import _strict_letters
+
+    rows = []
+    for k, option in enumerate(["three", "東京タワー", "Größe drei", "x" * 30]):
+        options = [option, *(o for o in FOUR if o != option)][:4]
+        core = f"Answer: A. {option}"
+        for extra in (-2, -1, 0, 1, 2):
+            filler = STRICT_MAX_EXTRA - (len(core) - len(option)) + extra
+            for pad in ("", " ", "\u3000\n", "\u00a0" * 60, "é"):
+                gen = f"{pad}Answer:{' ' * max(filler, 1)}A. {option}{pad[::-1]}"
+                rows.append((f"r{k}-{extra}-{len(rows)}", gen, options))
+    table = pa.table(
+        {
+            "row_id": [r[0] for r in rows],
+            "generation": [r[1] for r in rows],
+            "options": pa.array([r[2] for r in rows], pa.list_(pa.string())),
+        }
+    )
+    con = duckdb.connect()
+    con.register("_answers", table)
+    want = {r[0]: strict(r[1], r[2]) for r in rows}
+    assert sum(v is not None for v in want.values()) >= 20 and None in want.values()
+    for parser in (strict, lambda g, o: strict(g, o)):  # the SQL twin, and Python on every candidate
+        got = _strict_letters(con, parser, STRICT_MAX_EXTRA).to_pylist()
+        assert {r["row_id"]: r["letter"] for r in got} == {k: v for k, v in want.items() if v is not None}

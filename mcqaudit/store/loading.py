@@ -1015,32 +1015,19 @@ def _write(
     framework_patterns: dict[str, tuple[str, ...]],
     progress: Callable[[str, int, int | None], None] | None = None,
 ) -> None:
+    # what the steps below depend on, in one statement: duplicates within the file, rows already stored
+    ((dups, stored),) = con.execute(
+        "SELECT (SELECT count(*) FROM dup_first), EXISTS (SELECT 1 FROM gen_rows)"
+    ).fetchall()
     # identical duplicates within the file: keep the first line of each
-    if _count(con, "SELECT count(*) FROM dup_first"):
+    if dups:
         con.execute(
             "DELETE FROM final WHERE line IN (SELECT k.line FROM final k JOIN dup_first d USING (row_id) "
             "WHERE k.line <> d.line)"
         )
     con.execute("DROP TABLE dup_first")
-    if _count(con, "SELECT count(*) FROM gen_rows LIMIT 1"):
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE _known AS SELECT f.row_id, f.generation = r.generation AS same "
-            "FROM final f JOIN gen_rows r USING (row_id)"
-        )
-        res.unchanged = _count(con, "SELECT count(*) FROM _known WHERE same")
-        if res.unchanged:
-            con.execute("DELETE FROM final WHERE row_id IN (SELECT row_id FROM _known WHERE same)")
-        con.execute("DELETE FROM _known WHERE same")
-        res.replaced = _count(con, "SELECT count(*) FROM _known")
-        if res.replaced:
-            # a replaced generation invalidates its judge verdicts and parser letters; its reviews are
-            # retracted by a new review record (reviews stay append-only)
-            con.execute("DELETE FROM judge_verdicts WHERE row_id IN (SELECT row_id FROM _known)")
-            refresh_current_judge(con, "row_id IN (SELECT row_id FROM _known)")
-            con.execute("DELETE FROM parser_letters WHERE row_id IN (SELECT row_id FROM _known)")
-            retract_for_replaced_rows(con, "_known", ingest_id)
-            con.execute("DELETE FROM gen_rows WHERE row_id IN (SELECT row_id FROM _known)")
-        con.execute("DROP TABLE _known")
+    if stored:
+        _known_rows(con, res, ingest_id)
 
     # new items keep the canonical order resolved above (a row label, else the first row; an items file's
     # items were inserted earlier)
@@ -1071,7 +1058,14 @@ def _write(
 
     _split_answers(con)
     strict_hits = _strict_letters(con, strict, strict_max_extra)
-    ns = [int(r[0]) for r in con.execute("SELECT DISTINCT n_opt FROM final ORDER BY 1").fetchall()]
+    # one pass over the rows for what the inserts need and what the result says
+    ((counts_of_n, with_reasoning, truncated),) = con.execute(
+        "SELECT list(DISTINCT n_opt ORDER BY n_opt), "
+        "count(*) FILTER (WHERE reasoning IS NOT NULL OR split_reasoning IS NOT NULL), "
+        f"count(*) FILTER (WHERE coalesce(finish_reason = '{FINISH_LENGTH}', false) OR NOT closed) FROM final"
+    ).fetchall()
+    res.with_reasoning, res.truncated = int(with_reasoning), int(truncated)
+    ns = [int(n) for n in counts_of_n or [] if n is not None]
     naive_letter, naive_params = naive_letter_sql(ns, naive_pattern)
     con.register("_strict", strict_hits)
     try:
@@ -1096,11 +1090,6 @@ def _write(
         )
     finally:
         con.unregister("_strict")
-    counts = con.execute(
-        "SELECT count(*) FILTER (WHERE reasoning IS NOT NULL OR split_reasoning IS NOT NULL), "
-        f"count(*) FILTER (WHERE coalesce(finish_reason = '{FINISH_LENGTH}', false) OR NOT closed) FROM final"
-    ).fetchone()
-    res.with_reasoning, res.truncated = (int(counts[0]), int(counts[1])) if counts else (0, 0)
     if framework_patterns:
         if progress:
             progress("framework parsers", 0, None)
@@ -1113,6 +1102,31 @@ def _write(
         )
     con.execute("DROP VIEW _answers")
     con.execute("DROP TABLE final")
+
+
+def _known_rows(con: duckdb.DuckDBPyConnection, res: LoadResult, ingest_id: int) -> None:
+    """Rows the study already has: the same generation is left as it is (``unchanged``), another replaces it
+    (``replaced``)."""
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE _known AS SELECT f.row_id, f.generation = r.generation AS same "
+        "FROM final f JOIN gen_rows r USING (row_id)"
+    )
+    ((unchanged, replaced),) = con.execute(
+        "SELECT count(*) FILTER (WHERE same), count(*) FILTER (WHERE same IS NOT TRUE) FROM _known"
+    ).fetchall()
+    res.unchanged, res.replaced = int(unchanged), int(replaced)
+    if res.unchanged:
+        con.execute("DELETE FROM final WHERE row_id IN (SELECT row_id FROM _known WHERE same)")
+        con.execute("DELETE FROM _known WHERE same")
+    if res.replaced:
+        # a replaced generation invalidates its judge verdicts and parser letters; its reviews are
+        # retracted by a new review record (reviews stay append-only)
+        con.execute("DELETE FROM judge_verdicts WHERE row_id IN (SELECT row_id FROM _known)")
+        refresh_current_judge(con, "row_id IN (SELECT row_id FROM _known)")
+        con.execute("DELETE FROM parser_letters WHERE row_id IN (SELECT row_id FROM _known)")
+        retract_for_replaced_rows(con, "_known", ingest_id)
+        con.execute("DELETE FROM gen_rows WHERE row_id IN (SELECT row_id FROM _known)")
+    con.execute("DROP TABLE _known")
 
 
 # gen_rows' columns in the order ingest writes them (schema migration 9 added the last five)
@@ -1172,16 +1186,18 @@ def _split_answers(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-# the rows short enough to be a bare answer (strict's own length bound, measured as str.strip() measures)
+# the rows short enough to be a bare answer (strict's own length bound, measured as str.strip() measures):
+# bytes bound characters from above (most rows are decided on strlen), and a longer text is short enough
+# only after trimming, so it starts or ends with whitespace (two anchored regexes: left()/right() of a long
+# text cost more)
 _STRICT_CANDIDATES = """
     SELECT row_id, generation, options FROM (
         SELECT row_id, generation, options, list_max(list_transform(options, lambda o: length(o))) + {extra} AS most
         FROM _answers
     )
-    WHERE CASE WHEN length(generation) <= most THEN true
-               -- a longer text is short enough only after trimming, so it starts or ends with whitespace
-               WHEN NOT (contains({ws}, left(generation, 1)) OR contains({ws}, right(generation, 1))) THEN false
-               ELSE length(trim(generation, {ws})) <= most END
+    WHERE CASE WHEN strlen(generation) <= most OR length(generation) <= most THEN true
+               WHEN NOT (regexp_matches(generation, '^{ws}') OR regexp_matches(generation, '{ws}\\z')) THEN false
+               ELSE length(trim(generation, {ws_chars})) <= most END
 """
 
 
@@ -1192,10 +1208,10 @@ def _strict_letters(
     With ``parsers.strict`` its SQL twin (``store/strict_sql.py``) decides every row whose texts it folds
     exactly, and Python only the rest; another ``strict`` runs in Python on every such row."""
     from mcqaudit import parsers
-    from mcqaudit.store.strict_sql import sql_text, strict_letters_sql
+    from mcqaudit.store.strict_sql import WS_CLASS, sql_text, strict_letters_sql
 
     # what Python's str.strip() removes, as strict measures (DuckDB's one-argument trim() removes spaces)
-    cand = _STRICT_CANDIDATES.format(extra=int(strict_max_extra), ws=sql_text(WHITESPACE))
+    cand = _STRICT_CANDIDATES.format(extra=int(strict_max_extra), ws=WS_CLASS, ws_chars=sql_text(WHITESPACE))
     decided: pa.Table | None = None
     rows: Iterable[tuple[Any, ...]]
     if strict is parsers.strict:

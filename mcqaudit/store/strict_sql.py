@@ -31,17 +31,19 @@ from collections.abc import Sequence
 
 import duckdb
 
-from mcqaudit.parsers import STRICT_RE2, WS
+from mcqaudit.parsers import STRICT_RE2
 from mcqaudit.vocab import LETTERS, MAX_OPTIONS, WHITESPACE
 
 __all__ = [
+    "WS_CLASS",
     "FOLDABLE",
     "FOLDABLE_DUCKDB",
     "FOLDABLE_UNIDATA",
     "fold_sql",
     "foldable_class",
     "foldable_ranges",
-    "norm_sql",
+    "folded_sql",
+    "norms_sql",
     "sql_text",
     "strict_letters_sql",
 ]
@@ -67,21 +69,15 @@ def fold_sql(expr: str) -> str:
     return f"lower({expr})"
 
 
-def _re2_class(chars: str) -> str:
-    return "[" + "".join(f"\\x{{{ord(c):x}}}" for c in chars) + "]"
+def _re2_body(chars: str) -> str:
+    return "".join(f"\\x{{{ord(c):x}}}" for c in chars)
 
 
-_WS_RUN = WS + "+"
-# parsers._norm's edge loop at its fixed point: the both-ends set off the start, both sets off the end
-_EDGES = (
-    f"^{_re2_class(STRICT_RE2.edge_both)}+|{_re2_class(STRICT_RE2.edge_both + STRICT_RE2.edge_trail)}+\\z"
-)
-
-
-def norm_sql(expr: str) -> str:
-    """SQL: ``parsers._norm(expr)``, exact when ``expr`` holds only foldable characters."""
-    collapsed = f"regexp_replace({fold_sql(expr)}, {_lit(_WS_RUN)}, ' ', 'g')"
-    return f"regexp_replace({collapsed}, {_lit(_EDGES)}, '', 'g')"
+_WS_BODY = _re2_body(WHITESPACE)
+WS_CLASS = f"[{_WS_BODY}]"  # what str.strip() strips, in ASCII
+_WS_RUN = f"{WS_CLASS}+"
+_BOTH = _re2_body(STRICT_RE2.edge_both)
+_ALL = _re2_body(STRICT_RE2.edge_both + STRICT_RE2.edge_trail)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -251,7 +247,7 @@ def _usable(con: duckdb.DuckDBPyConnection) -> bool:
 
 
 def foldable_class(con: duckdb.DuckDBPyConnection) -> str:
-    """An RE2 class of the characters on which :func:`norm_sql` is ``parsers._norm``: :data:`FOLDABLE`, or
+    """An RE2 class of the characters on which :func:`norms_sql` is ``parsers._norm``: :data:`FOLDABLE`, or
     ASCII alone where it does not hold (ASCII's NFKC and case folds never change)."""
     if duckdb.__version__ not in _USABLE:
         _USABLE[duckdb.__version__] = _usable(con)
@@ -274,12 +270,46 @@ def _in_others(value: str) -> str:
     )
 
 
+# joins the texts norms_sql normalises in one go: a noncharacter, never foldable (so never in a text it reads)
+_SEP = 0xFFFF
+_SEP_RE = f"\\x{{{_SEP:x}}}"
+# whitespace _norm changes: a run of two or more, or one that is not a space (a lone space stays)
+_WS_TO_COLLAPSE = f"[{_WS_BODY}][{_WS_BODY}]+|[{_re2_body(WHITESPACE.replace(' ', ''))}]"
+# _norm's edge loop at its fixed point, in each text: the both-ends set off its start, both sets off its end
+_TEXT_START = f"(^|{_SEP_RE})[{_BOTH}]+"
+_TEXT_END = f"[{_ALL}]+({_SEP_RE}|\\z)"
+# joined folded texts that _norm leaves as they are: none starts with an edge character or ends with one, and
+# no whitespace but single inner spaces (most option texts; one match, no replacing, tells)
+_NOT_IN = f"{_WS_BODY}{_SEP_RE}"  # (an element's characters are never the separator)
+_NORMAL = f"[^{_ALL}{_NOT_IN}]|[^{_BOTH}{_NOT_IN}](?: ?[^{_NOT_IN}])* ?[^{_ALL}{_NOT_IN}]"
+_ALL_NORMAL = f"(?:{_NORMAL})?(?:{_SEP_RE}(?:{_NORMAL})?)*"
+
+
+def folded_sql(texts: str) -> str:
+    """SQL: a list of texts joined into one and case-folded, for :func:`norms_sql`."""
+    return fold_sql(f"array_to_string({texts}, chr({_SEP}))")
+
+
+def norms_sql(folded: str) -> str:
+    """SQL: ``[parsers._norm(t) for t in texts]`` from ``folded`` (:func:`folded_sql` of ``texts``; a column,
+    as it is read up to three times), exact when the texts hold only foldable characters: the joined texts
+    are normalised at once (one collapse, one edge pass each way) and split again."""
+    collapsed = f"regexp_replace({folded}, {_lit(_WS_TO_COLLAPSE)}, ' ', 'g')"
+    starts = f"regexp_replace({collapsed}, {_lit(_TEXT_START)}, '\\1', 'g')"
+    ends = f"regexp_replace({starts}, {_lit(_TEXT_END)}, '\\1', 'g')"
+    return (
+        f"string_split(CASE WHEN regexp_full_match({folded}, {_lit(_ALL_NORMAL)}) THEN {folded} ELSE {ends} END, "
+        f"chr({_SEP}))"
+    )
+
+
 def strict_letters_sql(con: duckdb.DuckDBPyConnection, source: str, max_extra: int) -> str:
     """A SELECT of (row_id, letter, fallback, generation, options) over ``source`` (a subquery or table with
     row_id, generation, options; a name of this package's, never input): for each row either
     ``parsers.strict``'s letter (``fallback`` false; rows it defers on are left out) or ``fallback`` true
-    with the row's generation and options, where a text holds a character :func:`norm_sql` cannot fold
-    exactly (Python's strict decides those)."""
+    with the row's generation and options, where a text holds a character :func:`norms_sql` cannot fold
+    exactly (Python's strict decides those). strict's conditions are all needed for a letter, so they are
+    tested cheapest first: the shape of the text, then the normalised texts."""
     p = STRICT_RE2
     ok_chars = _lit(foldable_class(con) + "*")
     ws = sql_text(WHITESPACE)
@@ -311,34 +341,38 @@ def strict_letters_sql(con: duckdb.DuckDBPyConnection, source: str, max_extra: i
         WHERE l <> ''
     ),
     c AS (
-        SELECT *, regexp_full_match(rest, {_lit(p.trail_only)}) AS trail,
-            regexp_extract(rest, {_lit(p.sep)}, ['sep', 'punct', 'text']) AS sp
-        FROM (
-            SELECT * FROM (
-                SELECT *, list_transform(options, lambda o: {norm_sql("o")}) AS nl,
-                    {norm_sql("s")} AS ns, {norm_sql("body")} AS nb
-                FROM b WHERE idx < n
-            )
-            WHERE NOT {_in_others("ns")} AND NOT {_in_others("nb")}
+        SELECT *, sp['punct'] = '' AND NOT regexp_matches(sp['sep'], '[*)\\]]') AS bare_space FROM (
+            SELECT *, regexp_full_match(rest, {_lit(p.trail_only)}) AS trail,
+                regexp_extract(rest, {_lit(p.sep)}, ['sep', 'punct', 'text']) AS sp
+            FROM b WHERE idx < n
         )
     ),
     d AS (
-        SELECT row_id, CASE
-            WHEN trail THEN CASE
+        SELECT *, norms[1:n] AS nl, norms[n + 1] AS ns, norms[n + 2] AS nb, norms[n + 3] AS nt FROM (
+            SELECT *, {norms_sql("folded")} AS norms FROM (
+            SELECT *, {folded_sql("list_concat(options, [s, body, sp['text']])")} AS folded FROM c
+            WHERE CASE WHEN trail
                 -- "The answer is a" may be a truncated "The answer is a bit..."
-                WHEN l IN ('a', 'i') AND lead <> '' AND NOT contains(lead, ':') AND trim(rest, {ws}) = '' THEN NULL
-                -- the letter is also another option's text
-                WHEN {_in_others("lower(l)")} THEN NULL
-                ELSE upper(l) END
-            WHEN sp['text'] = '' THEN NULL
-            -- a bare space cannot tell "a cat" or "A C" from a letter and its text
-            WHEN sp['punct'] = '' AND NOT regexp_matches(sp['sep'], '[*)\\]]')
-                AND (l <> upper(l) OR regexp_full_match(nt, '[A-Za-z]')) THEN NULL
+                THEN NOT (l IN ('a', 'i') AND lead <> '' AND NOT contains(lead, ':') AND trim(rest, {ws}) = '')
+                -- the letter runs into a word or another separator; a bare space cannot tell "a cat" or "A C"
+                -- from a letter and its text
+                ELSE sp['text'] <> '' AND NOT (bare_space AND l <> upper(l)) END
+            )
+        )
+    ),
+    e AS (
+        SELECT row_id, CASE
+            -- the whole answer is another option's text
+            WHEN {_in_others("ns")} OR {_in_others("nb")} THEN NULL
+            -- the letter is also another option's text
+            WHEN trail THEN CASE WHEN {_in_others("lower(l)")} THEN NULL ELSE upper(l) END
+            WHEN bare_space AND regexp_full_match(nt, '[A-Za-z]') THEN NULL
+            -- not exactly its own option text, or two options read the same
             WHEN nt <> nl[idx + 1] OR {_in_others("nt")} THEN NULL
             ELSE upper(l) END AS letter
-        FROM (SELECT *, {norm_sql("sp['text']")} AS nt FROM c)
+        FROM d
     )
     SELECT row_id, NULL::VARCHAR AS letter, true AS fallback, generation, options FROM a WHERE NOT ok
     UNION ALL
-    SELECT row_id, letter, false, NULL, NULL FROM d WHERE letter IS NOT NULL
+    SELECT row_id, letter, false, NULL, NULL FROM e WHERE letter IS NOT NULL
     """
