@@ -8,12 +8,17 @@ Two shapes of data, each built with DuckDB (fast, deterministic):
 
 For each shape, in the same run: (1) the baseline, DuckDB `CREATE TABLE AS SELECT * FROM read_json(...)` into
 a fresh file; (2) `mcqaudit ingest --no-framework-parsers` (strict, naive, user) and (3) the default ingest
-(+ the 4 framework parsers), each in a subprocess whose own peak RSS is read back (wait4). Targets (issue 11):
-(2) <= 2x the baseline, (3) <= 3x, peak RSS <= 1.5 GiB at 1 M rows; with --ten-million, 10 M rows of the
-first shape must finish with a peak RSS under 3 GiB (DuckDB spills).
+(+ the 4 framework parsers), each in a subprocess whose own peak RSS is read back (wait4). Targets (issue 23):
+(2) <= 2x the baseline, (3) <= 3x, peak RSS <= 1.0 GiB at 1 M rows; with --ten-million (--big), 10 M rows of
+the first shape must finish with a peak RSS under 3 GiB (DuckDB spills).
+
+On a shared machine: ``--repeat N`` runs N rounds (the baseline each round and once more at the end) and
+reports medians, with the CPU seconds of each run (all its threads; less sensitive to other load than the
+wall clock) and the load average when each started. ``--against TREE`` times another source tree (a
+checkout before a change) in the same rounds, in turns with this one, for a before/after in one run.
 
     python benchmarks/bench_ingest.py [--rows 1000000] [--shapes mmlu,varied] [--ten-million] [--json PATH]
-                                      [--keep DIR]
+                                      [--keep DIR] [--repeat 3] [--against /path/to/old/checkout]
 """
 
 from __future__ import annotations
@@ -22,10 +27,12 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -99,70 +106,97 @@ def build_varied(path: Path, rows: int) -> None:
 
 
 BUILDERS = {"mmlu": build_mmlu, "varied": build_varied}
+RSS_LIMIT = 1.0  # GiB at 1 M rows (issue 23; issue 11 asked 1.5)
 
 
-def baseline(src: Path, work: Path) -> tuple[float, int]:
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Run:
+    """One timed run: wall seconds, CPU seconds (all its threads), peak RSS in GiB (None for the baseline,
+    which runs in this process), and the 1-minute load average when it started."""
+
+    wall: float
+    cpu: float
+    peak: float | None
+    load: float
+
+
+def _load() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
+def baseline(src: Path, work: Path) -> Run:
     db = work / "baseline.duckdb"
     db.unlink(missing_ok=True)
-    t0 = time.perf_counter()
+    load = _load()
+    t0, c0 = time.perf_counter(), time.process_time()
     con = duckdb.connect(str(db))
     con.execute("CREATE TABLE t AS SELECT * FROM read_json(?, format = 'newline_delimited')", [str(src)])
-    n = con.execute("SELECT count(*) FROM t").fetchone()[0]  # type: ignore[index]
+    con.execute("SELECT count(*) FROM t").fetchall()
     con.close()
-    took = time.perf_counter() - t0
+    took, cpu = time.perf_counter() - t0, time.process_time() - c0
     db.unlink(missing_ok=True)
-    return took, int(n)
+    return Run(took, cpu, None, load)
 
 
-def ingest(src: Path, work: Path, *extra: str) -> tuple[float, float, str]:
-    """(seconds, peak RSS of the ingest process in GiB, its output)."""
+def rows_of(src: Path) -> int:
+    con = duckdb.connect()
+    ((n,),) = con.execute(
+        "SELECT count(*) FROM read_json(?, format = 'newline_delimited')", [str(src)]
+    ).fetchall()
+    return int(n)
+
+
+def ingest(src: Path, work: Path, tree: Path, *extra: str) -> tuple[float, float, float, str]:
+    """(seconds, CPU seconds, peak RSS of the ingest process in GiB, its output), with mcqaudit from ``tree``."""
+    import resource
+
     study = work / "study.duckdb"
     for f in (study, study.with_name(study.name + ".wal")):
         f.unlink(missing_ok=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "mcqaudit", "ingest", str(src), "--db", str(study), "--quiet", *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        cwd=tree,  # `python -m` imports from the working directory first
+        env={**os.environ, "PYTHONPATH": str(tree)},
     )
     out, errs = proc.communicate()
     took = time.perf_counter() - t0
-    peak = _peak_of_last_child()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    peak = after.ru_maxrss / 1024 / 1024  # the largest child so far, which is this one (run_isolated)
     if proc.returncode != 0:
         print(out, errs)
         raise SystemExit("ingest failed")
     study.unlink(missing_ok=True)
-    return took, peak, out.strip()
+    return took, cpu, peak, out.strip()
 
 
-def _peak_of_last_child() -> float:
-    """ru_maxrss of RUSAGE_CHILDREN: the largest child so far, which is this one (`run_isolated` runs each
-    ingest from a fresh helper process)."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024 / 1024
-
-
-def run_isolated(src: Path, work: Path, *extra: str) -> tuple[float, float, str]:
+def run_isolated(src: Path, work: Path, *extra: str, tree: Path = ROOT) -> tuple[Run, str]:
     """Run one ingest in a fresh helper process, so that its peak RSS is its own."""
-    root = str(Path(__file__).resolve().parent.parent)
     code = (
-        f"import sys, json; sys.path.insert(0, {root!r}); from benchmarks.bench_ingest import ingest; "
-        "from pathlib import Path; r = ingest(Path(sys.argv[1]), Path(sys.argv[2]), *sys.argv[3:]); "
-        "print(json.dumps(r))"
+        f"import sys, json; sys.path.insert(0, {str(ROOT)!r}); from benchmarks.bench_ingest import ingest; "
+        "from pathlib import Path; r = ingest(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), "
+        "*sys.argv[4:]); print(json.dumps(r))"
     )
+    load = _load()
     proc = subprocess.run(
-        [sys.executable, "-c", code, str(src), str(work), *extra], capture_output=True, text=True
+        [sys.executable, "-c", code, str(src), str(work), str(tree), *extra], capture_output=True, text=True
     )
     if proc.returncode != 0:
         print(proc.stdout, proc.stderr)
         raise SystemExit("ingest failed")
-    took, peak, out = json.loads(proc.stdout.strip().splitlines()[-1])
-    return float(took), float(peak), str(out)
+    took, cpu, peak, out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return Run(float(took), float(cpu), float(peak), load), str(out)
 
 
-def row(figure: str, value: float, unit: str, base: float | None, target: str, limit: float) -> dict:
+def row(figure: str, value: float, unit: str, base: float | None, target: str, limit: float | None) -> dict:
     ratio = value / base if base else None
     measured = ratio if ratio is not None else value
     return {
@@ -173,45 +207,106 @@ def row(figure: str, value: float, unit: str, base: float | None, target: str, l
         "baseline_name": None if base is None else "DuckDB read_json into a table",
         "ratio": None if ratio is None else round(ratio, 2),
         "target": target,
-        "pass": measured <= limit,
+        "pass": None if limit is None else measured <= limit,
     }
 
 
-def bench_shape(shape: str, rows: int, work: Path, results: list[dict], rss_limit: float) -> None:
+MODES = {"strict/naive/user parsers": ("--no-framework-parsers",), "default parsers": ()}
+LIMITS = {"strict/naive/user parsers": 2.0, "default parsers": 3.0}
+
+
+def _median(runs: list[Run], key: str) -> float:
+    return float(statistics.median(getattr(r, key) for r in runs))
+
+
+def bench_shape(
+    shape: str,
+    rows: int,
+    work: Path,
+    results: list[dict],
+    rss_limit: float,
+    repeat: int,
+    against: Path | None,
+) -> None:
+    """Each round: the baseline, then each mode with this tree and (``against``) the other tree, in turns
+    (the order of the two trees alternates between rounds); medians over the rounds."""
     src = work / f"{shape}.jsonl"
     t0 = time.perf_counter()
     BUILDERS[shape](src, rows)
     print(f"[{shape}] built {src} ({src.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - t0:.1f} s")
-    base, n = baseline(src, work)
-    core, core_peak, out = run_isolated(src, work, "--no-framework-parsers")
-    full, full_peak, _ = run_isolated(src, work)
-    base2, _ = baseline(src, work)  # again after, so the ratio uses the load of the whole run
-    base = min(base, base2)
+    n = rows_of(src)
+    trees = [ROOT] + ([against] if against else [])
+    bases: list[Run] = []
+    runs: dict[tuple[str, Path], list[Run]] = {(m, t): [] for m in MODES for t in trees}
+    out = ""
+    for k in range(repeat):
+        bases.append(baseline(src, work))
+        for mode, extra in MODES.items():
+            for tree in trees if k % 2 == 0 else trees[::-1]:
+                got, text = run_isolated(src, work, *extra, tree=tree)
+                runs[(mode, tree)].append(got)
+                out = out or text
+                print(
+                    f"[{shape}] round {k + 1} {mode:28s} {tree}: {got.wall:6.2f} s, cpu {got.cpu:6.2f} s, "
+                    f"load {got.load:.1f}",
+                    flush=True,
+                )
+    bases.append(baseline(src, work))  # again after, so the baseline sees the load of the whole run
+    base, base_cpu = _median(bases, "wall"), _median(bases, "cpu")
+    loads = [r.load for r in bases] + [r.load for rs in runs.values() for r in rs]
     print(f"[{shape}] {out}")
-    print(f"[{shape}] rows: {n:,}")
-    print(f"[{shape}] duckdb read_json baseline                     : {base:6.2f} s")
     print(
-        f"[{shape}] ingest (strict, naive, user parsers)          : {core:6.2f} s   ratio {core / base:5.2f} (target <= 2)"
+        f"[{shape}] rows: {n:,}; load average (1 min) during the runs: median {statistics.median(loads):.1f}, "
+        f"{min(loads):.1f} to {max(loads):.1f} ({os.cpu_count()} cores)"
     )
     print(
-        f"[{shape}]   + the 4 framework parsers (default)         : {full:6.2f} s   ratio {full / base:5.2f} (target <= 3)"
-    )
-    print(
-        f"[{shape}] peak RSS of ingest                            : {core_peak:6.2f} GiB / {full_peak:.2f} GiB (target <= {rss_limit})"
+        f"[{shape}] duckdb read_json baseline (median of {len(bases)}): {base:6.2f} s, cpu {base_cpu:6.2f} s"
     )
     label = f"{n:,} rows" + ("" if shape == "mmlu" else f", {shape} shape")
-    results.append(row(f"ingest {label}, strict/naive/user parsers", core, "s", base, "<= 2x baseline", 2.0))
-    results.append(row(f"ingest {label}, default parsers", full, "s", base, "<= 3x baseline", 3.0))
-    results.append(
-        row(
-            f"ingest {label}, peak RSS",
-            max(core_peak, full_peak),
-            "GiB",
-            None,
-            f"<= {rss_limit} GiB",
-            rss_limit,
+    for mode in MODES:
+        for tree in trees:
+            rs = runs[(mode, tree)]
+            wall, cpu = _median(rs, "wall"), _median(rs, "cpu")
+            name = "this tree" if tree == ROOT else str(tree)
+            print(
+                f"[{shape}] ingest ({mode}), {name}: median {wall:6.2f} s (ratio {wall / base:5.2f}, target <= "
+                f"{LIMITS[mode]:g}), cpu {cpu:6.2f} s (ratio {cpu / base_cpu:5.2f}); runs "
+                f"{[round(r.wall, 2) for r in rs]}"
+            )
+        results.append(
+            row(
+                f"ingest {label}, {mode}",
+                _median(runs[(mode, ROOT)], "wall"),
+                "s",
+                base,
+                f"<= {LIMITS[mode]:g}x baseline",
+                LIMITS[mode],
+            )
         )
-    )
+        results.append(
+            row(
+                f"ingest {label}, {mode}, CPU seconds",
+                _median(runs[(mode, ROOT)], "cpu"),
+                "s",
+                base_cpu,
+                "for reference (no target)",
+                None,
+            )
+        )
+        if against:
+            results.append(
+                row(
+                    f"ingest {label}, {mode}, before ({against})",
+                    _median(runs[(mode, against)], "wall"),
+                    "s",
+                    base,
+                    "for reference (no target)",
+                    None,
+                )
+            )
+    peak = max(r.peak or 0.0 for m in MODES for r in runs[(m, ROOT)])
+    print(f"[{shape}] peak RSS of ingest: {peak:6.2f} GiB (target <= {rss_limit})")
+    results.append(row(f"ingest {label}, peak RSS", peak, "GiB", None, f"<= {rss_limit} GiB", rss_limit))
     src.unlink()
 
 
@@ -219,29 +314,43 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--shapes", default="mmlu,varied")
-    ap.add_argument("--ten-million", action="store_true", help="also ingest 10 M rows (mmlu shape) once")
+    ap.add_argument(
+        "--ten-million", "--big", action="store_true", help="also ingest 10 M rows (mmlu shape) once"
+    )
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of each timing; medians are reported")
+    ap.add_argument(
+        "--against", type=Path, default=None, help="another source tree (before a change): timed in turns"
+    )
     ap.add_argument("--json", type=Path, default=None, help="write the result rows (benchmarks/run_all.py)")
     ap.add_argument("--keep", type=Path, default=None)
     args = ap.parse_args()
     work = Path(args.keep or tempfile.mkdtemp(prefix="bench_ingest_"))
     work.mkdir(parents=True, exist_ok=True)
     results: list[dict] = []
+    against = args.against.resolve() if args.against else None
     try:
         for shape in [s.strip() for s in args.shapes.split(",") if s.strip()]:
-            bench_shape(shape, args.rows, work, results, 1.5)
+            bench_shape(shape, args.rows, work, results, RSS_LIMIT, max(args.repeat, 1), against)
         if args.ten_million:
             src = work / "ten.jsonl"
             build_mmlu(src, 10_000_000)
-            took, peak, out = run_isolated(src, work)
-            print(f"[10M] {out}\n[10M] ingest {took:.1f} s, peak RSS {peak:.2f} GiB (target < 3)")
+            got, out = run_isolated(src, work)
+            print(f"[10M] {out}\n[10M] ingest {got.wall:.1f} s, peak RSS {got.peak:.2f} GiB (target < 3)")
             results.append(
-                row("ingest 10,000,000 rows, default parsers, peak RSS", peak, "GiB", None, "< 3 GiB", 3.0)
+                row(
+                    "ingest 10,000,000 rows, default parsers, peak RSS",
+                    got.peak or 0.0,
+                    "GiB",
+                    None,
+                    "< 3 GiB",
+                    3.0,
+                )
             )
             src.unlink()
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"load average: {os.getloadavg()[0]:.1f} (2 cores)")
+    print(f"load average: {_load():.1f} ({os.cpu_count()} cores)")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
 
