@@ -22,6 +22,10 @@ and ``tests/test_parsers.py`` runs those builders against these functions. Its s
 in order take ``regexp_extract(generation, pattern, 1)``; the first non-empty one, upper-cased, is the
 letter; it counts only when it is one of the first ``n_options`` letters, else the parser returns None
 (it does not fall through to the next pattern).
+
+``strict`` runs in SQL at ingest as well (``mcqaudit.store.strict_sql``, its patterns spelled for RE2 in
+:data:`STRICT_RE2`), exactly where its case fold can be reproduced there; Python's ``strict`` decides the other
+rows and stays the reference (``tests/test_strict_sql.py``).
 """
 
 from __future__ import annotations
