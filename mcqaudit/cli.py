@@ -909,6 +909,16 @@ def grade(
             "judge reads the answer alone.",
         ),
     ] = False,
+    panel: Annotated[
+        bool,
+        typer.Option(
+            "--panel",
+            help="Grade as a panel judge: the rows the study's primary judge graded (the first configuration "
+            "it was graded with) get this configuration's verdicts too, stored beside the final verdicts, never "
+            "in them; the report compares the judges (judge_panel, judge_sensitive). Any number of panel "
+            "judges; works with --batch.",
+        ),
+    ] = False,
     dry_run: Annotated[
         bool, typer.Option(
             "--dry-run",
@@ -990,6 +1000,8 @@ def grade(
         raise _fail("error: --no-wait, --batch-max-lines and --poll-interval go with --batch", 2)
     if batch and no_judge:
         raise _fail("error: --batch needs a judge; --no-judge sends nothing", 2)
+    if panel and no_judge:
+        raise _fail("error: --panel needs a judge; --no-judge sends nothing", 2)
     if (price_in is not None or price_out is not None) and not dry_run:
         raise _fail("error: --price-in and --price-out go with --dry-run (the estimate of a run's cost)", 2)
     with _exits():
@@ -1017,7 +1029,7 @@ def grade(
         options = grading.grade_options(grading.JudgeSettings(
             model=judge_model, base_url=judge_base_url, api_key_env=judge_api_key_env, shape=shape,
             temperature=temperature, max_tokens=max_tokens, seed=seed, exemplars=exemplars, rationale=rationale,
-            sees_reasoning=judge_sees_reasoning, concurrency=concurrency, timeout_s=timeout, max_retries=max_retries, arms=arms, limit=limit,
+            sees_reasoning=judge_sees_reasoning, panel=panel, concurrency=concurrency, timeout_s=timeout, max_retries=max_retries, arms=arms, limit=limit,
         ))  # fmt: skip
     if not dry_run:
         _check_key_env("--judge-api-key-env", judge_api_key_env, judge_base_url)
@@ -1171,6 +1183,13 @@ def _estimate_lines(e: CostEstimate) -> list[str]:
     return out
 
 
+_ROLE_WORDS = {
+    "primary": "primary: final verdicts",
+    "panel": "panel: beside the final verdicts",
+    "superseded": "superseded by a later configuration",
+}
+
+
 def _info_fingerprints(study: Study) -> None:
     from mcqaudit.app.grade import fingerprints
 
@@ -1183,7 +1202,7 @@ def _info_fingerprints(study: Study) -> None:
     for f in fps:
         model = f["model"] + (" (stand-in judge: a heuristic, not an LLM)" if f["standin"] else "")
         console.print(
-            f"  {f['fingerprint']}  {model}, {f['shape']} shape, temperature {f['temperature']:g}, "
+            f"  {f['fingerprint']}  [{_ROLE_WORDS.get(f['role'], f['role'])}] {model}, {f['shape']} shape, temperature {f['temperature']:g}, "
             f"max tokens {f['max_tokens']}, seed {f['seed']}, rationale {'on' if f['rationale'] else 'off'}"
             + (", reasoning sent as context" if f["sees_reasoning"] else "") + "; "
             f"arms: {', '.join(f['arms']) or '-'}; "

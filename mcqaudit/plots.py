@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 from mcqaudit.formatting import pairing_words, plotly_text
 from mcqaudit.metrics.results import Metric, Report
 from mcqaudit.metrics.rules import compared_arms
-from mcqaudit.reading import FamilyView, family_entry, first_family, report_families
+from mcqaudit.reading import FamilyView, any_truncated, family_entry, first_family, report_families
 from mcqaudit.vocab import VERDICTS
 
 _LAYOUT: dict[str, Any] = {
@@ -102,25 +102,79 @@ def fig_orientation_accuracy(report: Report, family: FamilyView | None = None) -
 
 
 def fig_other_rate(report: Report) -> go.Figure:
-    """OTHER rate and ungraded rate per arm with CIs."""
+    """OTHER rate and ungraded rate per arm with CIs. Where some row was cut by the token limit
+    (:func:`mcqaudit.reading.any_truncated`), the OTHER bar is a stack: the OTHER rows cut by the token limit
+    under the OTHER rows that were not, each labelled with its count of the arm's OTHER rows; the CI is the
+    whole OTHER rate's, on top."""
     arms = report["arms"]
     fig = go.Figure()
+    x = [_txt(a) for a in arms]
     rates: tuple[tuple[Literal["other_rate", "ungraded_rate"], str], ...] = (
         ("other_rate", "OTHER rate"),
         ("ungraded_rate", "ungraded rate"),
     )
+    cut = any_truncated(report)
     for key, label in rates:
         ms = [report["metrics"][a][key] for a in arms]
+        if key == "other_rate" and cut:
+            _other_stack(fig, report, x, ms)
+            continue
         fig.add_bar(
             name=label,
-            x=[_txt(a) for a in arms],
+            x=x,
             y=[_val(m, 100) for m in ms],
             error_y=_err(ms, 100),
             hovertext=[_ci_hover(m) for m in ms],
+            offsetgroup=key if cut else None,
         )
-    fig.update_layout(**_LAYOUT, title="OTHER rate by arm (ungraded rows are counted apart)", barmode="group")
+    title = "OTHER rate by arm (ungraded rows are counted apart)"
+    if cut:
+        title = "OTHER rate by arm: cut by the token limit, or not (ungraded rows are counted apart)"
+    fig.update_layout(**_LAYOUT, title=title, barmode="group")
     fig.update_yaxes(title="% of rows", rangemode="tozero")
     return fig
+
+
+def _other_stack(fig: go.Figure, report: Report, x: list[str], ms: Sequence[Metric | None]) -> None:
+    """The OTHER bar of :func:`fig_other_rate` as two stacked parts (one ``offsetgroup``, the upper part's
+    ``base`` the lower part's top): OTHER rows cut by the token limit, then the rest, as % of graded rows."""
+    cut: list[float | None] = []
+    rest: list[float | None] = []
+    cut_text: list[str] = []
+    rest_text: list[str] = []
+    for a, m in zip(report["arms"], ms, strict=True):
+        e = report["metrics"][a]
+        graded, other = int(e.get("graded") or 0), int(e.get("other_rows") or 0)
+        k = int(e.get("truncated_other_rows") or 0)
+        v = _val(m, 100)
+        c = 100 * k / graded if graded and v is not None else None
+        cut.append(c)
+        rest.append(None if v is None or c is None else max(v - c, 0.0))
+        cut_text.append(f"{k:,} of {other:,} OTHER")
+        rest_text.append(f"{other - k:,} of {other:,} OTHER")
+    # no label on an empty part
+    labels = [[t if not t.startswith("0 of") else "" for t in ts] for ts in (cut_text, rest_text)]
+    fig.add_bar(
+        name="OTHER, cut by the token limit",
+        x=x,
+        y=cut,
+        offsetgroup="other_rate",
+        text=labels[0],
+        hovertext=[f"{t} rows cut by the token limit ({c:.1f} % of graded rows)" if c is not None else "n/a"
+                   for t, c in zip(cut_text, cut, strict=True)],
+    )  # fmt: skip
+    fig.add_bar(
+        name="OTHER, not cut",
+        x=x,
+        y=rest,
+        base=cut,
+        offsetgroup="other_rate",
+        text=labels[1],
+        error_y=_err(ms, 100),
+        hovertext=[
+            f"{t} rows not cut; OTHER rate {_ci_hover(m)}" for t, m in zip(rest_text, ms, strict=True)
+        ],
+    )
 
 
 def fig_delta_by_orientation(report: Report, family: FamilyView | None = None) -> go.Figure:

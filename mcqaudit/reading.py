@@ -1,6 +1,6 @@
 """How a report dict is read by what renders it (the report's text in :mod:`mcqaudit.report`, its figures in
 :mod:`mcqaudit.plots`, the dashboard's tables): its item families, one family's part of an arm's figures, and
-the judge-vs-human groups. Pure; both renderers import it, neither imports the other for it."""
+the judge-vs-human groups, whether any row was truncated. Pure; both renderers import it, neither imports the other for it."""
 
 from __future__ import annotations
 
@@ -21,12 +21,19 @@ __all__ = [
     "NoFamilyDelta",
     "NoFamilyMetrics",
     "agreement_groups",
+    "any_truncated",
     "family_entry",
     "first_family",
     "report_families",
 ]
 
 FamilyView = tuple[str | None, list[str], int | None]  # an item family: label, orientations, items
+
+
+def any_truncated(report: Report) -> bool:
+    """Some row of the study was cut by the token limit (``truncated_rows``): only then do the views show
+    truncated rates (a study without ``finish_reason`` or reasoning blocks has none to show)."""
+    return any((report["metrics"][a].get("truncated_rows") or 0) > 0 for a in report.get("arms") or [])
 
 
 def report_families(report: Report) -> list[FamilyView]:

@@ -44,6 +44,7 @@ from mcqaudit.metrics.results import (
 from mcqaudit.reading import (
     FamilyView,
     agreement_groups,
+    any_truncated,
     family_entry,
     report_families,
 )
@@ -227,7 +228,7 @@ def _arm_findings(
     if ov is None:
         return out
     out += _parser_findings(report, arm, ov, int(d.get("rows", 0)), flags, name)
-    out += _other_rate_finding(report, arm, d)
+    out += _other_rate_finding(report, arm, d, flags)
     out += _orientation_findings(report, arm, d, flags)
     return out
 
@@ -321,8 +322,10 @@ def _parser_findings(
     return out
 
 
-def _other_rate_finding(report: Report, arm: str, d: ArmDelta) -> list[Finding]:
-    """The OTHER-rate change, beside the Δ on answered rows only."""
+def _other_rate_finding(report: Report, arm: str, d: ArmDelta, flags: Sequence[Flag]) -> list[Finding]:
+    """The OTHER-rate change, beside the Δ on answered rows only; when the arm is cut by the token limit more
+    often (``truncation_rise``), what that does to it: the token budget named as the OTHER rise's cause when
+    the truncated rows account for it (:func:`_budget_explains`), else a ``truncation`` finding of its own."""
     o, aa = d.get("other_rate"), d.get("answered_accuracy")
     if o is None:
         return []
@@ -335,7 +338,69 @@ def _other_rate_finding(report: Report, arm: str, d: ArmDelta) -> list[Finding]:
             f"{arm} answers OTHER less often" if s_o < 0 else "The OTHER rate shows no clear change")  # fmt: skip
     text = (f"{head}: {rates + ', ' if rates else ''}Δ {pp(o)} (n={o['n']} items); on answered rows only, "
             f"Δaccuracy is {pp(aa)}.")  # fmt: skip
-    return [_finding("other_rate", text, arm, o, o["n"], d.get("rows", 0), answered_accuracy=aa)]
+    rows = d.get("rows", 0)
+    if not _fired(flags, "truncation_rise", arm):
+        return [_finding("other_rate", text, arm, o, o["n"], rows, answered_accuracy=aa)]
+    m = report["metrics"]
+    cut, other = m[arm].get("truncated_other_rows", 0), m[arm].get("other_rows", 0)
+    kept = d.get("other_rate_untruncated")
+    if _fired(flags, "other_rate_rise", arm) and _budget_explains(report, arm, d):
+        rest = _clear(kept) > 0  # most of the rise is truncated rows, but not all of it
+        text = (f"{'Most of the' if rest else 'The'} OTHER rise is the token budget: {cut:,} of {other:,} OTHER "
+                f"rows of {arm} were cut by the token limit (finish_reason length, or a reasoning block never "
+                f"closed), against {m[ctrl].get('truncated_other_rows', 0):,} of {m[ctrl].get('other_rows', 0):,} "
+                f"in {ctrl}; OTHER {rates + ', ' if rates else ''}Δ {pp(o)} (n={o['n']} items, {rows:,} rows), "
+                f"and with the truncated rows left out Δ {pp(kept)}"
+                f"{', a smaller rise that remains' if rest else ', no clear rise'}. Raise the token limit or read "
+                f"the answers before reading this as a preference; on answered rows only, Δaccuracy is {pp(aa)}.")  # fmt: skip
+        return [_finding("other_rate", text, arm, o, o["n"], rows, answered_accuracy=aa, token_budget=True)]
+    found = _finding("other_rate", text, arm, o, o["n"], rows, answered_accuracy=aa, token_budget=False)
+    return [found, _truncation_finding(report, arm, d)]
+
+
+def _fired(flags: Sequence[Flag], name: str, arm: str) -> bool:
+    return any(f["name"] == name and f.get("arm") == arm for f in flags)
+
+
+def _budget_explains(report: Report, arm: str, d: ArmDelta) -> bool:
+    """The truncated rows account for the arm's OTHER rise: with them left out the OTHER-rate Δ is no longer
+    clearly above 0, or at least half of the extra OTHER rate is truncated rows (of graded rows, each arm)."""
+    kept = d.get("other_rate_untruncated")
+    if kept is None or _clear(kept) <= 0:
+        return True
+    ctrl = str(report["control_arm"])
+
+    def shares(a: str) -> tuple[float, float]:
+        e = report["metrics"][a]
+        graded = e.get("graded") or 0
+        if not graded:
+            return 0.0, 0.0
+        return e.get("other_rows", 0) / graded, e.get("truncated_other_rows", 0) / graded
+
+    (ot, tt), (oc, tc) = shares(arm), shares(ctrl)
+    return ot > oc and (tt - tc) >= 0.5 * (ot - oc)
+
+
+def _truncation_finding(report: Report, arm: str, d: ArmDelta) -> Finding:
+    """The arm is cut by the token limit more often (``truncation_rise``), and the OTHER rate does not tell
+    the whole of it: truncated rows that were still answered were graded from a cut answer."""
+    ctrl = str(report["control_arm"])
+    m = report["metrics"]
+    tr = d.get("truncated_rate")
+    assert tr is not None  # the flag fired on it
+    vt, vc = _value(m[arm].get("truncated_rate")), _value(m[ctrl].get("truncated_rate"))
+    rates = (
+        f"{vt * 100:.1f} % of rows vs {vc * 100:.1f} % in {ctrl}, " if vt is not None and vc is not None else ""
+    )
+    cut, other = m[arm].get("truncated_rows", 0), m[arm].get("truncated_other_rows", 0)
+    kept = d.get("other_rate_untruncated")
+    rest = (f"; the OTHER rise is not the token budget alone: with the truncated rows left out, Δ OTHER is still "
+            f"{pp(kept)}" if _clear(kept) > 0 else "")  # fmt: skip
+    text = (f"{arm} is cut by the token limit more often: {rates}Δ {pp(tr)} (n={tr['n']} items, "
+            f"{tr.get('rows', d.get('rows', 0)):,} rows); {other:,} of its {cut:,} truncated rows are OTHER, and the "
+            f"other {cut - other:,} carry whatever answer came before the cut{rest}. Raise the token limit or read "
+            "the answers.")  # fmt: skip
+    return _finding("truncation", text, arm, tr, tr["n"], tr.get("rows", d.get("rows", 0)), token_budget=True)
 
 
 def _orientation_findings(
@@ -589,12 +654,23 @@ def _study_section(report: Report) -> Section:
     )  # fmt: skip
 
 
+TRUNCATED_WORDS = (
+    "Truncated rate: rows cut by the token limit (finish_reason length, or a reasoning block never closed), of "
+    "all rows; a truncated row with no answer is OTHER by rule. Truncated OTHER: how many of the arm's OTHER "
+    "rows were cut so."
+)
+
+
 def _headline_section(report: Report) -> Section:
     m, ctrl = report["metrics"], report["control_arm"]
+    cut = any_truncated(report)
     header = ["arm", "rows", "accuracy", "answered accuracy", "OTHER rate", "ungraded rate", "circular accuracy",
               "first-position rate", "RStd (pp)"]  # fmt: skip
-    rows = [
-        [
+    if cut:
+        header[5:5] = ["truncated rate", "truncated OTHER"]
+    rows = []
+    for a in report["arms"]:
+        row = [
             a + (" (control)" if a == ctrl else ""),
             str(m[a]["rows"]),
             pct(m[a]["accuracy"]),
@@ -605,9 +681,19 @@ def _headline_section(report: Report) -> Section:
             with_chance(m[a]["first_position_rate"]),
             num(m[a]["rstd"], 1),
         ]
-        for a in report["arms"]
-    ]
-    return Section("Headline", tables=[Table(header, rows)])
+        if cut:
+            row[5:5] = [_with_n(m[a].get("truncated_rate")), _of(m[a], "truncated_other_rows", "other_rows")]
+        rows.append(row)
+    return Section("Headline", paragraphs=[TRUNCATED_WORDS] if cut else [], tables=[Table(header, rows)])
+
+
+def _with_n(m: Metric | None) -> str:
+    return f"{pct(m)} (n={m['n']})" if m else "n/a"
+
+
+def _of(e: Mapping[str, Any], part: str, whole: str) -> str:
+    """``12 of 40`` from two counts of a metrics entry."""
+    return f"{int(e.get(part) or 0):,} of {int(e.get(whole) or 0):,}"
 
 
 def _accuracy_section(report: Report, fams: Sequence[FamilyView]) -> Section:
@@ -626,18 +712,25 @@ def _accuracy_section(report: Report, fams: Sequence[FamilyView]) -> Section:
 def _delta_sections(report: Report, fams: Sequence[FamilyView]) -> list[Section]:
     """Δ vs the control, with its MDE, then per orientation within each item family."""
     deltas = report["delta_accuracy"]
+    cut = any_truncated(report)
+    blank = [""] * (6 if cut else 4)
     rows = []
     for a, d in deltas.items():
         if d is None:
-            rows.append([a, "not compared (see notes)", "", "", "", ""])
+            rows.append([a, "not compared (see notes)", *blank])
             continue
         ov = d["overall"]
         if ov is None:
-            rows.append([a, f"not enough items (n={d.get('items', 0)})", "", "", "", ""])
+            rows.append([a, f"not enough items (n={d.get('items', 0)})", *blank])
             continue
         mde = pct({"value": ov["mde"]}, ci=False) if ov and ov.get("mde") is not None else "n/a"
         rows.append([a, pct(ov, sign=True), mde, pct(d["other_rate"], sign=True),
                      pct(d["answered_accuracy"], sign=True), f"{d.get('items')} ({d.get('pairing')})"])  # fmt: skip
+        if cut:
+            rows[-1][4:4] = [
+                pct(d.get("truncated_rate"), sign=True),
+                pct(d.get("other_rate_untruncated"), sign=True),
+            ]
     if not rows:
         return []
     ftables = []
@@ -658,8 +751,15 @@ def _delta_sections(report: Report, fams: Sequence[FamilyView]) -> list[Section]
         f"a Δ on fewer than {MIN_ITEMS} items is not computed. "
         "Per orientation, the Δ is shown within each item family (the items sharing one "
         "orientation set): orientations are compared only within a family."
+    ) + (
+        " Δ truncated rate: rows cut by the token limit; the Δ OTHER rate with the truncated rows left out is "
+        "what remains of an OTHER change once the token limit's rows are taken out."
+        if cut
+        else ""
     )
     header = ["arm", "Δaccuracy", "MDE", "Δ OTHER rate", "Δ answered accuracy", "items"]
+    if cut:
+        header[4:4] = ["Δ truncated rate", "Δ OTHER rate, truncated rows left out"]
     return [
         Section(
             f"Δ vs control ({report['control_arm']})",

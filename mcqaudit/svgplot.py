@@ -70,6 +70,25 @@ def _err(d: Mapping[str, Any], k: int) -> tuple[float | None, float | None]:
     return p, m
 
 
+def _base(d: Mapping[str, Any], k: int) -> float:
+    """Where bar ``k`` of a series starts: its ``base`` (a bar stacked on another), else 0."""
+    b = d.get("base")
+    if isinstance(b, Sequence) and not isinstance(b, str):
+        v = b[k] if k < len(b) else None
+        return float(v) if v is not None else 0.0
+    return float(b) if isinstance(b, int | float) else 0.0
+
+
+def _slots(series: list[dict[str, Any]]) -> tuple[list[int], int]:
+    """Each series' place within a category, and how many places: series that share an ``offsetgroup``
+    share a place (a stack, with ``base``), every other series has its own."""
+    keys = [
+        str(d.get("offsetgroup")) if d.get("offsetgroup") is not None else f"#{i}" for i, d in enumerate(series)
+    ]
+    order = list(dict.fromkeys(keys))
+    return [order.index(k) for k in keys], max(len(order), 1)
+
+
 def _categorical(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:
     title = _title(layout)
     cats: list[str] = []
@@ -94,7 +113,8 @@ def _categorical(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:
             if y is None:
                 continue
             p, m = _err(d, k)
-            vals += [y + (p or 0.0), y - (m or 0.0)]
+            top = y + _base(d, k)
+            vals += [top + (p or 0.0), top - (m or 0.0)]
     vals += [float(s["y0"]) for s in lines]
     yr = (layout.get("yaxis") or {}).get("range")
     lo, hi = (float(yr[0]), float(yr[1])) if yr else (min(vals), max(vals))
@@ -116,7 +136,7 @@ def _categorical(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:
         body.append(f'<text transform="translate(14 {MT + ph / 2}) rotate(-90)" text-anchor="middle" '
                     f'fill="#444">{_t(ytext)}</text>')  # fmt: skip
     slot = pw / len(cats)
-    n = max(len(series), 1)
+    place, n = _slots(series)
     bw = slot * 0.8 / n
     tilt = max(len(html.unescape(c)) for c in cats) * 6.5 > slot  # long labels would overlap: slant them
     for c, cat in enumerate(cats):
@@ -137,17 +157,20 @@ def _categorical(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:
         for k, (x, y) in enumerate(zip(xs, ys, strict=False)):
             if y is None:
                 continue
-            cx = ML + slot * (cats.index(str(x)) + 0.5) - slot * 0.4 + bw * (si + 0.5)
+            cx = ML + slot * (cats.index(str(x)) + 0.5) - slot * 0.4 + bw * (place[si] + 0.5)
             tip = f"<title>{_t(d.get('name', ''))} {_t(x)}: {_t(hov[k] if k < len(hov) else y)}</title>"
+            b0 = _base(d, k)
+            top = y + b0
             if d.get("type") == "bar":
-                y0, y1 = Y(0.0 if lo <= 0 <= hi else lo), Y(y)
+                y0, y1 = Y(b0 if b0 else (0.0 if lo <= 0 <= hi else lo)), Y(top)
                 body.append(f'<rect x="{_num(cx - bw / 2)}" y="{_num(min(y0, y1))}" width="{_num(bw * 0.92)}" '
                             f'height="{_num(abs(y1 - y0))}" fill="{color}">{tip}</rect>')  # fmt: skip
+                body += _bar_label(d, k, cx, (y0 + y1) / 2, abs(y1 - y0))
             else:
                 body.append(f'<circle cx="{_num(cx)}" cy="{_num(Y(y))}" r="5" fill="{color}">{tip}</circle>')
             p, m = _err(d, k)
             if p is not None and m is not None:
-                a, b = Y(y + p), Y(y - m)
+                a, b = Y(top + p), Y(top - m)
                 body.append(f'<path d="M{_num(cx)} {_num(a)}V{_num(b)}M{_num(cx - 4)} {_num(a)}h8M{_num(cx - 4)} '
                             f'{_num(b)}h8" stroke="#333" fill="none"/>')  # fmt: skip
     for d in ticks_:
@@ -167,6 +190,18 @@ def _categorical(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:
             body.append(f'<text x="{W - MR - 4}" y="{_num(Y(float(a["y"])) - 4)}" text-anchor="end" '
                         f'fill="#666">{_t(a["text"])}</text>')  # fmt: skip
     return _svg(body + _legend(series, ticks_), title)
+
+
+def _bar_label(d: Mapping[str, Any], k: int, cx: float, cy: float, height: float) -> list[str]:
+    """A bar's ``text`` (a count, "12 of 40"), inside the bar when it is tall enough, else above it."""
+    text = d.get("text")
+    label = text[k] if isinstance(text, Sequence) and not isinstance(text, str) and k < len(text) else None
+    if not label:
+        return []
+    y = cy + 4 if height >= 16 else cy - height / 2 - 4
+    return [
+        f'<text x="{_num(cx)}" y="{_num(y)}" text-anchor="middle" font-size="10" fill="#111">{_t(label)}</text>'
+    ]
 
 
 def _legend(series: list[dict[str, Any]], ticks_: list[dict[str, Any]]) -> list[str]:

@@ -204,6 +204,29 @@ def test_a_rationale_run_is_estimated_at_its_own_max_tokens(db: Path) -> None:
     assert rat["prompt_tokens_estimate"] > plain["prompt_tokens_estimate"]
 
 
+def test_a_panel_judge_is_estimated_over_the_rows_the_primary_judge_graded(db: Path) -> None:
+    meter = Meter()
+    with (
+        ScriptedJudge(responder, usage=meter) as one,
+        ScriptedJudge(responder, model="second", usage=meter) as two,
+    ):
+        assert grade_cli(db, one.base_url, "--limit", "30", "-q").returncode == 0
+        proc = run_cli("grade", "--db", str(db), "--judge-model", "second", "--judge-base-url", two.base_url,
+                       "--panel", "--dry-run", "--json", env=NO_JUDGE_ENV)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        plan = json.loads(proc.stdout)
+        assert two.count == 0
+        run = run_cli("grade", "--db", str(db), "--judge-model", "second", "--judge-base-url", two.base_url,
+                      "--panel", "-q", env=NO_JUDGE_ENV)  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        calls = list(two.calls)
+    assert plan["rows_needing_judge"] == 30 and plan["requests"] == len(calls) > 0
+    assert plan["prompt_tokens_estimate"] == sum(request_tokens(c.system, c.user) for c in calls)
+    usage = info_json(db)["judge_usage"]
+    assert [u["model"] for u in usage.values()] == ["scripted", "second"]
+    assert [u["requests"] for u in usage.values()] == [one.count, len(calls)]
+
+
 # --- prices and the batch discount --------------------------------------------------------------------------
 
 

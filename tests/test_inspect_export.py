@@ -16,6 +16,7 @@ from mcqaudit.store import Study
 from mcqaudit.vocab import LETTERS
 from tests.helpers import run_cli
 from tests.judge_servers import ScriptedJudge, heuristic
+from tests.reasoning_logs import make_in_subprocess
 
 inspect_log = pytest.importorskip("inspect_ai.log")
 FIXTURES = Path(__file__).parent / "fixtures" / "inspect"
@@ -34,7 +35,9 @@ def _study(tmp_path: Path, log: Path, name: str = "study.duckdb") -> tuple[Study
         summary = grade(study, GradeOptions(cfg, base_url=srv.base_url, backoff_base_s=0.01))
     rows = {
         (i, s): {"row_id": r, "options": list(o), "verdict": v}
-        for r, i, s, o, v in study.query("SELECT row_id, item_id, sample, options, final_verdict FROM graded_rows")
+        for r, i, s, o, v in study.query(
+            "SELECT row_id, item_id, sample, options, final_verdict FROM graded_rows"
+        )
     }
     return study, rows, summary.fingerprint
 
@@ -50,7 +53,8 @@ def test_reviews_become_score_edits_with_provenance_and_unreviewed_samples_stay(
     before = _sha(src)
     study, rows, fp = _study(tmp_path, src)
     geo, planet, sun, arith0, arith1 = (
-        rows[k]["row_id"] for k in [("geo-fr", 0), ("planet-red", 0), ("tf-sun", 0), ("arith-7", 0), ("arith-7", 1)]
+        rows[k]["row_id"]
+        for k in [("geo-fr", 0), ("planet-red", 0), ("tf-sun", 0), ("arith-7", 0), ("arith-7", 1)]
     )
     add_review(study, geo, reviewer="ann", action="confirm", verdict="CORRECT", note="clear")
     add_review(study, planet, reviewer="ann", verdict="CORRECT")  # override; CORRECT implies the gold letter
@@ -111,7 +115,9 @@ def test_reviews_become_score_edits_with_provenance_and_unreviewed_samples_stay(
 
 
 @pytest.mark.parametrize("fixture", ["plain.eval", "solver_shuffle.eval", "dataset_shuffle.json"])
-def test_the_answer_is_the_picked_options_letter_over_the_samples_choices(tmp_path: Path, fixture: str) -> None:
+def test_the_answer_is_the_picked_options_letter_over_the_samples_choices(
+    tmp_path: Path, fixture: str
+) -> None:
     src = FIXTURES / fixture
     study, rows, _ = _study(tmp_path, src)
     r = rows[("planet-red", 0)]
@@ -141,7 +147,68 @@ def test_refuses_another_log_the_original_and_missing_flags(tmp_path: Path) -> N
     assert same.returncode == 1 and "never writes to it" in same.stderr
     no_out = run_cli("reviews", "export", "--db", db, "--inspect", str(copy))
     assert no_out.returncode == 2 and "--out" in no_out.stderr
-    bad_ext = run_cli("reviews", "export", "--db", db, "--inspect", str(copy), "--out", str(tmp_path / "x.csv"))
+    bad_ext = run_cli(
+        "reviews", "export", "--db", db, "--inspect", str(copy), "--out", str(tmp_path / "x.csv")
+    )
     assert bad_ext.returncode == 1 and ".eval or .json" in bad_ext.stderr
     for p in (other, wrong_arm, same, no_out, bad_ext):
         assert "Traceback" not in p.stderr
+
+
+# ------------------------------------------------------------------------------- a reasoning model's log
+@pytest.fixture(scope="module")
+def reasoning_logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Inspect logs whose outputs carry ContentReasoning and stop_reason max_tokens (tests/reasoning_logs.py)."""
+    return make_in_subprocess(tmp_path_factory.mktemp("reasoning-logs"))
+
+
+def _content_types(sample) -> list[str]:
+    return [c.type for c in sample.output.choices[0].message.content] if sample.output.choices else []
+
+
+@pytest.mark.parametrize("fmt", ["eval", "json"])
+def test_export_into_a_log_whose_samples_carry_reasoning(
+    tmp_path: Path, reasoning_logs: dict, fmt: str
+) -> None:
+    """Rows matched on the answer text (the reasoning is not part of a sample's generation); the edits land on
+    the right samples and the new log keeps every ContentReasoning block and stop reason as it was."""
+    src = tmp_path / f"reasoning.{fmt}"
+    shutil.copy(reasoning_logs[fmt], src)
+    before = _sha(src)
+    study, rows, _ = _study(tmp_path, src)
+    think, cut, late = (
+        rows[(i, 0)]["row_id"] for i in ("think-then-answer", "cut-in-thinking", "cut-after-answer")
+    )
+    add_review(study, think, reviewer="ann", verdict="INCORRECT", picked_letter="B", note="means Rome")
+    add_review(study, cut, reviewer="ann", verdict="OTHER", note="ran out of tokens while thinking")
+    add_review(study, late, reviewer="bob", action="confirm")
+    out = tmp_path / f"audited.{fmt}"
+    proc = run_cli("reviews", "export", "--db", str(study.path), "--inspect", str(src), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "3 score edit(s) on 3 sample(s)" in proc.stderr
+    assert _sha(src) == before
+
+    orig = inspect_log.read_eval_log(str(src))
+    new = inspect_log.read_eval_log(str(out))
+    s, sc = _score(new, "think-then-answer", 1)
+    assert (sc.value, sc.answer, sc.explanation) == ("I", "B", "INCORRECT: means Rome")
+    assert _content_types(s) == ["reasoning", "text"]
+    s, sc = _score(new, "cut-in-thinking", 1)
+    assert (sc.value, sc.answer, sc.explanation) == ("I", None, "OTHER: ran out of tokens while thinking")
+    assert sc.history[0].value == "N"  # Inspect's choice() scorer: no response
+    assert s.output.stop_reason == "max_tokens" and _content_types(s) == ["reasoning"]
+    _, sc = _score(new, "cut-after-answer", 1)
+    assert (sc.value, sc.answer) == ("C", "C") and sc.history[1].provenance.author == "bob"
+    for o in orig.samples:
+        n = next(x for x in new.samples if x.id == o.id and x.epoch == o.epoch)
+        assert n.output.model_dump() == o.output.model_dump()  # reasoning, text, stop reason, usage
+        if o.id not in ("think-then-answer", "cut-in-thinking", "cut-after-answer"):
+            assert n.scores["choice"].model_dump() == o.scores["choice"].model_dump()
+    # the new log reads as the same rows, reasoning and all (only the edited scores' letters moved)
+    assert _import(out) == _import(src)
+
+
+def _import(path: Path) -> list[dict]:
+    from mcqaudit.ingest.inspect_log import read_log
+
+    return [{k: v for k, v in r.row.items() if k != "parsed_letter"} for r in read_log(path)[1] if r.row]

@@ -620,7 +620,7 @@ def synthetic_frames(
                     {
                         "ai": a, "ii": np.arange(n_items), "oi": o, "sample": 0, "gold_pos": gold_pos, "n_opt": n,
                         "verdict": np.where(correct, 0, 1), "pick_pos": pick, "auto_verdict": np.where(correct, 0, 1),
-                        "human": -1, "strict_pos": -1, "naive_pos": pick, "user_pos": -1, "fp": 0, "uniform": False,
+                        "human": -1, "strict_pos": -1, "naive_pos": pick, "user_pos": -1, "fp": 0, "uniform": False, "truncated": False,
                     }
                 )
             )  # fmt: skip
@@ -672,7 +672,7 @@ def test_item_families_group_items_by_their_orientation_set() -> None:
     oi = np.array([o for os_ in shown.values() for o in os_] + [0])
     z = np.zeros_like(ii)
     R = Rows(ai=z, ii=ii, oi=oi, sample=z, gold=z, n_opt=z, verdict=z, pick=z, auto_verdict=z, review=z,
-             uniform=z.astype(bool), n_arms=1, n_or=6, n_items=7)  # fmt: skip
+             uniform=z.astype(bool), truncated=z.astype(bool), n_arms=1, n_or=6, n_items=7)  # fmt: skip
     F = item_families(R, labels)
     assert F.labels == ["2-option items", "4-option items (ABCD, BCDA, CDAB, DABC)", "4-option items (ABCD, DABC)"]
     assert F.items == [2, 3, 1] and F.options == [2, 4, 4]

@@ -125,6 +125,7 @@ class JudgeSettings:
     exemplars: Path | None = None
     rationale: bool = False
     sees_reasoning: bool = False
+    panel: bool = False
     concurrency: int = 16
     timeout_s: float = 60.0
     max_retries: int = 5
@@ -143,7 +144,7 @@ def grade_options(settings: JudgeSettings) -> GradeOptions:
                              sees_reasoning=s.sees_reasoning)  # fmt: skip
         options = GradeOptions(config, base_url=s.base_url, api_key_env=s.api_key_env,
                                concurrency=s.concurrency, timeout_s=s.timeout_s, max_retries=s.max_retries,
-                               arms=s.arms, limit=s.limit)  # fmt: skip
+                               arms=s.arms, limit=s.limit, panel=s.panel)  # fmt: skip
         options.validate()
     except ValueError as exc:  # the judge configuration's own checks (a temperature above 0.2, ...)
         raise GradeUsageError(str(exc)) from None
@@ -168,11 +169,20 @@ def _ready_to_send(study: Study, options: GradeOptions) -> str:
     return resolve_api_key(options.api_key_env, options.base_url)
 
 
-def _register(study: Study, config: JudgeConfig) -> None:
-    """The fingerprint's configuration recorded: the online run's first write, so a refusal (a full disk)
-    is one line."""
+def _check_panel(study: Study, options: GradeOptions) -> None:
+    """`--panel` checked against the study (a usage error, exit 2): see :func:`judging.panel_problem`."""
+    problem = judging.panel_problem(study, options.config, options.panel)
+    if problem is not None:
+        raise GradeUsageError(problem)
+
+
+def _register(study: Study, config: JudgeConfig, panel: bool = False) -> None:
+    """The fingerprint's configuration recorded (and, for a panel judge, registered as one before any of
+    its verdicts): the online run's first write, so a refusal (a full disk) is one line."""
     try:
         judging.register_config(study, config)
+        if panel:
+            judging.register_panel(study, config)
     except StudyError:
         raise
     except Exception as exc:  # DuckDB's or the OS's refusal of the run's first write (a full disk): one line
@@ -199,6 +209,7 @@ async def grade_async(
                          backoff_base_s=options.backoff_base_s)  # fmt: skip
     del api_key
     summary = _summary(config, client.base_url)
+    summary.panel = options.panel
     told = take_replayed(study)  # what opening the study replayed, told once (by the first run on it)
     if told is not None:
         summary.recovered = told.records.get(JUDGED, 0)
@@ -207,8 +218,11 @@ async def grade_async(
         # that the selection and the reply cache below see every reply that arrived.
         late = await asyncio.to_thread(replay_journal, study)
         summary.recovered += late.records.get(JUDGED, 0)
-        await asyncio.to_thread(_register, study, config)
-        work = await asyncio.to_thread(select_work, study, config, options.arms, options.limit)
+        await asyncio.to_thread(_check_panel, study, options)
+        await asyncio.to_thread(_register, study, config, options.panel)
+        work = await asyncio.to_thread(
+            lambda: select_work(study, config, options.arms, options.limit, panel=options.panel)
+        )
         await run.send(study, options, client, journal, summary, reporter or NullReporter(), work)
     summary.elapsed_s = time.monotonic() - started
     return summary
@@ -236,11 +250,13 @@ async def grade_batch_async(
                        max_retries=options.max_retries, backoff_base_s=options.backoff_base_s)  # fmt: skip
     del api_key
     summary = BatchSummary(fingerprint=config.fingerprint, model=config.model, shape=config.shape,
-                           temperature=config.temperature, base_url=judge.base_url, rationale=config.rationale)  # fmt: skip
+                           temperature=config.temperature, base_url=judge.base_url, rationale=config.rationale,
+                           panel=options.panel)  # fmt: skip
     # One grader per study (grade/lock.py); --no-wait refuses rather than wait for another run.
     async with one_grader(study, wait=batch.wait), judge:
-        judging.register_config(study, config)
-        work = select_work(study, config, options.arms, options.limit)
+        _check_panel(study, options)
+        _register(study, config, options.panel)
+        work = select_work(study, config, options.arms, options.limit, panel=options.panel)
         await run_batches(study, options, batch, judge, summary, reporter or NullBatchReporter(), work)
     summary.elapsed_s = time.monotonic() - started
     return summary
@@ -284,6 +300,7 @@ def prices(price_in: str | None, price_out: str | None) -> Prices | None:
 def dry_run(study: Study, options: GradeOptions, prices: Prices | None = None) -> DryRun:
     """`grade --dry-run`: one rendered prompt, the fingerprint, the rows a run would target, and the estimated
     tokens (and with ``prices`` the cost) of the requests it would send; nothing is sent or written."""
+    _check_panel(study, options)
     return dry_plan(study, options, prices)[0]
 
 
@@ -292,6 +309,7 @@ def batch_dry_run(
 ) -> BatchDryRun:
     """`grade --dry-run --batch`: the dry run and what a batch run would submit and poll, its estimate at the
     Batch API's discount."""
+    _check_panel(study, options)
     return _batch_dry_run(study, options, batch, prices)
 
 

@@ -62,6 +62,7 @@ class GradeOptions:
     arms: tuple[str, ...] = ()
     limit: int | None = None
     reask: int = 1
+    panel: bool = False  # `grade --panel`: a panel judge, beside the primary (docs/design.md §5)
     # this many requests refused in a row with the same 4xx status and message stop the run (grade/run.py)
     refusals_to_stop: int = 10
     # tuning (tests use small values)

@@ -82,12 +82,16 @@ class Work:
 
 
 def select_work(
-    study: Study, config: JudgeConfig, arms: Sequence[str] = (), limit: int | None = None
+    study: Study, config: JudgeConfig, arms: Sequence[str] = (), limit: int | None = None, *, panel: bool = False
 ) -> Work:
-    """The rows a run under ``config`` targets, planned into requests, with the reply cache looked up."""
+    """The rows a run under ``config`` targets, planned into requests, with the reply cache looked up; a
+    panel judge's (``panel``) are the rows the primary judge graded."""
     fp = config.fingerprint
-    targets, already_ok = judging.select_rows(study, fp, arms, limit)
-    in_scope = judging.resolution_counts(study, arms).get("needs_judge", 0)
+    targets, already_ok = judging.select_rows(study, fp, arms, limit, panel=panel)
+    if panel:
+        in_scope = judging.primary_graded_count(study, arms)
+    else:
+        in_scope = judging.resolution_counts(study, arms).get("needs_judge", 0)
     standin = judging.is_standin(study, fp)
     planned = plan_requests(config, targets)
     cached = judging.cached_replies(study, fp, list(planned.groups))
@@ -261,7 +265,7 @@ def dry_plan(study: Study, options: GradeOptions, prices: Prices | None = None) 
     options.validate()
     check_arms(study, options.arms)
     config = options.config
-    work = select_work(study, config, options.arms, options.limit)
+    work = select_work(study, config, options.arms, options.limit, panel=options.panel)
     p, cached = work.plan, work.cached
     to_send = work.to_send()
     shown = DryRun(

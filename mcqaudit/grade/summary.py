@@ -29,6 +29,7 @@ class GradeSummary:
     temperature: float
     base_url: str | None
     rationale: bool = False  # the judge was asked for a rationale (`--rationale`)
+    panel: bool = False  # a panel judge's run (`--panel`): in scope are the rows the primary judge graded
     in_scope: int = 0  # rows in scope that need a judge
     already_ok: int = 0  # of those, already ok under this fingerprint (skipped)
     targeted: int = 0  # rows this run set out to grade
@@ -68,9 +69,10 @@ class GradeSummary:
         out = [
             f"judge {self.fingerprint}: {self.model}, {self.shape} shape, temperature {self.temperature:g}"
             + (", with rationale" if self.rationale else "")
+            + (", a panel judge (its verdicts are kept beside the final ones)" if self.panel else "")
             + (f", at {self.base_url}" if self.base_url else ""),
-            f"rows needing the judge: {self.in_scope} (already graded under this fingerprint: {self.already_ok}); "
-            f"this run: {self.targeted}",
+            f"{'rows the primary judge graded' if self.panel else 'rows needing the judge'}: {self.in_scope} "
+            f"(already graded under this fingerprint: {self.already_ok}); this run: {self.targeted}",
             f"graded: {self.graded} (from earlier replies: {self.from_cache}; sharing a prompt with another row: "
             f"{self.shared})",
         ]
@@ -132,6 +134,7 @@ def summary_json(summary: GradeSummary) -> dict[str, Any]:
         "shape": summary.shape,
         "temperature": summary.temperature,
         "rationale": summary.rationale,
+        "panel": summary.panel,
         "base_url": redact_url(summary.base_url),
         "in_scope": summary.in_scope,
         "already_ok": summary.already_ok,

@@ -15,6 +15,13 @@ What a row takes from a sample (and its last model event, the call that produced
   message it was sent; `question`: the sample's `input`.
 - `gold` and `parsed_letter` (the `choice()` scorer's `answer`, shown as parser `user`) are letters over
   the sample's `choices`; both are mapped through the option text into the displayed order.
+- `reasoning`: the `ContentReasoning` blocks of that output's message, joined by a blank line (a redacted
+  block gives its readable `summary`, or `[redacted reasoning]` when it has none); only when the message has
+  such blocks, and then `generation` (its text content) is the answer as it is. A sample without them is
+  left to ingest, which splits a leading `<think>` block off (docs/design.md §3).
+- `finish_reason`: the output's `stop_reason` (`max_tokens` and `model_length` read as `length`; others
+  kept as given; Inspect's `unknown`, its word for none, is left out); `usage`: its `input_tokens` and
+  `output_tokens` as `prompt_tokens` and `completion_tokens`.
 - `item_id`: the sample id; `sample`: epoch − 1; `model` (and the arm, without `--arm`): the eval's model;
   `metadata`: the sample's metadata.
 """
@@ -32,6 +39,7 @@ from typing import Any
 
 from mcqaudit.ingest.errors import InputError, Problem
 from mcqaudit.ingest.fields import Record
+from mcqaudit.reasoning import normalise_finish_reason
 from mcqaudit.vocab import LETTERS
 
 JsonObject = dict[str, Any]  # a JSON object as json.loads gives it
@@ -41,6 +49,8 @@ _ZSTD = 93  # zip compression method of Zstandard
 _ATTACHMENT = "attachment://"
 _SAMPLE_MEMBER = re.compile(r"^samples/(.+)_epoch_(\d+)\.json$")
 _JSON_LOG_HEAD = re.compile(rb'^\s*\{\s*"version"\s*:\s*\d+\s*,\s*"status"\s*:')
+REDACTED = "[redacted reasoning]"  # a redacted ContentReasoning block with no readable summary
+_STOP_UNKNOWN = "unknown"  # Inspect's stop_reason when the provider gave none
 
 
 class _Bad(Exception):
@@ -115,7 +125,9 @@ def _read_json(path: Path) -> tuple[JsonObject, list[JsonObject]]:
             doc = json.load(fh)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise InputError([Problem(str(path), None, "file", f"not a readable Inspect JSON log: {why}")]) from None
+        raise InputError(
+            [Problem(str(path), None, "file", f"not a readable Inspect JSON log: {why}")]
+        ) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("eval"), dict):
         raise InputError([Problem(str(path), None, "file", "not an Inspect log (no `eval` object)")])
     samples = doc.pop("samples", None) or []
@@ -173,7 +185,9 @@ def _member_json(zf: zipfile.ZipFile, fh: io.BufferedReader, info: zipfile.ZipIn
         data = _member_bytes(zf, fh, info)
         return json.loads(data)
     except RecursionError:
-        raise InputError([Problem(source, None, "file", f"{info.filename} is nested too deeply to read")]) from None
+        raise InputError(
+            [Problem(source, None, "file", f"{info.filename} is nested too deeply to read")]
+        ) from None
     except (OSError, ValueError, zipfile.BadZipFile, NotImplementedError, EOFError) as exc:
         # json.JSONDecodeError and UnicodeDecodeError are ValueErrors; zlib.error is not
         raise InputError([Problem(source, None, "file", f"{info.filename} cannot be read: {exc}")]) from None
@@ -254,11 +268,12 @@ def _row(s: JsonObject, *, model: str | None, arm: str | None, shuffled_plan: bo
             )
         shown = list(choices)
     if event is not None:
-        generation = _completion(event.get("output"), attachments)
+        output = event.get("output")
     elif not shuffled:
-        generation = _completion(s.get("output"), attachments)
+        output = s.get("output")
     else:
         raise _Bad("generation", "no model call in the sample's events (the logged completion was rewritten)")
+    generation = _completion(output, attachments)
     if generation is None:
         raise _Bad("generation", "the model call has no output text")
 
@@ -284,6 +299,7 @@ def _row(s: JsonObject, *, model: str | None, arm: str | None, shuffled_plan: bo
         row["model"] = model
     if user_texts:
         row["prompt"] = user_texts[-1]
+    row.update(_output_extras(_obj(output), attachments))
     meta = s.get("metadata")
     if isinstance(meta, dict) and meta:
         row["metadata"] = meta
@@ -361,6 +377,49 @@ def _completion(output: Any, attachments: JsonObject) -> str | None:
         if isinstance(msg, dict):
             return _text(msg, attachments)
     return None
+
+
+def _output_extras(output: JsonObject, attachments: JsonObject) -> JsonObject:
+    """`reasoning`, `finish_reason` and `usage` of a model output, each only when the log has it."""
+    extras: JsonObject = {}
+    choices = output.get("choices")
+    choice0 = _obj(choices[0]) if isinstance(choices, list) and choices else {}
+    reasoning = _reasoning(_obj(choice0.get("message")), attachments)
+    if reasoning is not None:
+        extras["reasoning"] = reasoning
+    stop = choice0.get("stop_reason", output.get("stop_reason"))
+    if isinstance(stop, str) and stop.strip() and stop.strip() != _STOP_UNKNOWN:
+        extras["finish_reason"] = normalise_finish_reason(stop)
+    usage = output.get("usage")
+    if isinstance(usage, dict):
+        counts = [usage.get("input_tokens"), usage.get("output_tokens")]
+        if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+            raise _Bad("usage", f"input_tokens and output_tokens are not token counts: {counts}")
+        extras["usage"] = {"prompt_tokens": counts[0], "completion_tokens": counts[1]}
+    return extras
+
+
+def _reasoning(message: JsonObject, attachments: JsonObject) -> str | None:
+    """The message's `ContentReasoning` blocks as one text, in order, joined by a blank line; None when it
+    has none. A redacted block is its readable summary, if Inspect kept one, else says it was redacted."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return None
+    blocks = [c for c in content if isinstance(c, dict) and c.get("type") == "reasoning"]
+    if not blocks:
+        return None
+    parts: list[str] = []
+    for block in blocks:
+        text, summary = block.get("reasoning"), block.get("summary")
+        text = _resolve(text, attachments) if isinstance(text, str) else ""
+        summary = _resolve(summary, attachments) if isinstance(summary, str) else ""
+        if block.get("redacted") is True:
+            text = summary if summary.strip() else REDACTED
+        elif not text.strip():
+            text = summary
+        if text.strip():
+            parts.append(text.strip())
+    return "\n\n".join(parts)
 
 
 def _displayed_order(prompt: str, choices: list[str]) -> list[str] | None:

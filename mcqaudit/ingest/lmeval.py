@@ -15,6 +15,14 @@ that filter's result (`filtered_resps`). A row is one generation of one doc:
 - `item_id`: the doc's `item_id`/`id`/`question_id`/`qid`, else lm-eval's `doc_id`; `question`: the doc's
   `question`/`query`/`input`/`problem`/`stem`, else the whole prompt lm-eval sent.
 - `model` (and the arm, without `--arm`): `model_name` of the `results_<time>.json` beside the file.
+
+Reasoning models: a response is kept verbatim, `<think>` block and all; ingest splits a leading block off as
+the row's reasoning (docs/design.md §3), and one that never closes marks the row truncated. lm-eval records
+no finish reason, token usage or separate reasoning in its sample records (0.4.13: `resps` is the text
+alone), so the rows carry none: an API model's reasoning (`reasoning_content`) is not in the log, and a
+reply that ran out of tokens while thinking (content null) is logged as an empty response. With the model
+argument `think_end_token` (vLLM, Hugging Face, OpenAI-compatible and other models) lm-eval has already cut
+the thinking off before it logs the response.
 """
 
 from __future__ import annotations
@@ -162,7 +170,9 @@ def _model_name(path: Path) -> str | None:
     return name if isinstance(name, str) and name.strip() else None
 
 
-def _rows(lines: list[tuple[int, JsonObject]], *, chosen: str, model: str | None, arm: str | None) -> list[JsonObject]:
+def _rows(
+    lines: list[tuple[int, JsonObject]], *, chosen: str, model: str | None, arm: str | None
+) -> list[JsonObject]:
     _, rec = lines[0]
     doc = rec.get("doc")
     if not isinstance(doc, dict):

@@ -1,5 +1,6 @@
 """Accuracy family: per-arm accuracy, answered accuracy, OTHER and ungraded rates, circular accuracy, and
-every difference between arms (``delta_accuracy``, ``delta_accuracy_by_parser``, ``pairwise_delta``). Pure.
+every difference between arms (``delta_accuracy``, ``delta_accuracy_by_parser``, ``pairwise_delta``, and the
+truncated-rate Δs of :func:`truncation_delta`). Pure.
 
 A Δ uses the items both arms answered (paired); arms that share none are compared unpaired, each over its
 own items. Fewer than :data:`MIN_ITEMS` items give a null Δ with the reason in ``notes``. Arms graded under
@@ -9,7 +10,8 @@ Bootstrap columns read here (arm indices ``a``, orientation indices ``o``): ``("
 ``("acc_or_num" | "acc_or_den", a, o)``, the row counts ``(count, a)`` for ``rows graded correct incorrect
 other ungraded answered``, ``("circular_num" | "circular_den" | "circular_chance", a)``, and for Δs
 ``("delta_num" | "delta_den", t)``, ``("delta_or_num" | "delta_or_den", t, o)``, ``("delta_part", count, t,
-"t" | "c")``, ``("parser_acc_num" | "parser_acc_den", parser, a)``, ``("parser_delta_num" |
+"t" | "c")`` (counts ``other graded correct answered``, and ``truncated rows other_kept graded_kept`` for the
+truncation Δs, with ``(count, a)`` for those three per arm), ``("parser_acc_num" | "parser_acc_den", parser, a)``, ``("parser_delta_num" |
 "parser_delta_den", parser, t)`` and ``("pairwise_num" | "pairwise_den" | "pairwise_graded", i, j)``.
 """
 
@@ -126,6 +128,8 @@ def arm_delta(
         "by_family": {},
         "other_rate": None,
         "answered_accuracy": None,
+        "truncated_rate": None,
+        "other_rate_untruncated": None,
         "items": items,
         "rows": rows,
         "pairing": pairing,
@@ -159,6 +163,7 @@ def arm_delta(
 
         out["other_rate"] = diff("other", "graded")
         out["answered_accuracy"] = diff("correct", "answered")
+        out["truncated_rate"], out["other_rate_untruncated"] = truncation_delta(S, t, c, pairing, items)
     else:
         out["overall"] = unpaired(S, ("acc_num", t), ("acc_den", t), ("acc_num", c), ("acc_den", c), items)
         for o, lab in enumerate(info.orientations):
@@ -177,6 +182,7 @@ def arm_delta(
         out["answered_accuracy"] = unpaired(
             S, ("correct", t), ("answered", t), ("correct", c), ("answered", c), items
         )
+        out["truncated_rate"], out["other_rate_untruncated"] = truncation_delta(S, t, c, pairing, items)
         notes[key] = (
             f"{arm} and {ctrl} share no items: compared unpaired ({n_t} and {n_c} items, independent item samples)"
         )
@@ -186,6 +192,35 @@ def arm_delta(
         for f, lab, ors in families
     }
     return out
+
+
+def truncation_delta(
+    S: Sums, t: int, c: int, pairing: Pairing, items: int
+) -> tuple[Metric | None, Metric | None]:
+    """Treated − control of the truncated rate (truncated rows / rows; the Δ adds ``rows``: both arms' rows
+    it rests on) and of the OTHER rate over the rows not truncated — what is left of an OTHER rise once the
+    rows the token limit cut are taken out. Paired: row-pooled within the items graded in both arms."""
+    if pairing == "paired":
+
+        def diff(x: str, den: str) -> Metric | None:
+            return summarize(
+                safe_div(S["delta_part", x, t, "t"], S["delta_part", den, t, "t"])
+                - safe_div(S["delta_part", x, t, "c"], S["delta_part", den, t, "c"]),
+                items,
+                se=True,
+            )
+
+        trunc, kept = diff("truncated", "rows"), diff("other_kept", "graded_kept")
+        rows = S.point(("delta_part", "rows", t, "t")) + S.point(("delta_part", "rows", t, "c"))
+    else:
+        trunc = unpaired(S, ("truncated", t), ("rows", t), ("truncated", c), ("rows", c), items)
+        kept = unpaired(
+            S, ("other_kept", t), ("graded_kept", t), ("other_kept", c), ("graded_kept", c), items
+        )
+        rows = S.point(("rows", t)) + S.point(("rows", c))
+    if trunc is not None:
+        trunc["rows"] = int(round(rows))
+    return trunc, kept
 
 
 def family_delta(

@@ -81,6 +81,7 @@ class Rows:
     auto_verdict: np.ndarray  # judge, else pre-filter, else rule; NONE ungraded
     review: np.ndarray  # the effective review's VerdictCode; NONE not reviewed
     uniform: np.ndarray  # in the uniform spot check
+    truncated: np.ndarray  # cut by the token limit (finish_reason length, or a reasoning block never closed)
     n_arms: int
     n_or: int
     n_items: int
@@ -110,6 +111,7 @@ def rows_of(frames: StudyFrames) -> Rows:
         auto_verdict=col("auto_verdict"),
         review=col("human"),  # the frames' column name (mcqaudit.store.frames)
         uniform=column(r, "uniform").astype(bool),
+        truncated=column(r, "truncated").astype(bool),
         n_arms=len(info.arms),
         n_or=len(info.orientations),
         n_items=info.n_items,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mcqaudit.metrics import accuracy, agreement, bias, rules
-from mcqaudit.metrics.bootstrap import Column, ItemBootstrap, Sums, ratio, round6, safe_div
+from mcqaudit.metrics.bootstrap import Column, ItemBootstrap, Sums, ratio, round6, safe_div, summarize
 from mcqaudit.metrics.cells import (
     Cells,
     Families,
@@ -73,6 +73,17 @@ class _Orientations:
             self._cache[key] = vec
         return self._cache[key]
 
+    def spread(self, a: int, o: int, cell_values: np.ndarray) -> np.ndarray:
+        """Per-cell values of arm ``a`` in orientation ``o`` as an item vector (0: the item is not shown there)."""
+        lo, hi = self.bounds[a * self.n_or + o], self.bounds[a * self.n_or + o + 1]
+        vec = np.zeros(self.n_items)
+        vec[self.c_ii[lo:hi]] = cell_values[lo:hi]
+        return vec
+
+    def cells(self, a: int, o: int) -> slice:
+        """Where arm ``a``'s cells in orientation ``o`` lie among the cells."""
+        return slice(int(self.bounds[a * self.n_or + o]), int(self.bounds[a * self.n_or + o + 1]))
+
     def point(self, a: int, o: int, items: np.ndarray | None = None) -> Metric | None:
         """An orientation beyond the CI cap: the point estimate only (on ``items``, a mask, when given)."""
         lo, hi = self.bounds[a * self.n_or + o], self.bounds[a * self.n_or + o + 1]
@@ -119,6 +130,41 @@ class _Tables:
     logprob_items: np.ndarray  # (n_arms,)
     items: np.ndarray  # (n_arms,) items with any row
     uniform_reviewed_rows: int
+
+
+@dataclass
+class _Truncation:
+    """Rows cut by the token limit (``Rows.truncated``): per (arm, item) arrays, shape ``(n_arms, n_items)``,
+    and per cell (:class:`Cells` order) the cell's rows and truncated rows."""
+
+    rows: np.ndarray  # truncated rows
+    other: np.ndarray  # truncated rows whose verdict is OTHER
+    graded: np.ndarray  # truncated rows with a verdict
+    cell_rows: np.ndarray
+    cell_truncated: np.ndarray
+
+    def arm_has(self, a: int) -> bool:
+        return bool(self.rows[a].any())
+
+
+def _truncation_tables(R: Rows, C: Cells) -> _Truncation:
+    tr = R.truncated.astype(np.float64)
+
+    def per_cell(w: np.ndarray) -> np.ndarray:
+        return np.bincount(C.of_row, weights=w, minlength=C.n).astype(np.float64)
+
+    def arm_sum(w: np.ndarray) -> np.ndarray:
+        return np.bincount(C.arm_item, weights=per_cell(w), minlength=R.n_arms * R.n_items).reshape(
+            R.n_arms, R.n_items
+        )
+
+    return _Truncation(
+        rows=arm_sum(tr),
+        other=arm_sum(tr * (R.verdict == VerdictCode.OTHER)),
+        graded=arm_sum(tr * (R.verdict != VerdictCode.NONE)),
+        cell_rows=per_cell(np.ones(R.ai.size)),
+        cell_truncated=per_cell(tr),
+    )
 
 
 def _tables(frames: StudyFrames, R: Rows, C: Cells, notes: Notes) -> _Tables:
@@ -341,6 +387,32 @@ def _add_arm_columns(col: Callable[[Column, np.ndarray], object], T: _Tables, n_
                 col(("review_vs_auto", "all", int(j), int(h)), pooled[j, h])
 
 
+def _add_truncation_columns(
+    col: Callable[[Column, np.ndarray], object], T: _Tables, X: _Truncation, cmp: _Comparisons, n_arms: int
+) -> None:
+    """Per arm: truncated rows, and OTHER and graded rows with the truncated ones left out; per (arm,
+    orientation) with a CI, truncated rows and rows (only for an arm with a truncated row: else every rate
+    is 0 in every replicate); per treated arm, the same on the items graded in both arms (``delta_part``)."""
+    orients = T.orientations
+    kept = {"other_kept": T.counts["other"] - X.other, "graded_kept": T.counts["graded"] - X.graded}
+    for a in range(n_arms):
+        col(("truncated", a), X.rows[a])
+        for name, arr in kept.items():
+            col((name, a), arr[a])
+        if X.arm_has(a):
+            for o in orients.with_ci:
+                if orients.shown(a, o):
+                    col(("truncated_or", a, o), orients.spread(a, o, X.cell_truncated))
+                    col(("rows_or", a, o), orients.spread(a, o, X.cell_rows))
+    parts = {"truncated": X.rows, "rows": T.counts["rows"], **kept}
+    for t in cmp.treated:
+        both = T.present[t] & T.present[cmp.control]
+        if both.any():
+            for x, arr in parts.items():
+                col(("delta_part", x, t, "t"), arr[t] * both)
+                col(("delta_part", x, t, "c"), arr[cmp.control] * both)
+
+
 def _add_family_columns(col: Callable[[Column, np.ndarray], object], T: _Tables, n_arms: int) -> None:
     """Per (arm, reported family): accuracy, accuracy per orientation, recall by gold letter, graded rows.
     A study with one family gets columns equal to the pooled ones, which the bootstrap sums once."""
@@ -430,8 +502,62 @@ def _add_comparison_columns(
             col(("pairwise_graded", i, j), (T.counts["graded"][i] + T.counts["graded"][j]) * both)
 
 
+def _family_metrics(
+    S: Sums,
+    T: _Tables,
+    orientations: list[str],
+    fam_rstd: dict[str, bias.FamilyRstd],
+    a: int,
+) -> dict[str, FamilyMetrics]:
+    """Arm ``a``'s figures within each reported item family (``by_family``)."""
+    orients, F = T.orientations, T.families
+    by_family: dict[str, FamilyMetrics] = {}
+    for f in T.reported:
+        lab = F.labels[f]
+        mask = F.mask(f)
+        fam_or: dict[str, Metric | None] = {}
+        for o in F.orientations[f]:
+            if orients.shown(a, o):
+                fam_or[orientations[o]] = (
+                    ratio(S, ("fam_or_num", a, f, o), ("fam_or_den", a, f, o))
+                    if o in orients.with_ci
+                    else orients.point(a, o, mask)
+                )
+        by_family[lab] = {
+            "items": int(S.point(("fam_acc_den", a, f))),
+            "accuracy": ratio(S, ("fam_acc_num", a, f), ("fam_acc_den", a, f)),
+            "accuracy_by_orientation": fam_or,
+            "rstd": fam_rstd[lab][0],
+            "recall_by_gold_letter": fam_rstd[lab][1],
+        }
+    return by_family
+
+
+def _truncated_rates(
+    S: Sums, T: _Tables, X: _Truncation, orientations: list[str], a: int
+) -> tuple[Metric | None, dict[str, Metric | None]]:
+    """Arm ``a``'s truncated rate (truncated rows / rows) and the same per orientation it showed: with a CI
+    for the orientations that get one (an arm with no truncated row: 0 in every replicate), else the point."""
+    orients = T.orientations
+    by: dict[str, Metric | None] = {}
+    zero = np.zeros_like(S[("rows", a)])
+    for o, lab in enumerate(orientations):
+        if not orients.shown(a, o):
+            continue
+        cells = orients.cells(a, o)
+        n = int(X.cell_rows[cells].sum())
+        if not X.arm_has(a):
+            by[lab] = summarize(zero, n)
+        elif o in orients.with_ci:
+            by[lab] = ratio(S, ("truncated_or", a, o), ("rows_or", a, o))
+        else:
+            k = float(X.cell_truncated[cells].sum())
+            by[lab] = {"value": round6(k / n), "ci_low": None, "ci_high": None, "n": n}
+    return ratio(S, ("truncated", a), ("rows", a)), by
+
+
 def _arm_metrics(
-    S: Sums, T: _Tables, frames: StudyFrames, tallies: list[ParserTally], notes: Notes, a: int
+    S: Sums, T: _Tables, X: _Truncation, frames: StudyFrames, tallies: list[ParserTally], notes: Notes, a: int
 ) -> ArmMetrics:
     """Arm ``a``'s entry of ``metrics``, keys in the report's order."""
     info = frames.info
@@ -457,25 +583,8 @@ def _arm_metrics(
                 if o in orients.with_ci
                 else orients.point(a, o)
             )
-    by_family: dict[str, FamilyMetrics] = {}
-    for f in T.reported:
-        lab = F.labels[f]
-        mask = F.mask(f)
-        fam_or: dict[str, Metric | None] = {}
-        for o in F.orientations[f]:
-            if orients.shown(a, o):
-                fam_or[info.orientations[o]] = (
-                    ratio(S, ("fam_or_num", a, f, o), ("fam_or_den", a, f, o))
-                    if o in orients.with_ci
-                    else orients.point(a, o, mask)
-                )
-        by_family[lab] = {
-            "items": int(S.point(("fam_acc_den", a, f))),
-            "accuracy": ratio(S, ("fam_acc_num", a, f), ("fam_acc_den", a, f)),
-            "accuracy_by_orientation": fam_or,
-            "rstd": fam_rstd[lab][0],
-            "recall_by_gold_letter": fam_rstd[lab][1],
-        }
+    by_family = _family_metrics(S, T, info.orientations, fam_rstd, a)
+    truncated, truncated_by_or = _truncated_rates(S, T, X, info.orientations, a)
     letters = parser_letters(tallies, info.orientations, a)
     unpicked = int(T.answered_rows[a] - T.picked[a].sum())
     if unpicked:
@@ -509,6 +618,11 @@ def _arm_metrics(
         "answered_accuracy": rates["answered_accuracy"],
         "other_rate": rates["other_rate"],
         "ungraded_rate": rates["ungraded_rate"],
+        "truncated_rate": truncated,
+        "truncated_rate_by_orientation": truncated_by_or,
+        "other_rows": int(S.point(("other", a))),
+        "truncated_rows": int(S.point(("truncated", a))),
+        "truncated_other_rows": int(round(float(X.other[a].sum()))),
         "accuracy_by_orientation": by_or,
         "circular_accuracy": circular,
         "position_baseline": "uniform" if T.balanced else "gold",
@@ -557,8 +671,10 @@ def compute(
     boot = ItemBootstrap(R.n_items, n_boot, seed, rules.ci_method(R.n_items, n_boot, ci))
     _add_arm_columns(boot.add, T, n_arms)
     _add_comparison_columns(boot.add, T, tallies, cmp, n_arms)
+    X = _truncation_tables(R, C)
+    _add_truncation_columns(boot.add, T, X, cmp, n_arms)
     S = boot.run()
-    metrics = {arm: _arm_metrics(S, T, frames, tallies, notes, a) for a, arm in enumerate(arms)}
+    metrics = {arm: _arm_metrics(S, T, X, frames, tallies, notes, a) for a, arm in enumerate(arms)}
     fp_mixed = accuracy.fingerprint_conflicts(info, ctrl)
     parser_names = [p.name for p in tallies]
     F = T.families

@@ -168,6 +168,33 @@ def _other_rate_flag(arm: str, d: ArmDelta, res: Results) -> Flag | None:
     )
 
 
+def _truncation_flag(arm: str, d: ArmDelta, res: Results) -> Flag | None:
+    """The treated arm is cut by the token limit more often than the control (the Δ's CI lies above 0; a Δ
+    exists only on at least MIN_ITEMS items)."""
+    tr = d.get("truncated_rate")
+    if tr is None or tr["ci_low"] is None or not tr["ci_low"] > 0:
+        return None
+    ctrl = res["control_arm"]
+    assert ctrl is not None  # a Δ exists only against a control
+    mt, mc = res["metrics"][arm], res["metrics"][ctrl]
+    cut, other = mt["truncated_rows"], mt["truncated_other_rows"]
+    return _flag(
+        "truncation_rise",
+        arm,
+        f"truncated rate {fmt_value(_v(mt['truncated_rate']), True)} vs "
+        f"{fmt_value(_v(mc['truncated_rate']), True)} in {ctrl} (Δ {fmt_metric(tr, pct=True, sign=True)}): "
+        f"{cut} of {mt['rows']} rows of {arm} were cut by the token limit (finish_reason length, or a "
+        f"reasoning block never closed), {other} of them OTHER; Δ OTHER rate with the truncated rows left out "
+        f"{fmt_metric(d.get('other_rate_untruncated'), pct=True, sign=True)}",
+        d["items"],
+        tr.get("rows", d["rows"]),
+    )
+
+
+def _v(m: Metric | None) -> float | None:
+    return m["value"] if m else None
+
+
 def _judge_config_flag(info: StudyInfo, n_rows: int) -> Flag | None:
     used = sorted({fp for fps in info.arm_fingerprints.values() for fp in fps})
     if len(used) <= 1:
@@ -315,6 +342,8 @@ def diagnose(
         flags += _orientation_flags(res)
     for arm, d in res["delta_accuracy"].items():
         if d is not None and (f := _other_rate_flag(arm, d, res)):
+            flags.append(f)
+        if d is not None and (f := _truncation_flag(arm, d, res)):
             flags.append(f)
     if f := _judge_config_flag(info, n_rows):
         flags.append(f)

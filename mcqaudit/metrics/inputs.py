@@ -79,6 +79,8 @@ class StudyInfo:
     frameworks: list[str] = field(default_factory=list)
     # arm -> ungraded rows the judge has not answered yet (a failed request is not pending)
     pending_by_arm: dict[str, int] = field(default_factory=dict)
+    # `grade --panel` configurations, in the order they were added (index = the ``panel`` frame's ``judge``)
+    panel_judges: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -91,7 +93,10 @@ class StudyFrames:
     ``verdict`` and ``pick_pos`` are those of the chosen view (``verdicts``); ``auto_verdict`` is the
     automated one (judge, else pre-filter, else rule: the final verdict with reviews taken out).
     ``framework``: ``row`` (index into rows), ``parser`` (index into ``info.frameworks``), ``pos``.
-    ``logprob``: ``row``, ``lp_pos`` (argmax of option_logprobs). Each is a :class:`Columns` (what
+    ``logprob``: ``row``, ``lp_pos`` (argmax of option_logprobs). ``panel`` (when the study has panel
+    judges): one row per (row, panel judge) verdict record: ``row``, ``judge`` (index into
+    ``info.panel_judges``), ``verdict`` (a VerdictCode; NONE when that judge's request failed), ``pick_pos``
+    (-1: none, or a gold-shape judge). Rows a panel judge has no record for are not in it. Each is a :class:`Columns` (what
     :mod:`mcqaudit.store.frames` returns) or a :class:`pandas.DataFrame` with those columns.
     """
 
@@ -100,3 +105,4 @@ class StudyFrames:
     rows: Frame
     framework: Frame | None = None
     logprob: Frame | None = None
+    panel: Frame | None = None

@@ -104,6 +104,11 @@ class ArmMetrics(TypedDict):
     answered_accuracy: Metric | None
     other_rate: Metric | None
     ungraded_rate: Metric | None
+    truncated_rate: Metric | None  # rows cut by the token limit / rows
+    truncated_rate_by_orientation: dict[str, Metric | None]
+    other_rows: int  # OTHER rows ...
+    truncated_rows: int  # ... truncated rows ...
+    truncated_other_rows: int  # ... and the OTHER rows that were truncated
     accuracy_by_orientation: dict[str, Metric | None]
     circular_accuracy: Metric | None
     position_baseline: Literal["uniform", "gold"]
@@ -138,6 +143,8 @@ class ArmDelta(TypedDict):
     by_family: dict[str, FamilyDelta]
     other_rate: Metric | None
     answered_accuracy: Metric | None
+    truncated_rate: Metric | None  # adds ``rows``: both arms' rows it rests on
+    other_rate_untruncated: Metric | None  # Δ of the OTHER rate over the rows not truncated
     items: int
     rows: int
     pairing: Pairing
@@ -227,10 +234,20 @@ class FindingExtras(TypedDict, total=False):
     provisional: bool
     pending: int
     also: ParserAlso  # a second parser said in the same sentence (parser, value, ci)
+    token_budget: bool  # other_rate, truncation: the token limit (truncation_rise) is named as a cause
 
 
 FindingKind = Literal[
-    "headline", "parser", "parser_letters", "other_rate", "orientation", "pending", "control", "design", "audit"
+    "headline",
+    "parser",
+    "parser_letters",
+    "other_rate",
+    "truncation",
+    "orientation",
+    "pending",
+    "control",
+    "design",
+    "audit",
 ]
 
 

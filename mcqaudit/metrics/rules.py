@@ -36,6 +36,7 @@ FLAG_ORDER = (
     "suspected_parser_artifact",
     "orientation_instability",
     "other_rate_rise",
+    "truncation_rise",
     "design_imbalance",
     "judge_config_mixed",
     "parser_disagreement",
@@ -46,13 +47,14 @@ FLAG_ORDER = (
 # Flags that state a fact about the study rather than an estimate: they fire at any size (with their n).
 FACT_FLAGS = ("judge_config_mixed", "ungraded_rows", "judge_unaudited", "design_imbalance")
 # Flags read off bootstrap CIs: without resamples (``n_boot=0``) they cannot fire.
-CI_FLAGS = ("suspected_parser_artifact", "orientation_instability", "other_rate_rise")
+CI_FLAGS = ("suspected_parser_artifact", "orientation_instability", "other_rate_rise", "truncation_rise")
 # The dashboard page that shows each flag's evidence (docs/design.md §8). It is the report JSON's ``page`` key
 # (docs/report-schema.md), so it is part of the contract, not only of the dashboard.
 FLAG_PAGES = {
     "suspected_parser_artifact": "Parsers vs judge",
     "orientation_instability": "Orientations",
     "other_rate_rise": "OTHER by arm",
+    "truncation_rise": "OTHER by arm",
     "design_imbalance": "Bias",
     "judge_config_mixed": "Overview",
     "parser_disagreement": "Parsers vs judge",

@@ -103,6 +103,15 @@ FROM parser_letters p JOIN gen_rows g USING (row_id)
 WHERE p.parser NOT IN ('strict', 'naive', 'user')
 """
 
+# a panel judge's verdict records (`grade --panel`): beside the final verdicts, never in them
+_PANEL_SQL = f"""
+SELECT g.rowid AS rn, (list_position(?::VARCHAR[], v.fingerprint) - 1)::SMALLINT AS judge,
+    {verdict_code_sql("CASE WHEN v.status = 'ok' THEN v.verdict END")} AS verdict,
+    {_pos("CASE WHEN v.status = 'ok' THEN v.letter END")} AS pick_pos
+FROM judge_verdicts v JOIN gen_rows g USING (row_id)
+WHERE v.fingerprint IN (SELECT fingerprint FROM panel_judges)
+"""
+
 _UNIFORM_SQL = """
 SELECT DISTINCT g.rowid AS rn FROM spot_check_rows s
 JOIN spot_checks q USING (queue_id) JOIN gen_rows g USING (row_id)
@@ -166,16 +175,22 @@ def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
                 "SELECT fingerprint, model, shape, temperature, standin FROM judge_configs ORDER BY fingerprint"
             ).fetchall()
         }
-        fps = [
+        panel_fps = [
+            r[0]
+            for r in con.execute("SELECT fingerprint FROM panel_judges ORDER BY added_at, fingerprint").fetchall()
+        ]
+        all_fps = [
             r[0] for r in con.execute("SELECT DISTINCT fingerprint FROM judge_verdicts ORDER BY 1").fetchall()
         ]
+        fps = [fp for fp in all_fps if fp not in panel_fps]  # the final verdicts' configurations
         frameworks = [
             r[0]
             for r in con.execute(
                 "SELECT DISTINCT parser FROM parser_letters WHERE parser NOT IN ('strict', 'naive', 'user') ORDER BY 1"
             ).fetchall()
         ]
-        rows = _fetch(con, _rows_sql(verdicts, len(fps) <= 1), [arms, orientations, fps])
+        rows = _fetch(con, _rows_sql(verdicts, len(all_fps) <= 1), [arms, orientations, fps])
+        panel = _fetch(con, _PANEL_SQL, [panel_fps]) if panel_fps else None
         framework = _fetch(con, _FRAMEWORK_SQL, [frameworks]) if frameworks else None
         uniform = _fetch(con, _UNIFORM_SQL)
         logprob = _fetch(con, _LOGPROB_SQL)
@@ -195,6 +210,7 @@ def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
         return df if keep.all() else df.take(keep)
 
     framework = to_row(framework)
+    panel_rows = to_row(panel)
     logprob_rows = to_row(logprob)
     uniform_rows = to_row(uniform)
     in_uniform = np.zeros(len(rows), dtype=bool)
@@ -237,5 +253,8 @@ def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
         },
         parsers=parsers,
         frameworks=frameworks,
+        panel_judges=panel_fps,
     )
-    return StudyFrames(info=info, verdicts=verdicts, rows=rows, framework=framework, logprob=logprob_rows)
+    return StudyFrames(
+        info=info, verdicts=verdicts, rows=rows, framework=framework, logprob=logprob_rows, panel=panel_rows
+    )

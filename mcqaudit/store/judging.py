@@ -127,19 +127,25 @@ def known_arms(study: Study) -> list[str]:
     return [r[0] for r in study.query("SELECT arm FROM gen_rows GROUP BY arm ORDER BY min(ingest_id), arm")]
 
 
+# the rows a panel judge grades: those the primary judge graded (an ok current verdict, docs/design.md §5)
+_PRIMARY_GRADED = "g.row_id IN (SELECT row_id FROM current_judge WHERE status = 'ok')"
+
+
 def select_rows(
-    study: Study, fingerprint: str, arms: Sequence[str] = (), limit: int | None = None
+    study: Study, fingerprint: str, arms: Sequence[str] = (), limit: int | None = None, *, panel: bool = False
 ) -> tuple[list[TargetRow], int]:
-    """Rows needing the judge that have no ``ok`` verdict under ``fingerprint`` (error rows are retried).
+    """Rows needing the judge that have no ``ok`` verdict under ``fingerprint`` (error rows are retried); for
+    a panel judge (``panel``), the rows the primary judge graded.
 
     Returns (rows in a stable order, cut to ``limit``; how many rows in scope already have an ok verdict).
     """
     arm_filter = "AND g.arm IN (SELECT unnest(?::VARCHAR[]))" if arms else ""
     arm_params: list[Any] = [list(arms)] if arms else []
+    scope = _PRIMARY_GRADED if panel else _NEEDS_JUDGE
     sql = f"""
         SELECT g.row_id, g.arm, g.question, g.options, g.gold_letter, coalesce(g.answer, g.generation), g.reasoning
         FROM gen_rows g
-        WHERE {_NEEDS_JUDGE} {arm_filter}
+        WHERE {scope} {arm_filter}
           AND NOT EXISTS (
               SELECT 1 FROM judge_verdicts v
               WHERE v.row_id = g.row_id AND v.fingerprint = ? AND v.status = 'ok')
@@ -151,7 +157,7 @@ def select_rows(
         params.append(limit)
     done_sql = f"""
         SELECT count(*) FROM gen_rows g JOIN judge_verdicts v ON v.row_id = g.row_id
-        WHERE {_NEEDS_JUDGE} {arm_filter} AND v.fingerprint = ? AND v.status = 'ok'
+        WHERE {scope} {arm_filter} AND v.fingerprint = ? AND v.status = 'ok'
     """
     with study.connect() as con:
         rows = con.execute(sql, params).fetchall()
@@ -176,6 +182,65 @@ def resolution_counts(study: Study, arms: Sequence[str] = ()) -> dict[str, int]:
         names = [d[0] for d in cur.description]
         row = cur.fetchone()
     return dict(zip(names, (int(x) for x in row), strict=True)) if row else {}
+
+
+def primary_graded_count(study: Study, arms: Sequence[str] = ()) -> int:
+    """Rows in scope the primary judge graded (what a panel judge is asked to grade)."""
+    arm_filter = "AND g.arm IN (SELECT unnest(?::VARCHAR[]))" if arms else ""
+    with study.connect() as con:
+        row = con.execute(
+            f"SELECT count(*) FROM gen_rows g WHERE {_PRIMARY_GRADED} {arm_filter}", [list(arms)] if arms else []
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def panel_fingerprints(study: Study) -> list[str]:
+    """The study's panel judges, in the order they were added."""
+    return [r[0] for r in study.query("SELECT fingerprint FROM panel_judges ORDER BY added_at, fingerprint")]
+
+
+def primary_fingerprints(study: Study) -> dict[str, int]:
+    """The configurations the final verdicts come from: fingerprint -> rows with an ok current verdict, most
+    rows first (one, unless arms were graded under different ones: `judge_config_mixed`)."""
+    rows = study.query(
+        "SELECT fingerprint, count(*) FROM current_judge WHERE status = 'ok' GROUP BY 1 ORDER BY 2 DESC, 1"
+    )
+    return {fp: int(n) for fp, n in rows}
+
+
+def panel_problem(study: Study, config: JudgeConfig, panel: bool) -> str | None:
+    """Why a run under ``config`` (a panel judge's with ``panel``) cannot run on this study, or None
+    (docs/design.md §5): a panel judge needs a primary judge and must not be it; a run without --panel must
+    not be a panel judge's."""
+    fp = config.fingerprint
+    primary = {r[0] for r in study.query("SELECT DISTINCT fingerprint FROM current_judge")}
+    is_panel = bool(study.query("SELECT count(*) FROM panel_judges WHERE fingerprint = ?", [fp])[0][0])
+    if panel and not is_panel:
+        if not primary:
+            return (
+                "--panel: the study has no primary judge yet: grade it first without --panel (the first judge "
+                "configuration a study is graded with is its primary)"
+            )
+        if fp in primary:
+            return (
+                f"--panel: this configuration ({fp}) is the study's primary judge; a panel judge must differ in "
+                "model, shape, temperature, max tokens, seed, exemplars, rationale or reasoning"
+            )
+    if not panel and is_panel:
+        return (
+            f"this configuration ({fp}) is a panel judge of the study: its verdicts are kept beside the final "
+            "ones; pass --panel to grade with it again"
+        )
+    return None
+
+
+def register_panel(study: Study, config: JudgeConfig) -> None:
+    """Record ``config`` as a panel judge, before its first verdict (:func:`panel_problem` checked first)."""
+    with study.write() as con:
+        con.execute(
+            "INSERT INTO panel_judges VALUES (?, ?) ON CONFLICT (fingerprint) DO NOTHING",
+            [config.fingerprint, utcnow()],
+        )
 
 
 def cached_replies(study: Study, fingerprint: str, hashes: Iterable[str]) -> dict[str, CachedReply]:
@@ -283,7 +348,9 @@ def write_judged(
                 """
             ).fetchall()
             con.unregister("mcq_batch_verdicts")
-            _advance_current(con, [(by_key[(r, fp)], at) for r, fp, at in written])
+            panel = {r[0] for r in con.execute("SELECT fingerprint FROM panel_judges").fetchall()}
+            # a panel judge's verdicts are stored beside the final ones, never in them
+            _advance_current(con, [(by_key[(r, fp)], at) for r, fp, at in written if fp not in panel])
         if standin_fingerprint is not None:
             _mark_standin(con, standin_fingerprint)
         if also is not None:
@@ -405,6 +472,9 @@ class FingerprintSummary(TypedDict):
     first_used: datetime
     rationale: bool
     sees_reasoning: bool
+    # primary: final verdicts come from it (for some row); panel: `grade --panel`, beside them; superseded:
+    # its verdicts were replaced by a later primary configuration's
+    role: str
     base_urls: list[str]
     arms: list[str]
     rows_ok: int
@@ -430,6 +500,9 @@ def fingerprint_summary(study: Study) -> list[FingerprintSummary]:
                -- the payload holds "rationale" only when it is on (older configurations never have it)
                coalesce(json_extract_string(c.config, '$.rationale') = 'true', false) AS rationale,
                coalesce(json_extract_string(c.config, '$.sees_reasoning') = 'true', false) AS sees_reasoning,
+               CASE WHEN c.fingerprint IN (SELECT fingerprint FROM panel_judges) THEN 'panel'
+                    WHEN c.fingerprint IN (SELECT fingerprint FROM current_judge) THEN 'primary'
+                    ELSE 'superseded' END AS role,
                coalesce(a.base_urls, []) AS base_urls, coalesce(a.arms, []) AS arms,
                coalesce(a.rows_ok, 0) AS rows_ok, coalesce(a.rows_error, 0) AS rows_error
         FROM judge_configs c LEFT JOIN agg a USING (fingerprint)
@@ -455,6 +528,7 @@ def fingerprint_summary(study: Study) -> list[FingerprintSummary]:
                 first_used=d["first_used"],
                 rationale=d["rationale"],
                 sees_reasoning=d["sees_reasoning"],
+                role=d["role"],
                 base_urls=list(d["base_urls"] or []),
                 arms=list(d["arms"] or []),
                 rows_ok=int(d["rows_ok"]),

@@ -181,9 +181,16 @@ EFFECTIVE_REVIEW_COLUMNS = (
     "review_id, row_id, action, verdict, picked_letter, note, reviewer, created_at, prior_verdict, prior_source, "
     "fingerprint, retracts, queue_id, origin"
 )
-_CURRENT_JUDGE_SELECT = f"""
+# - a panel judge's verdicts (`grade --panel`, the fingerprints in panel_judges, migration 10) are stored
+#   beside the final ones, never in them: they are no current judge outcome.
+_CURRENT_JUDGE_SELECT_V6 = f"""
 SELECT {CURRENT_JUDGE_COLUMNS} FROM judge_verdicts
 WHERE {{scope}}
+QUALIFY row_number() OVER (PARTITION BY row_id ORDER BY judged_at DESC, fingerprint) = 1
+"""
+_CURRENT_JUDGE_SELECT = f"""
+SELECT {CURRENT_JUDGE_COLUMNS} FROM judge_verdicts
+WHERE ({{scope}}) AND fingerprint NOT IN (SELECT fingerprint FROM panel_judges)
 QUALIFY row_number() OVER (PARTITION BY row_id ORDER BY judged_at DESC, fingerprint) = 1
 """
 _EFFECTIVE_REVIEW_SELECT = f"""
@@ -270,7 +277,7 @@ _MIGRATION_6 = (
     );
     """
     + f"INSERT INTO current_judge ({CURRENT_JUDGE_COLUMNS}) "
-    + _CURRENT_JUDGE_SELECT.format(scope="true")
+    + _CURRENT_JUDGE_SELECT_V6.format(scope="true")
     + ";\n"
     + f"INSERT INTO effective_reviews ({EFFECTIVE_REVIEW_COLUMNS}) "
     + _EFFECTIVE_REVIEW_SELECT.format(scope="true")
@@ -542,4 +549,13 @@ MIGRATIONS: list[str] = [
     UPDATE gen_rows SET truncated = false WHERE truncated IS NULL;
     """
     + GRADED_ROWS_VIEW,
+    # 10: panel judges (`grade --panel`, docs/design.md §5): configurations whose verdicts are stored in
+    # judge_verdicts beside the final ones and never become them (current_judge leaves them out). A
+    # fingerprint is registered here before its first verdict is written, in its own transaction.
+    """
+    CREATE TABLE panel_judges (
+        fingerprint VARCHAR PRIMARY KEY,
+        added_at TIMESTAMPTZ NOT NULL
+    );
+    """,
 ]

@@ -26,6 +26,7 @@ FLAG_HELP = {
     "suspected_parser_artifact": "a parser's letters give a different Δ than the judge: the parser, not the model, made (or hid) the effect",
     "orientation_instability": "the effect depends on the option order: position bias, not the intervention",
     "other_rate_rise": "the treated arm says OTHER more often: recompute with OTHER excluded",
+    "truncation_rise": "the treated arm is cut by the token limit more often: its OTHER rise may be the token budget, not a preference",
     "parser_disagreement": "a parser misreads the answer's letter (or, where no letter is known, disagrees with the verdict) on more than 5 % of rows",
     "judge_config_mixed": "arms were graded by different judge configurations",
     "judge_unaudited": "no person has checked the judge yet",
