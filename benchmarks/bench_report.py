@@ -76,7 +76,8 @@ BUILD_SQL = [
               CASE WHEN s = 9 THEN json_object('A', -1.0 - (w = 0)::INT, 'B', -1.5, 'C', -2.0, 'D', -2.5) END,
               CASE WHEN pick IS NULL THEN 'A' ELSE pick END,
               CASE WHEN pick IS NULL THEN 'A' ELSE pick END,
-              CASE WHEN s < 3 THEN pick END, 1, NULL
+              CASE WHEN s < 3 THEN pick END, 1, NULL,
+              NULL, NULL, NULL, NULL, false  -- answer, reasoning, finish_reason, usage, truncated (migration 9)
        FROM sim""",
     """INSERT INTO judge_verdicts
        SELECT row_id, 'fp-bench', CASE WHEN w = 0 AND s = 5 THEN 'error' ELSE 'ok' END,

@@ -39,9 +39,8 @@ from mcqaudit.terminal import visible
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    import pandas as pd
-
     from mcqaudit.app.grade import BatchDryRun, CostEstimate, DryRun, GradeOptions, JudgeConfig, Submission
+    from mcqaudit.app.info import InfoFacts
     from mcqaudit.app.ingest import Group, IngestResult, InputError
     from mcqaudit.app.ingest import Progress as IngestProgress
     from mcqaudit.app.study import Study
@@ -534,15 +533,20 @@ def _print_ingested(res: IngestResult) -> None:
 
 
 # --------------------------------------------------------------------------------------------- info
-def _table(title: str, df: pd.DataFrame, index: bool = False) -> Table:
+def _table(title: str, data: Any, index: bool = False) -> Table:
     """A table of a study's values (arm names among them): every cell, header and title is plain text,
-    escaped as the console escapes (``terminal.visible``), never read as markup."""
+    escaped as the console escapes (``terminal.visible``), never read as markup. ``data``: a plain table
+    (``columns`` and ``rows``, what `info` reads: no pandas) or a data frame (``index``: its index first)."""
     t = Table(title=_text(title), title_justify="left", show_lines=False)
-    cols = ([df.index.name or ""] if index else []) + [str(c) for c in df.columns]
+    if hasattr(data, "iterrows"):
+        cols = ([data.index.name or ""] if index else []) + [str(c) for c in data.columns]
+        rows = [([str(idx)] if index else []) + [_cell(v) for v in row.tolist()] for idx, row in data.iterrows()]
+    else:
+        cols = [str(c) for c in data.columns]
+        rows = [[_cell(v) for v in row] for row in data.rows]
     for c in cols:
         t.add_column(_text(c))
-    for idx, row in df.iterrows():
-        vals = ([str(idx)] if index else []) + [_cell(v) for v in row.tolist()]
+    for vals in rows:
         t.add_row(*map(_text, vals))
     return t
 
@@ -572,17 +576,18 @@ def info(
     """Summarise a study: arms, items, orientations, rows per arm x orientation, parser coverage,
     verdicts by source, judge fingerprints and what their replies cost (the tokens each reply's usage
     reported), diagnostics, open and collected batches (`grade --batch`), rejected rows."""
-    from mcqaudit.app.info import info_json, summary
+    from mcqaudit.app.info import info_facts, info_json
 
     if not db.exists():
         raise _fail(f"error: {db}: no such study file")
-    study = _open_study(db, say_replayed=False)  # the journal section says it
+    # from info's cache when the study is unchanged since the last info (the study is not even opened), else
+    # read from the opened study (its journal replayed first: the journal section says what it wrote in)
+    with _exits(failed="info"):
+        facts = info_facts(db)
     if as_json:
-        with _exits(failed="info"):
-            facts = info_json(study)
-        sys.stdout.write(json.dumps(facts, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(info_json(facts), indent=2, ensure_ascii=False) + "\n")
         return
-    s = summary(study)
+    s = facts.summary
     console.print(f"[bold]study[/] {escape(str(s.path))}  (created {s.created})")
     console.print(
         f"{s.rows} rows, {s.items} items, arms: {', '.join(s.arms) or '-'}"
@@ -593,19 +598,20 @@ def info(
         console.print("[yellow]unaudited: graded with --no-judge (strict pre-filter only)[/]")
     console.print(f"orientations: {', '.join(s.orientations) or '-'}", markup=False)
     if s.rows:
-        console.print(_table("rows per arm x orientation", s.rows_by_arm_orientation, index=True))
+        console.print(_table("rows per arm x orientation", s.rows_by_arm_orientation))
         console.print(_table("parser coverage (rows where the parser reads a letter)", s.parser_coverage))
         console.print(_table("verdicts by source", s.verdicts))
     for extra in _INFO_SECTIONS:
-        extra(study)
+        extra(facts)
     if s.rejected_total:
         console.print(_table(f"rejected rows ({s.rejected_total}; latest ingest first)", s.rejected))
     else:
         console.print("rejected rows: none")
 
 
-# Later commands (grade, report) add their own sections to `info` here.
-_INFO_SECTIONS: list[Callable[[Study], None]] = []
+# Later commands (grade, report) add their own sections to `info` here. Each reads what `info` read of the
+# study (:class:`mcqaudit.app.info.InfoFacts`); one that needs the study itself opens it (``facts.open()``).
+_INFO_SECTIONS: list[Callable[[InfoFacts], None]] = []
 
 
 # --------------------------------------------------------------------------------------------- report
@@ -757,10 +763,8 @@ def _names(flags: Sequence[Flag]) -> str:
     return ", ".join(dict.fromkeys(f["name"] for f in flags))
 
 
-def _info_flags(study: Study) -> None:
-    from mcqaudit.app.info import study_flags
-
-    flags, unchecked = study_flags(study)  # counts only: the bootstrap is `report`'s
+def _info_flags(facts: InfoFacts) -> None:
+    flags, unchecked = facts.flags, facts.unchecked  # counts only: the bootstrap is `report`'s
     later = (
         f"{', '.join(unchecked)} read bootstrap CIs: `mcqaudit report` checks them" if unchecked else None
     )
@@ -1190,10 +1194,8 @@ _ROLE_WORDS = {
 }
 
 
-def _info_fingerprints(study: Study) -> None:
-    from mcqaudit.app.grade import fingerprints
-
-    fps = fingerprints(study)
+def _info_fingerprints(facts: InfoFacts) -> None:
+    fps = facts.fingerprints
     if not fps:
         console.print("judge fingerprints: none (no judge run yet)", markup=False, highlight=False)
         return
@@ -1218,11 +1220,9 @@ def _count(n: int, one: str, many: str) -> str:
     return f"{n:,} {one if n == 1 else many}"
 
 
-def _info_usage(study: Study) -> None:
+def _info_usage(facts: InfoFacts) -> None:
     """What grading cost so far: per fingerprint, the tokens its replies' usage reported."""
-    from mcqaudit.app.info import judge_usage
-
-    usage = judge_usage(study)
+    usage = facts.usage
     if not usage:
         return
     console.print("judge usage (tokens the endpoint reported in each reply's usage):", markup=False, highlight=False)
@@ -1281,10 +1281,8 @@ def _submission_line(sub: Submission, model: str | None, now: datetime) -> str:
     )
 
 
-def _info_batches(study: Study) -> None:
-    from mcqaudit.app.grade import batch_overview
-
-    o = batch_overview(study)
+def _info_batches(facts: InfoFacts) -> None:
+    o = facts.batches
     if not o.open and not o.collected:
         return
     if not o.open:
@@ -1303,7 +1301,10 @@ def _info_batches(study: Study) -> None:
 _INFO_SECTIONS.append(_info_batches)
 
 
-def _info_journal(study: Study) -> None:
+def _info_journal(facts: InfoFacts) -> None:
+    study = facts.study
+    if study is None:  # read from info's cache: taken only when the study has no journal beside it
+        return
     from mcqaudit.app.study import JUDGED, journal_pending
 
     if line := _replayed_line(study):

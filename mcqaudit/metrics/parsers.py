@@ -28,6 +28,7 @@ from mcqaudit.metrics.results import (
     ParserDisagreement,
     ParserLetters,
 )
+from mcqaudit.metrics.rules import MISREAD_WORDS as MISREAD_WORDS  # the words live with the rules (no numpy)
 from mcqaudit.vocab import LETTERS, VERDICT_CODES, VerdictCode
 
 ROW_PARSERS = ("strict", "naive", "user")  # parsers with a letter column in the frames' rows
@@ -36,11 +37,6 @@ ROW_PARSERS = ("strict", "naive", "user")  # parsers with a letter column in the
 LetterKind = Literal["misread", "wrong_letter", "fabricated", "missed"]
 LETTER_KINDS: tuple[LetterKind, ...] = ("misread", "wrong_letter", "fabricated", "missed")
 # the three ways of misreading, in words (flag evidence, findings)
-MISREAD_WORDS = {
-    "wrong_letter": "another letter",
-    "fabricated": "a letter where the answer picks none",
-    "missed": "no letter where it picks one",
-}
 # the confusion's key for "no letter": the reference of an OTHER row, or a parser that read none
 NO_LETTER = "none"
 STRICT_COMPARED = "rows the pre-filter resolved; a letter-less row was deferred to the judge"

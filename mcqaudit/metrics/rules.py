@@ -31,6 +31,13 @@ MAX_FAMILIES = 12
 # small fraction of their width (tests/test_ci_method.py), and resampling costs seconds.
 NORMAL_MIN_ITEMS = 10_000
 
+# the three ways a parser misreads a letter, in words (flag evidence, findings; metrics.parsers)
+MISREAD_WORDS = {
+    "wrong_letter": "another letter",
+    "fabricated": "a letter where the answer picks none",
+    "missed": "no letter where it picks one",
+}
+
 # The flags, most important first (the order of every flag list).
 FLAG_ORDER = (
     "suspected_parser_artifact",

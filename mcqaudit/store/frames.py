@@ -16,13 +16,17 @@ taken out. A row without a verdict in the chosen view is ungraded.
 
 from __future__ import annotations
 
-import duckdb
-import numpy as np
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from mcqaudit.metrics.inputs import Columns, StudyFrames, StudyInfo
 from mcqaudit.metrics.rules import arm_order
 from mcqaudit.store.db import Study
 from mcqaudit.vocab import VERDICT_CODES, VerdictCode, VerdictView
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from mcqaudit.metrics.inputs import Columns, StudyFrames
 
 VERDICT_VIEWS: tuple[str, str] = ("final", "judge")
 BASE_PARSERS = ("strict", "naive", "user")
@@ -156,45 +160,88 @@ def _scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | Non
 
 def _fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> Columns:
     """numpy columns, no pandas (the CLI's report need not import it)."""
+    import numpy as np
+
+    from mcqaudit.metrics.inputs import Columns
+
     cols = con.execute(sql, params or []).fetchnumpy()
     return Columns({k: np.asarray(v) for k, v in cols.items()})
 
 
+@dataclass
+class Facts:
+    """What :func:`load_frames` (and ``info``'s flags, :mod:`mcqaudit.store.facts`) read besides the rows."""
+
+    meta: dict[str, str | None]
+    arms: list[str]
+    orientations: list[str]
+    configs: dict[str, dict[str, Any]]
+    panel_fps: list[str]
+    all_fps: list[str]
+    fps: list[str]  # the final verdicts' configurations
+    frameworks: list[str]
+    n_reviews: int
+
+
+def study_facts(con: duckdb.DuckDBPyConnection) -> Facts:
+    meta = dict(con.execute("SELECT key, value FROM study_meta").fetchall())
+    listed = con.execute(_ARMS_SQL).fetchall()
+    arms = arm_order([a for a, _ in listed], {a: int(o) for a, o in listed if o is not None})
+    orientations = [r[0] for r in con.execute(_ORIENTATIONS_SQL).fetchall()]
+    configs = {
+        fp: {"model": model, "shape": shape, "temperature": temp, "standin": bool(standin)}
+        for fp, model, shape, temp, standin in con.execute(
+            "SELECT fingerprint, model, shape, temperature, standin FROM judge_configs ORDER BY fingerprint"
+        ).fetchall()
+    }
+    panel_fps = [
+        r[0]
+        for r in con.execute("SELECT fingerprint FROM panel_judges ORDER BY added_at, fingerprint").fetchall()
+    ]
+    all_fps = [
+        r[0] for r in con.execute("SELECT DISTINCT fingerprint FROM judge_verdicts ORDER BY 1").fetchall()
+    ]
+    frameworks = [
+        r[0]
+        for r in con.execute(
+            "SELECT DISTINCT parser FROM parser_letters WHERE parser NOT IN ('strict', 'naive', 'user') ORDER BY 1"
+        ).fetchall()
+    ]
+    return Facts(
+        meta=meta,
+        arms=arms,
+        orientations=orientations,
+        configs=configs,
+        panel_fps=panel_fps,
+        all_fps=all_fps,
+        fps=[fp for fp in all_fps if fp not in panel_fps],
+        frameworks=frameworks,
+        n_reviews=_scalar(con, "SELECT count(*) FROM effective_reviews"),
+    )
+
+
+def rows_sql(verdicts: VerdictView, facts: Facts) -> tuple[str, list[object]]:
+    """The per-row SQL of the frames (one narrow row of codes per generation) and its parameters."""
+    return _rows_sql(verdicts, len(facts.all_fps) <= 1), [facts.arms, facts.orientations, facts.fps]
+
+
 def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
     """Study facts and the per-row frame, in one short-lived connection."""
+    import numpy as np
+
+    from mcqaudit.metrics.inputs import StudyFrames, StudyInfo
+
     if verdicts not in VERDICT_VIEWS:
         raise ValueError(f"verdicts must be one of {', '.join(VERDICT_VIEWS)}, not {verdicts!r}")
     with study.connect() as con:
-        meta = dict(con.execute("SELECT key, value FROM study_meta").fetchall())
-        listed = con.execute(_ARMS_SQL).fetchall()
-        arms = arm_order([a for a, _ in listed], {a: int(o) for a, o in listed if o is not None})
-        orientations = [r[0] for r in con.execute(_ORIENTATIONS_SQL).fetchall()]
-        configs = {
-            fp: {"model": model, "shape": shape, "temperature": temp, "standin": bool(standin)}
-            for fp, model, shape, temp, standin in con.execute(
-                "SELECT fingerprint, model, shape, temperature, standin FROM judge_configs ORDER BY fingerprint"
-            ).fetchall()
-        }
-        panel_fps = [
-            r[0]
-            for r in con.execute("SELECT fingerprint FROM panel_judges ORDER BY added_at, fingerprint").fetchall()
-        ]
-        all_fps = [
-            r[0] for r in con.execute("SELECT DISTINCT fingerprint FROM judge_verdicts ORDER BY 1").fetchall()
-        ]
-        fps = [fp for fp in all_fps if fp not in panel_fps]  # the final verdicts' configurations
-        frameworks = [
-            r[0]
-            for r in con.execute(
-                "SELECT DISTINCT parser FROM parser_letters WHERE parser NOT IN ('strict', 'naive', 'user') ORDER BY 1"
-            ).fetchall()
-        ]
-        rows = _fetch(con, _rows_sql(verdicts, len(all_fps) <= 1), [arms, orientations, fps])
+        f = study_facts(con)
+        meta, arms, orientations, configs = f.meta, f.arms, f.orientations, f.configs
+        panel_fps, fps, frameworks, n_reviews = f.panel_fps, f.fps, f.frameworks, f.n_reviews
+        rows = _fetch(con, *rows_sql(verdicts, f))
         panel = _fetch(con, _PANEL_SQL, [panel_fps]) if panel_fps else None
         framework = _fetch(con, _FRAMEWORK_SQL, [frameworks]) if frameworks else None
         uniform = _fetch(con, _UNIFORM_SQL)
         logprob = _fetch(con, _LOGPROB_SQL)
-        n_reviews = _scalar(con, "SELECT count(*) FROM effective_reviews")
 
     # rowid -> position in `rows`; DuckDB rowids are dense but need not be ordered in the result
     rn = rows.pop("rn").astype(np.int64)

@@ -7,20 +7,23 @@ table, not one per row, which keeps a 64-reply batch in the low milliseconds.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import duckdb
-import pyarrow as pa
 
 from mcqaudit.judge.prompts import JudgeConfig
 from mcqaudit.judge.replies import REPLY_ERROR_KINDS
 from mcqaudit.store.db import Study, set_meta, utcnow
 from mcqaudit.store.schema import CURRENT_JUDGE_COLUMNS, ROWS_IN_LIST, refresh_current_judge
 from mcqaudit.vocab import OK
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 UNAUDITED_KEY = "unaudited"
 
@@ -80,42 +83,51 @@ class VerdictRecord:
     judged_at: datetime
 
 
-_TS = pa.timestamp("us", tz="UTC")
-_REPLY_SCHEMA = pa.schema(
-    [
-        ("fingerprint", pa.string()),
-        ("prompt_hash", pa.string()),
-        ("status", pa.string()),
-        ("reply", pa.string()),
-        ("value", pa.string()),
-        ("rationale", pa.string()),
-        ("error", pa.string()),
-        ("base_url", pa.string()),
-        ("tokens_in", pa.int32()),
-        ("tokens_out", pa.int32()),
-        ("received_at", _TS),
-    ]
-)
-_VERDICT_SCHEMA = pa.schema(
-    [
-        ("row_id", pa.string()),
-        ("fingerprint", pa.string()),
-        ("status", pa.string()),
-        ("letter", pa.string()),
-        ("verdict", pa.string()),
-        ("reply", pa.string()),
-        ("rationale", pa.string()),
-        ("error", pa.string()),
-        ("prompt_hash", pa.string()),
-        ("base_url", pa.string()),
-        ("attempts", pa.int32()),
-        ("judged_at", _TS),
-    ]
-)
+@functools.cache
+def _schemas() -> dict[str, pa.Schema]:
+    """The Arrow schemas of the reply and verdict records a batch registers (pyarrow is imported on first use:
+    `mcqaudit info` reads this module and need not load it)."""
+    import pyarrow as pa
+
+    ts = pa.timestamp("us", tz="UTC")
+    reply = pa.schema(
+        [
+            ("fingerprint", pa.string()),
+            ("prompt_hash", pa.string()),
+            ("status", pa.string()),
+            ("reply", pa.string()),
+            ("value", pa.string()),
+            ("rationale", pa.string()),
+            ("error", pa.string()),
+            ("base_url", pa.string()),
+            ("tokens_in", pa.int32()),
+            ("tokens_out", pa.int32()),
+            ("received_at", ts),
+        ]
+    )
+    verdict = pa.schema(
+        [
+            ("row_id", pa.string()),
+            ("fingerprint", pa.string()),
+            ("status", pa.string()),
+            ("letter", pa.string()),
+            ("verdict", pa.string()),
+            ("reply", pa.string()),
+            ("rationale", pa.string()),
+            ("error", pa.string()),
+            ("prompt_hash", pa.string()),
+            ("base_url", pa.string()),
+            ("attempts", pa.int32()),
+            ("judged_at", ts),
+        ]
+    )
+    return {"reply": reply, "verdict": verdict}
 
 
-def _table(records: Sequence[Any], schema: pa.Schema) -> pa.Table:
-    return pa.Table.from_pylist([r.__dict__ for r in records], schema=schema)
+def _table(records: Sequence[Any], schema: str) -> pa.Table:
+    import pyarrow as pa
+
+    return pa.Table.from_pylist([r.__dict__ for r in records], schema=_schemas()[schema])
 
 
 # --- selection ----------------------------------------------------------------------------------------
@@ -316,7 +328,7 @@ def write_judged(
             by_key[key] = v
     with study.write() as con:
         if replies:
-            con.register("mcq_batch_replies", _table(replies, _REPLY_SCHEMA))
+            con.register("mcq_batch_replies", _table(replies, "reply"))
             con.execute(
                 """
                 INSERT INTO judge_replies
@@ -329,7 +341,7 @@ def write_judged(
             )
             con.unregister("mcq_batch_replies")
         if by_key:
-            con.register("mcq_batch_verdicts", _table(list(by_key.values()), _VERDICT_SCHEMA))
+            con.register("mcq_batch_verdicts", _table(list(by_key.values()), "verdict"))
             written = con.execute(
                 """
                 INSERT INTO judge_verdicts
@@ -410,7 +422,7 @@ def _advance_current(
     if new:
         marks = ", ".join("?" * len(new))
         con.execute(f"DELETE FROM current_judge WHERE row_id IN ({marks})", [v.row_id for v in new])
-        con.register("mcq_batch_current", _table(new, _VERDICT_SCHEMA))
+        con.register("mcq_batch_current", _table(new, "verdict"))
         con.execute(
             f"INSERT INTO current_judge ({CURRENT_JUDGE_COLUMNS}) SELECT {CURRENT_JUDGE_COLUMNS} FROM mcq_batch_current"
         )
