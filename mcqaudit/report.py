@@ -27,6 +27,7 @@ from mcqaudit.formatting import (
     with_chance,
 )
 from mcqaudit.metrics import MIN_AUDIT_ROWS, MIN_CI_ROWS, MIN_ITEMS, PARSER_DISAGREEMENT_MIN_ROWS
+from mcqaudit.metrics.panel import judge_label, primary_label
 from mcqaudit.metrics.parsers import misread_counts
 from mcqaudit.metrics.results import (
     ArmDelta,
@@ -227,6 +228,7 @@ def _arm_findings(
     out = [_headline_finding(arm, str(ctrl), d)]
     if ov is None:
         return out
+    out += _judge_panel_findings(report, arm, d, flags)
     out += _parser_findings(report, arm, ov, int(d.get("rows", 0)), flags, name)
     out += _other_rate_finding(report, arm, d, flags)
     out += _orientation_findings(report, arm, d, flags)
@@ -270,6 +272,102 @@ def _headline_finding(arm: str, ctrl: str, d: ArmDelta) -> Finding:
                f"with an MDE of {mde_pp} pp a null here is not informative (a smaller effect would not show).")
         )  # fmt: skip
     return _finding("headline", text, arm, ov, items, rows, pairing=pairing, mde=mde, informative=informative)
+
+
+def _judge_panel_findings(report: Report, arm: str, d: ArmDelta, flags: Sequence[Flag]) -> list[Finding]:
+    """Whether the headline Δ survives every judge on the panel (``judge_panel.delta_by_judge``): "holds under
+    both judges", or "depends on the judge: under X the Δ is …" (``judge_sensitive``); nothing without a panel."""
+    jp = report.get("judge_panel")
+    ov = d.get("overall")
+    if not jp or ov is None:
+        return []
+    ctrl = report["control_arm"]
+    under: dict[str, Metric | None] = {}
+    for fp, by in jp["delta_by_judge"].items():
+        dj = by.get(arm)
+        under[fp] = dj["overall"] if dj else None
+    flagged = [f.get("judge") for f in flags if f["name"] == "judge_sensitive" and f.get("arm") == arm]
+    parts = [f"{judge_label(jp, fp)} {pp(m)} (n={m['n']} items)" for fp, m in under.items() if m is not None]
+    missing = [judge_label(jp, fp) for fp, m in under.items() if m is None]
+    n_judges = 1 + len(under)
+    values = {fp: m.get("value") if m else None for fp, m in under.items()}
+    items, rows = int(d.get("items", 0)), int(d.get("rows", 0))
+    primary = f"the primary {primary_label(jp)} {pp(ov)} (n={items} items)"
+    if flagged:
+        bad = [(fp, m) for fp, m in under.items() if fp in flagged and m is not None]
+        said = "; ".join(f"under {judge_label(jp, fp)} the Δ is {pp(m)} (n={m['n']} items)" for fp, m in bad)
+        text = (f"{arm} vs {ctrl}: the finding depends on the judge: {said}, against {pp(ov)} under the primary "
+                f"judge {primary_label(jp)} (n={items} items).")  # fmt: skip
+        holds: bool | None = False
+    elif missing:
+        text = (f"{arm} vs {ctrl}: the Δ cannot be checked under every judge on the panel: under {_and(missing)} "
+                f"there are not enough items to compare (see notes)"
+                + (f"; under {_and(parts)} it is in line with {primary}." if parts else "."))  # fmt: skip
+        holds = None
+    else:
+        both = "both judges" if n_judges == 2 else f"all {n_judges} judges"
+        text = (f"{arm} vs {ctrl}: the Δ holds under {both} (n={items} items): {_and(parts)}, in line with "
+                f"{primary}.")  # fmt: skip
+        holds = True
+    return [_finding("judge_panel", text, arm, ov, items, rows, holds=holds, judges=values)]
+
+
+def panel_lines(report: Report) -> list[str]:
+    """What the first screen says about the judges and the reviewers (the Overview, the report's "Judge panel"
+    section): one judge only, or whether each arm's Δ holds under every judge and Krippendorff's α; and how
+    far the reviewers agree — each with its n."""
+    jp = report.get("judge_panel")
+    out: list[str] = []
+    if not jp:
+        out.append("One judge: the finding is not checked against another (grade a second judge with "
+                   "`mcqaudit grade --panel`).")  # fmt: skip
+    else:
+        fnd = report.get("findings")
+        found = [f for f in (fnd if fnd is not None else findings(report)) if f["kind"] == "judge_panel"]
+        n_judges = 1 + len(jp["judges"])
+        every = "both judges" if n_judges == 2 else f"all {n_judges} judges"
+
+        def arms(holds: bool) -> list[str]:
+            return [f"{f['arm']} (n={f['n_items']} items)" for f in found if f.get("holds") is holds]
+
+        said = []
+        if arms(True):
+            said.append(f"the Δ holds under {every} for {_and(arms(True))}")
+        if arms(False):
+            said.append(f"it depends on the judge for {_and(arms(False))}")
+        a = jp.get("alpha")
+        alpha = f"Krippendorff's α {num(a)} (n={a['n']} rows)" if a else "Krippendorff's α n/a"
+        names = ", ".join(judge_label(jp, fp) for fp in jp["judges"])
+        out.append(f"Judge panel: {n_judges} judges (primary {primary_label(jp)}; panel {names})"
+                   + (f"; {'; '.join(said)}" if said else "") + f"; {alpha}.")  # fmt: skip
+    ra = report.get("reviewer_agreement")
+    if ra:
+        out.append(reviewer_words(ra))
+    elif jp:
+        out.append("No row has been reviewed by two people yet: how far the reviewers agree is not measured.")
+    return out
+
+
+def _pct_ci(m: Mapping[str, Any] | None) -> str:
+    """``80.0 % [64.1, 93.1]`` (a share in a sentence)."""
+    if not m or m.get("value") is None:
+        return "n/a"
+    ci = f" [{m['ci_low'] * 100:.1f}, {m['ci_high'] * 100:.1f}]" if m.get("ci_low") is not None else ""
+    return f"{m['value'] * 100:.1f} %{ci}"
+
+
+def reviewer_words(ra: Mapping[str, Any]) -> str:
+    """``reviewer_agreement`` in one sentence, with its n; preliminary under :data:`MIN_AUDIT_ROWS` rows."""
+    ag, k = ra.get("agreement"), ra.get("kappa")
+    n = int(ra.get("rows", 0))
+    share = _pct_ci(ag)
+    kap = f"Cohen's κ {num(k)}" if k else "Cohen's κ n/a"
+    cmp = int(ra.get("pairs_compared", 0))
+    pairs = f", {cmp} comparisons of two reviewers" if cmp != n else ""
+    settled = int(ra.get("settled_rows", 0))
+    return (f"Reviewers agree on {share} of {plural(n, 'row')} reviewed by two or more people ({kap}{pairs}, "
+            f"n={cmp})" + (f"; preliminary: under {MIN_AUDIT_ROWS} rows" if ra.get("preliminary") else "")
+            + f"; {plural(settled, 'row')} where they disagree settled by the latest review.")  # fmt: skip
 
 
 def _parser_findings(
@@ -606,6 +704,8 @@ def sections(report: Report) -> list[Section]:
         *_disagreement_sections(report),
         *_position_sections(report, fams),
         _consistency_section(report),
+        *_panel_sections(report),
+        *_reviewer_sections(report),
         *_agreement_sections(report),
         *_logprob_sections(report),
         *_fingerprint_sections(report),
@@ -830,6 +930,61 @@ def _consistency_section(report: Report) -> Section:
     return Section("Consistency", tables=[Table(["arm", "binary (swapped pairs)", "n-way (plurality share)"], rows)])
 
 
+def _share_n(m: Metric | None) -> str:
+    return f"{pct(m)} (n={m['n']})" if m else "n/a"
+
+
+def _num_n(m: Metric | None) -> str:
+    return f"{num(m)} (n={m['n']})" if m else "n/a"
+
+
+PANEL_WORDS = (
+    "Each panel judge (`mcqaudit grade --panel`) graded the rows the primary judge graded; its verdicts sit "
+    "beside the final ones, never in them. Error rate: failed requests of its rows; OTHER rate: of the rows it "
+    "graded; agreement and Cohen's κ with the primary: on the rows both graded. Δ under a judge: the rows it "
+    "graded take its verdict, rows the pre-filter or the rule resolved (and human reviews) keep theirs, rows it "
+    "has no verdict for are ungraded under it. Krippendorff's α (nominal, CORRECT / INCORRECT / OTHER) is over "
+    "every judge, the primary included, on the rows two or more of them graded."
+)
+
+
+def _panel_sections(report: Report) -> list[Section]:
+    """The judge panel: each judge's rates, its agreement with the primary and the Δ under it; or one line
+    saying the study has one judge only."""
+    jp = report.get("judge_panel")
+    head = panel_lines(report)[:1]
+    if not jp:
+        return [Section("Judge panel", paragraphs=head)]
+    deltas = report.get("delta_accuracy") or {}
+    arms = list(deltas)
+    graded = sum(int(c.get("rows", 0)) for c in (report.get("judge_fingerprints") or {}).values())
+    rows = [[f"primary: {primary_label(jp)}", str(graded), "", "", "", "",
+             *[pct(d["overall"], sign=True) if d else "n/a" for d in deltas.values()]]]  # fmt: skip
+    for fp, e in jp["judges"].items():
+        by = jp["delta_by_judge"].get(fp) or {}
+        rows.append([judge_label(jp, fp), str(e["rows"]), _share_n(e["error_rate"]), _share_n(e["other_rate"]),
+                     _share_n(e["agreement_with_primary"]), _num_n(e["kappa_with_primary"]),
+                     *[pct(dj["overall"], sign=True) if (dj := by.get(a)) else "n/a" for a in arms]])  # fmt: skip
+    header = ["judge", "rows", "error rate", "OTHER rate", "agreement with primary", "Cohen's κ",
+              *[f"Δaccuracy {a} (pp)" for a in arms]]  # fmt: skip
+    return [Section("Judge panel", paragraphs=[*head, PANEL_WORDS], tables=[Table(header, rows)])]
+
+
+def _reviewer_sections(report: Report) -> list[Section]:
+    ra = report.get("reviewer_agreement")
+    if not ra:
+        return []
+    rows = [[" and ".join(pair.split("|", 1)), str(e["rows"]), _share_n(e["agreement"]), _num_n(e["kappa"])]
+            for pair, e in ra["pairs"].items()]  # fmt: skip
+    words = (
+        "On the rows two or more people reviewed, each person's review in force (their latest not retracted); "
+        "every pair of people on a row is one comparison, κ over them with each pair's verdicts in name order. "
+        "A row whose reviewers disagree is settled by its latest review, which the final verdicts use."
+    )
+    return [Section("Reviewer agreement", paragraphs=[reviewer_words(ra), words],
+                    tables=[Table(["reviewers", "rows", "agreement", "Cohen's κ"], rows)])]  # fmt: skip
+
+
 def _agreement_sections(report: Report) -> list[Section]:
     """Judge vs human, all arms pooled then per arm (:func:`agreement_cells`)."""
     groups = agreement_groups(report)
@@ -856,6 +1011,8 @@ def _agreement_sections(report: Report) -> list[Section]:
            if any(g.get("preliminary") for _, g in groups) else "")
         + f" Each share carries its n (rows); on fewer than {MIN_CI_ROWS} rows only the counts are "
         "shown, with no CI."
+        + (f" Each row's latest review is the one compared; on {plural(int(ja['settled_rows']), 'row')} of "
+           "them two reviewers disagreed, and the later review settled it." if ja and "settled_rows" in ja else "")
     )  # fmt: skip
     header = ["", "reviewed rows", "agreement", "Cohen's κ", "precision CORRECT", "precision INCORRECT",
               "precision OTHER", "judge-corrected accuracy"]  # fmt: skip

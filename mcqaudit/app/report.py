@@ -115,6 +115,8 @@ def report_from_frames(
         "delta_accuracy_by_parser": res["delta_accuracy_by_parser"],
         "pairwise_delta": res["pairwise_delta"],
         "judge_agreement": res["judge_agreement"],
+        "judge_panel": res.get("judge_panel"),
+        "reviewer_agreement": res.get("reviewer_agreement"),
         "design": res["design"],
         "audit": res["audit"],
         "notes": dict(sorted(res["notes"].items())),

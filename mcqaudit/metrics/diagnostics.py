@@ -15,6 +15,7 @@ import numpy as np
 from mcqaudit.formatting import fmt_metric, fmt_value
 from mcqaudit.metrics.bootstrap import clustered_rate
 from mcqaudit.metrics.inputs import StudyInfo
+from mcqaudit.metrics.panel import judge_label, primary_label, sensitive
 from mcqaudit.metrics.parsers import MISREAD_WORDS, ParserTally, RateSums
 from mcqaudit.metrics.results import ArmDelta, Flag, Metric, Results
 from mcqaudit.metrics.rules import (
@@ -146,6 +147,36 @@ def _artifact_flags(res: Results, verdicts: str) -> list[Flag]:
                         parser=name,
                     )
                 )
+    return out
+
+
+def _judge_sensitive_flags(res: Results) -> list[Flag]:
+    """``judge_sensitive`` per treated arm and panel judge whose Δ tells another story than the primary's
+    (:func:`mcqaudit.metrics.panel.sensitive`: the sign, both CIs excluding 0, or beyond the primary's CI)."""
+    jp = res.get("judge_panel")
+    out: list[Flag] = []
+    if not jp:
+        return out
+    ctrl = res["control_arm"]
+    for fp, by_arm in jp["delta_by_judge"].items():
+        for arm, d in by_arm.items():
+            dp = res["delta_accuracy"].get(arm)
+            if d is None or dp is None or not sensitive(dp["overall"], d["overall"]):
+                continue
+            out.append(
+                _flag(
+                    "judge_sensitive",
+                    arm,
+                    f"under judge {judge_label(jp, fp)} Δaccuracy {arm} vs {ctrl} is "
+                    f"{fmt_metric(d['overall'], pct=True, sign=True)} ({d['items']} items, {d['rows']} rows); "
+                    f"under the primary judge {primary_label(jp)} "
+                    f"{fmt_metric(dp['overall'], pct=True, sign=True)} ({dp['items']} items, {dp['rows']} rows): "
+                    "the finding depends on the judge chosen",
+                    min(d["items"], dp["items"]),
+                    d["rows"],
+                    judge=fp,
+                )
+            )
     return out
 
 
@@ -338,6 +369,7 @@ def diagnose(
     design = res["design"]
     n_rows = sum(info.rows_by_arm.values())
     flags = _artifact_flags(res, verdicts)
+    flags += _judge_sensitive_flags(res)
     if not design["one_orientation"]:
         flags += _orientation_flags(res)
     for arm, d in res["delta_accuracy"].items():

@@ -77,6 +77,7 @@ class JudgeAgreement(TypedDict):
     confusion: Confusion  # rows: the automated verdict; columns: the reviewer's
     caveat: NotRequired[str]
     corrected_accuracy: NotRequired[Metric | None]  # per arm only
+    settled_rows: NotRequired[int]  # rows two reviewers disagree on, settled by the latest review
 
 
 class LogprobCrosscheck(TypedDict):
@@ -194,6 +195,50 @@ class Flag(TypedDict):
     pending: NotRequired[int]
 
 
+class PanelJudge(TypedDict):
+    """One panel judge of ``judge_panel.judges`` (docs/design.md §7): its verdicts beside the primary's."""
+
+    model: str | None
+    rows: int  # rows it has a verdict record for (ok or failed)
+    graded: int  # ... of which it answered
+    error_rate: Metric | None  # failed requests / rows
+    other_rate: Metric | None  # OTHER / graded rows
+    compared_rows: int  # rows both it and the primary graded
+    agreement_with_primary: Metric | None  # same verdict, on the compared rows
+    kappa_with_primary: Metric | None  # Cohen's κ over CORRECT / INCORRECT / OTHER, on the compared rows
+    confusion: Confusion  # rows: the primary's verdict; columns: this judge's
+
+
+class JudgePanel(TypedDict):
+    """``judge_panel``: the study's panel judges against its primary (``grade --panel``, issue 21)."""
+
+    primary: str | None  # the fingerprint of the final verdicts' judge (the one with most rows, if several)
+    primary_model: str | None
+    judges: dict[str, PanelJudge]
+    alpha: Metric | None  # Krippendorff's α (nominal) over every judge, the primary included; n: rows
+    delta_by_judge: dict[str, dict[str, ArmDelta | None]]  # fingerprint -> treated arm -> Δ under that judge
+
+
+class ReviewerPair(TypedDict):
+    rows: int
+    agreement: Metric | None
+    kappa: Metric | None
+    confusion: Confusion  # rows: the first name's verdict; columns: the second's
+
+
+class ReviewerAgreement(TypedDict):
+    """``reviewer_agreement``: people against each other on the rows two or more of them reviewed."""
+
+    rows: int  # rows reviewed by two or more people
+    reviewers: list[str]
+    preliminary: bool  # fewer than MIN_AUDIT_ROWS such rows
+    pairs_compared: int  # (row, pair of reviewers) comparisons
+    agreement: Metric | None  # share of those comparisons that agree
+    kappa: Metric | None  # Cohen's κ over them, each pair's verdicts in name order
+    settled_rows: int  # rows whose reviewers disagree: the latest review is in force
+    pairs: dict[str, ReviewerPair]  # "ann|bob" (names in order)
+
+
 class Results(TypedDict):
     """What :func:`~mcqaudit.metrics.compute` returns: the report's computed part."""
 
@@ -208,6 +253,8 @@ class Results(TypedDict):
     design: Design
     audit: Audit
     notes: Notes
+    judge_panel: NotRequired[JudgePanel | None]
+    reviewer_agreement: NotRequired[ReviewerAgreement | None]
 
 
 class ParserAlso(TypedDict):
@@ -235,6 +282,7 @@ class FindingExtras(TypedDict, total=False):
     pending: int
     also: ParserAlso  # a second parser said in the same sentence (parser, value, ci)
     token_budget: bool  # other_rate, truncation: the token limit (truncation_rise) is named as a cause
+    judges: dict[str, float | None]  # judge_panel: each panel judge's Δ (fingerprint -> value)
 
 
 FindingKind = Literal[
@@ -248,6 +296,7 @@ FindingKind = Literal[
     "control",
     "design",
     "audit",
+    "judge_panel",
 ]
 
 

@@ -34,6 +34,7 @@ NORMAL_MIN_ITEMS = 10_000
 # The flags, most important first (the order of every flag list).
 FLAG_ORDER = (
     "suspected_parser_artifact",
+    "judge_sensitive",
     "orientation_instability",
     "other_rate_rise",
     "truncation_rise",
@@ -47,11 +48,18 @@ FLAG_ORDER = (
 # Flags that state a fact about the study rather than an estimate: they fire at any size (with their n).
 FACT_FLAGS = ("judge_config_mixed", "ungraded_rows", "judge_unaudited", "design_imbalance")
 # Flags read off bootstrap CIs: without resamples (``n_boot=0``) they cannot fire.
-CI_FLAGS = ("suspected_parser_artifact", "orientation_instability", "other_rate_rise", "truncation_rise")
+CI_FLAGS = (
+    "suspected_parser_artifact",
+    "orientation_instability",
+    "other_rate_rise",
+    "truncation_rise",
+    "judge_sensitive",
+)
 # The dashboard page that shows each flag's evidence (docs/design.md §8). It is the report JSON's ``page`` key
 # (docs/report-schema.md), so it is part of the contract, not only of the dashboard.
 FLAG_PAGES = {
     "suspected_parser_artifact": "Parsers vs judge",
+    "judge_sensitive": "Overview",
     "orientation_instability": "Orientations",
     "other_rate_rise": "OTHER by arm",
     "truncation_rise": "OTHER by arm",

@@ -112,6 +112,21 @@ FROM judge_verdicts v JOIN gen_rows g USING (row_id)
 WHERE v.fingerprint IN (SELECT fingerprint FROM panel_judges)
 """
 
+# each person's review in force on each row (docs/design.md §7 ``reviewer_agreement``): their latest
+# confirm/override that no retraction withdraws, by created_at, ties broken by the later review_id (the
+# rule of ``effective_reviews``, per reviewer instead of per row)
+_REVIEWERS_SQL = f"""
+SELECT g.rowid AS rn, (list_position(?::VARCHAR[], r.reviewer) - 1)::SMALLINT AS reviewer,
+    {verdict_code_sql("r.verdict")} AS verdict
+FROM (
+    SELECT row_id, reviewer, verdict FROM reviews
+    WHERE action <> 'retract' AND verdict IS NOT NULL
+      AND review_id NOT IN (SELECT retracts FROM reviews WHERE action = 'retract' AND retracts IS NOT NULL)
+    QUALIFY row_number() OVER (PARTITION BY row_id, reviewer ORDER BY created_at DESC, review_id DESC) = 1
+) r JOIN gen_rows g USING (row_id)
+"""
+_REVIEWER_NAMES_SQL = "SELECT DISTINCT reviewer FROM reviews WHERE action <> 'retract' ORDER BY 1"
+
 _UNIFORM_SQL = """
 SELECT DISTINCT g.rowid AS rn FROM spot_check_rows s
 JOIN spot_checks q USING (queue_id) JOIN gen_rows g USING (row_id)
@@ -195,6 +210,8 @@ def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
         uniform = _fetch(con, _UNIFORM_SQL)
         logprob = _fetch(con, _LOGPROB_SQL)
         n_reviews = _scalar(con, "SELECT count(*) FROM effective_reviews")
+        reviewer_names = [r[0] for r in con.execute(_REVIEWER_NAMES_SQL).fetchall()]
+        reviewers = _fetch(con, _REVIEWERS_SQL, [reviewer_names]) if len(reviewer_names) > 1 else None
 
     # rowid -> position in `rows`; DuckDB rowids are dense but need not be ordered in the result
     rn = rows.pop("rn").astype(np.int64)
@@ -212,6 +229,7 @@ def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
     framework = to_row(framework)
     panel_rows = to_row(panel)
     logprob_rows = to_row(logprob)
+    reviewer_rows = to_row(reviewers)
     uniform_rows = to_row(uniform)
     in_uniform = np.zeros(len(rows), dtype=bool)
     if uniform_rows is not None and len(uniform_rows):
@@ -254,7 +272,14 @@ def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
         parsers=parsers,
         frameworks=frameworks,
         panel_judges=panel_fps,
+        reviewers=reviewer_names,
     )
     return StudyFrames(
-        info=info, verdicts=verdicts, rows=rows, framework=framework, logprob=logprob_rows, panel=panel_rows
+        info=info,
+        verdicts=verdicts,
+        rows=rows,
+        framework=framework,
+        logprob=logprob_rows,
+        panel=panel_rows,
+        reviewers=reviewer_rows,
     )

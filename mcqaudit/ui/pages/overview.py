@@ -8,7 +8,7 @@ import streamlit as st
 
 from mcqaudit.formatting import md_rich, pairing_words
 from mcqaudit.metrics.results import Report
-from mcqaudit.report import ci_words, names_in, note_label
+from mcqaudit.report import ci_words, names_in, note_label, panel_lines
 from mcqaudit.ui import components, data, tables
 from mcqaudit.ui.pages import load
 
@@ -23,6 +23,13 @@ def render_findings(report: Report) -> None:
     names = names_in(report)
     # each finding's words escaped (names are text), its `command` spans kept as code
     st.markdown("\n".join(f"- {md_rich(' '.join(f['text'].split()), names)}" for f in found))
+
+
+def render_judges(report: Report) -> None:
+    """Under the findings, on the first screen: one judge only, or whether the finding holds under every
+    judge on the panel (with Krippendorff's α); and how far the reviewers agree — each with its n."""
+    names = names_in(report)
+    st.caption("  \n".join(md_rich(" ".join(line.split()), names) for line in panel_lines(report)))
 
 
 def render_cards(report: Report) -> None:
@@ -54,6 +61,7 @@ def render_overview(
     st.title("Overview")
     components.provenance(report, meta)
     render_findings(report)
+    render_judges(report)
     render_cards(report)
     st.subheader(f"Flags ({len({f['name'] for f in report['flags']})} kinds, {len(report['flags'])} in all)")
     components.flags(report["flags"])
