@@ -938,6 +938,14 @@ def _num_n(m: Metric | None) -> str:
     return f"{num(m)} (n={m['n']})" if m else "n/a"
 
 
+def _delta_n(d: ArmDelta | None) -> str:
+    """A Δ cell with its n: ``+45.5 [+29.5, +59.1] (n=44)``, or why there is none."""
+    if d is None:
+        return "not compared"
+    ov = d.get("overall")
+    return f"{pct(ov, sign=True)} (n={d.get('items', 0)})" if ov else f"n/a (n={d.get('items', 0)})"
+
+
 PANEL_WORDS = (
     "Each panel judge (`mcqaudit grade --panel`) graded the rows the primary judge graded; its verdicts sit "
     "beside the final ones, never in them. Error rate: failed requests of its rows; OTHER rate: of the rows it "
@@ -959,14 +967,14 @@ def _panel_sections(report: Report) -> list[Section]:
     arms = list(deltas)
     graded = sum(int(c.get("rows", 0)) for c in (report.get("judge_fingerprints") or {}).values())
     rows = [[f"primary: {primary_label(jp)}", str(graded), "", "", "", "",
-             *[pct(d["overall"], sign=True) if d else "n/a" for d in deltas.values()]]]  # fmt: skip
+             *[_delta_n(d) for d in deltas.values()]]]  # fmt: skip
     for fp, e in jp["judges"].items():
         by = jp["delta_by_judge"].get(fp) or {}
         rows.append([judge_label(jp, fp), str(e["rows"]), _share_n(e["error_rate"]), _share_n(e["other_rate"]),
                      _share_n(e["agreement_with_primary"]), _num_n(e["kappa_with_primary"]),
-                     *[pct(dj["overall"], sign=True) if (dj := by.get(a)) else "n/a" for a in arms]])  # fmt: skip
+                     *[_delta_n(by.get(a)) for a in arms]])  # fmt: skip
     header = ["judge", "rows", "error rate", "OTHER rate", "agreement with primary", "Cohen's κ",
-              *[f"Δaccuracy {a} (pp)" for a in arms]]  # fmt: skip
+              *[f"Δaccuracy {a} (pp, n items)" for a in arms]]  # fmt: skip
     return [Section("Judge panel", paragraphs=[*head, PANEL_WORDS], tables=[Table(header, rows)])]
 
 

@@ -641,6 +641,15 @@ def _arm_metrics(
     }
 
 
+# the bootstrap columns accuracy.arm_delta reads (paired or unpaired, per family and orientation)
+_DELTA_COLUMNS = frozenset({
+    "acc_num", "acc_den", "acc_or_num", "acc_or_den", "rows", "graded", "other", "correct", "answered", "truncated",
+    "other_kept", "graded_kept", "delta_num", "delta_den", "delta_or_num", "delta_or_den", "delta_part",
+    "fam_acc_num", "fam_acc_den", "fam_graded", "fam_or_num", "fam_or_den", "fam_delta_num", "fam_delta_den",
+    "fam_delta_graded", "fam_delta_or_num", "fam_delta_or_den",
+})  # fmt: skip
+
+
 def _deltas_only(
     frames: StudyFrames, ctrl: str | None, n_boot: int, seed: int, method: rules.CIMethod, notes: Notes
 ) -> dict[str, ArmDelta | None]:
@@ -654,10 +663,14 @@ def _deltas_only(
     treated, _ = rules.compared_arms(info.arms, ctrl)
     cmp = _Comparisons(control=c0, treated=[info.arms.index(a) for a in treated], pairs=[], present=T.present)
     boot = ItemBootstrap(R.n_items, n_boot, seed, method)
-    _add_arm_columns(boot.add, T, R.n_arms)
-    _add_comparison_columns(boot.add, T, [], cmp, R.n_arms)
+
+    def add(name: Column, values: np.ndarray) -> object:  # only the columns a Δ reads
+        return boot.add(name, values) if isinstance(name, tuple) and name[0] in _DELTA_COLUMNS else None
+
+    _add_arm_columns(add, T, R.n_arms)
+    _add_comparison_columns(add, T, [], cmp, R.n_arms)
     X = _truncation_tables(R, C)
-    _add_truncation_columns(boot.add, T, X, cmp, R.n_arms)
+    _add_truncation_columns(add, T, X, cmp, R.n_arms)
     S = boot.run()
     fp_mixed = accuracy.fingerprint_conflicts(info, ctrl)
     fam_specs = [(f, T.families.labels[f], T.families.orientations[f]) for f in T.reported]

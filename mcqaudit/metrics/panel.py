@@ -144,7 +144,7 @@ def judge_panel(
     if not info.panel_judges or frames.panel is None:
         notes["judge_panel"] = (
             "one judge: the finding is not checked against another (grade a second judge with "
-            "`mcqaudit grade --panel`)"
+            "mcqaudit grade --panel)"
         )
         return None
     rows_, judge, verdict, _ = _panel(frames)

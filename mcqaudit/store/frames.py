@@ -175,6 +175,12 @@ def _fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None
     return Columns({k: np.asarray(v) for k, v in cols.items()})
 
 
+def _reviewers(con: duckdb.DuckDBPyConnection) -> tuple[list[str], Columns | None]:
+    """The people who reviewed rows, by name, and (with two or more) each one's review in force per row."""
+    names = [r[0] for r in con.execute(_REVIEWER_NAMES_SQL).fetchall()]
+    return names, (_fetch(con, _REVIEWERS_SQL, [names]) if len(names) > 1 else None)
+
+
 def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
     """Study facts and the per-row frame, in one short-lived connection."""
     if verdicts not in VERDICT_VIEWS:
@@ -210,8 +216,7 @@ def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
         uniform = _fetch(con, _UNIFORM_SQL)
         logprob = _fetch(con, _LOGPROB_SQL)
         n_reviews = _scalar(con, "SELECT count(*) FROM effective_reviews")
-        reviewer_names = [r[0] for r in con.execute(_REVIEWER_NAMES_SQL).fetchall()]
-        reviewers = _fetch(con, _REVIEWERS_SQL, [reviewer_names]) if len(reviewer_names) > 1 else None
+        reviewer_names, reviewers = _reviewers(con)
 
     # rowid -> position in `rows`; DuckDB rowids are dense but need not be ordered in the result
     rn = rows.pop("rn").astype(np.int64)
@@ -274,12 +279,5 @@ def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
         panel_judges=panel_fps,
         reviewers=reviewer_names,
     )
-    return StudyFrames(
-        info=info,
-        verdicts=verdicts,
-        rows=rows,
-        framework=framework,
-        logprob=logprob_rows,
-        panel=panel_rows,
-        reviewers=reviewer_rows,
-    )
+    return StudyFrames(info=info, verdicts=verdicts, rows=rows, framework=framework, logprob=logprob_rows,
+                       panel=panel_rows, reviewers=reviewer_rows)  # fmt: skip
