@@ -111,8 +111,8 @@ def build(tmp_path: Path, *panel: str) -> Path:
     return study.path
 
 
-def report(db: Path, fmt: str = "json") -> dict:  # type: ignore[type-arg]
-    proc = run_cli("report", "--db", str(db), "--format", fmt, "--bootstrap", BOOT)
+def report(db: Path, fmt: str = "json", *extra: str) -> dict:  # type: ignore[type-arg]
+    proc = run_cli("report", "--db", str(db), "--format", fmt, "--bootstrap", BOOT, *extra)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout) if fmt == "json" else {"text": proc.stdout}
 
@@ -194,9 +194,11 @@ def test_agreement_kappa_and_alpha_against_a_hand_count(tmp_path: Path) -> None:
     assert e["agreement_with_primary"]["n"] == e["kappa_with_primary"]["n"] == n == 72
     for m in (e["agreement_with_primary"], e["kappa_with_primary"]):
         assert m["ci_low"] <= m["value"] <= m["ci_high"] and m["ci_low"] < m["ci_high"]
-    assert (
-        e["confusion"][INCORRECT][OTHER] == 6 and e["confusion"][CORRECT][OTHER] == 2
-    )  # the hand count of the OTHER rows
+    # the hand count of the OTHER rows: base items 3, 13, 23, 33 (all INCORRECT by the primary); steered 3, 23
+    # (INCORRECT) and 13, 33 (CORRECT)
+    assert e["confusion"][INCORRECT][OTHER] == 6 and e["confusion"][CORRECT][OTHER] == 2
+    note = rep["notes"][f"judge_panel.judges.{fp('second')}"]
+    assert note.startswith("graded 72 of the 80 rows the primary judge graded")
     # α over the two judges: the 8 rows the second failed on have one value and drop out
     units = [[v for v in (primary_rule(a, i), second_rule(a, i)) if v is not None] for a, i in judged()]
     close(jp["alpha"]["value"], krippendorff(units))
@@ -267,3 +269,23 @@ def test_no_panel_says_one_judge(tmp_path: Path) -> None:
     assert not [x for x in rep["findings"] if x["kind"] == "judge_panel"]
     md = report(db, "md")["text"]
     assert "## Judge panel\n\nOne judge: the finding is not checked against another" in md
+
+
+def test_a_review_stays_final_under_every_judge(tmp_path: Path) -> None:
+    """A human review is the final verdict whoever the judge: under the flip judge the steered rows ann
+    reviewed keep her verdict (final view); the judge view leaves reviews out, so there the flip is whole."""
+    db = build(tmp_path, "flip")
+    labels = tmp_path / "ann.csv"
+    reviewed = [i for i in range(N) if i % 4 == 1]  # 10 steered rows the primary (rightly) calls CORRECT
+    labels.write_text("row_id,verdict\n" + "".join(f"steered-{i},CORRECT\n" for i in reviewed), encoding="utf-8")
+    proc = run_cli("reviews", "import", str(labels), "--db", str(db), "--reviewer", "ann")
+    assert proc.returncode == 0, proc.stderr
+
+    def flip_reviewed(arm: str, i: int) -> str | None:
+        return CORRECT if arm == "steered" and i in reviewed else flip_rule(arm, i)
+
+    final = report(db)["judge_panel"]["delta_by_judge"][fp("flip")]["steered"]["overall"]
+    close(final["value"], delta(flip_reviewed))
+    close(final["value"], (14 - 14) / 44)
+    judge = report(db, "json", "--verdicts", "judge")["judge_panel"]["delta_by_judge"][fp("flip")]["steered"]
+    close(judge["overall"]["value"], delta(flip_rule))

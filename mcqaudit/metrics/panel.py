@@ -179,6 +179,13 @@ def judge_panel(
     S = boot.run()
     judges = {fp: _judge_entry(S, info.judge_configs.get(fp, {}).get("model"), j) for j, fp in
               enumerate(info.panel_judges)}  # fmt: skip
+    judged = int((primary != VerdictCode.NONE).sum())
+    for fp, e in judges.items():
+        if e["compared_rows"] < judged:
+            notes[f"judge_panel.judges.{fp}"] = (
+                f"graded {e['compared_rows']} of the {judged} rows the primary judge graded (the rest: not yet, or "
+                "failed): its figures and its Δ rest on those; grade --panel again to complete it"
+            )
     n_units = int(pairable.sum())
     a = alpha(np.array([[S["alpha", c, k] for k in range(NV)] for c in range(NV)]))
     alpha_m = _thin(summarize(a, n_units), n_units)
