@@ -17,6 +17,11 @@ def render_findings(report: Report) -> None:
     """The study's story in a few sentences, each with its number, CI and n (written by the report)."""
     found = report.get("findings") or []
     st.subheader("Findings")
+    # news first: whether the finding holds under every judge, how far the reviewers agree; a study with one
+    # judge and no second reviewer gets its one line (a caveat) under the findings, which keep the first screen
+    news_first = bool(report.get("judge_panel") or report.get("reviewer_agreement"))
+    if news_first or not found:
+        render_judges(report)
     if not found:
         st.caption("Nothing to report yet: no arm can be compared with the control.")
         return
@@ -30,6 +35,8 @@ def render_findings(report: Report) -> None:
     if quiet:
         with st.expander(f"{len(quiet)} more finding(s): checks that found the result holds"):
             st.markdown("\n".join(f"- {md_rich(' '.join(f['text'].split()), names)}" for f in quiet))
+    if not news_first:
+        render_judges(report)
 
 
 def _is_quiet(f: Mapping[str, object]) -> bool:
@@ -39,8 +46,8 @@ def _is_quiet(f: Mapping[str, object]) -> bool:
 
 
 def render_judges(report: Report) -> None:
-    """Under the findings, on the first screen: one judge only, or whether the finding holds under every
-    judge on the panel (with Krippendorff's α); and how far the reviewers agree — each with its n."""
+    """Whether the finding holds under every judge on the panel (with Krippendorff's α), or that the study has
+    one judge only; and how far the reviewers agree — each with its n (:func:`mcqaudit.report.panel_lines`)."""
     names = names_in(report)
     st.caption("  \n".join(md_rich(" ".join(line.split()), names) for line in panel_lines(report)))
 
@@ -75,7 +82,6 @@ def render_overview(
     components.provenance(report, meta)
     render_cards(report)
     render_findings(report)
-    render_judges(report)
     st.subheader(f"Flags ({len({f['name'] for f in report['flags']})} kinds, {len(report['flags'])} in all)")
     components.flags(report["flags"])
 
