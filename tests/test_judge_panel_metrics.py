@@ -246,6 +246,8 @@ def test_a_judge_that_flips_the_delta_fires_judge_sensitive(tmp_path: Path) -> N
     assert jp["alpha"]["n"] == 2 * N
     md = report(db, "md")["text"]
     assert "## Judge panel" in md and "| flip (" in md and "depends on the judge" in md
+    gate = run_cli("check", "--db", str(db), "--fail-on", "judge_sensitive", "--bootstrap", BOOT)
+    assert gate.returncode == 1 and "judge_sensitive" in gate.stdout and "under judge flip" in gate.stdout
 
 
 def test_an_agreeing_judge_says_the_finding_holds(tmp_path: Path) -> None:
