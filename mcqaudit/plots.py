@@ -487,7 +487,8 @@ def fig_group_rates(report: Report, key: str, metric: GroupRate = "accuracy") ->
             orientation="h",
             hovertext=[_ci_hover(m) for m in ms],
         )
-    title = f"{_GROUP_WORDS[metric].capitalize()} by {_txt(key)} (95 % CI, each group's items resampled)"
+    words = _GROUP_WORDS[metric]
+    title = f"{words[:1].upper()}{words[1:]} by {_txt(key)} (95 % CI, each group's items resampled)"
     return _forest(fig, title, len(values), len(report["arms"]), f"{_GROUP_WORDS[metric]} (%)")
 
 

@@ -16,7 +16,7 @@ from mcqaudit.metrics import CI_LEVEL, StudyFrames, compute, sort_flags
 from mcqaudit.metrics.accuracy import fingerprint_conflicts
 from mcqaudit.metrics.groups import by_group
 from mcqaudit.metrics.results import FingerprintUse, Flag, GroupArm, GroupFacts, Notes, Report
-from mcqaudit.metrics.rules import ci_method
+from mcqaudit.metrics.rules import MAX_GROUPS, ci_method
 from mcqaudit.native import fast_arrays
 from mcqaudit.report import SCHEMA_VERSION, findings
 
@@ -88,6 +88,12 @@ def load_frames(
                 else "the study's rows carry no metadata"
             )
         )
+    for k in by:
+        if (n := len(frames.groups[k].labels)) > MAX_GROUPS:
+            raise GroupByError(
+                f"--by metadata.{k}: {n:,} distinct values; results by group take at most {MAX_GROUPS} (a "
+                "subject, a task or a difficulty, not an id)"
+            )
     return frames
 
 

@@ -219,6 +219,24 @@ def _fetch(
     return Columns({k: np.asarray(v) for k, v in cols.items()})
 
 
+def _row_lookup(rowids: np.ndarray) -> np.ndarray:
+    """rowid -> position in the rows frame (-1: none); DuckDB rowids are dense but need not be ordered in the
+    result."""
+    rn = rowids.astype(np.int64)
+    lookup = np.full(int(rn.max()) + 1 if rn.size else 0, -1, dtype=np.int64)
+    lookup[rn] = np.arange(rn.size)
+    return lookup
+
+
+def _judge_configs(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, object]]:
+    return {
+        fp: {"model": model, "shape": shape, "temperature": temp, "standin": bool(standin)}
+        for fp, model, shape, temp, standin in con.execute(
+            "SELECT fingerprint, model, shape, temperature, standin FROM judge_configs ORDER BY fingerprint"
+        ).fetchall()
+    }
+
+
 def load_frames(study: Study, verdicts: VerdictView = "final", by: Sequence[str] = ()) -> StudyFrames:
     """Study facts and the per-row frame, in one short-lived connection. ``by``: metadata keys whose value
     per row the frames also carry (``StudyFrames.groups``); none by default, and then no metadata is read."""
@@ -229,12 +247,7 @@ def load_frames(study: Study, verdicts: VerdictView = "final", by: Sequence[str]
         listed = con.execute(_ARMS_SQL).fetchall()
         arms = arm_order([a for a, _ in listed], {a: int(o) for a, o in listed if o is not None})
         orientations = [r[0] for r in con.execute(_ORIENTATIONS_SQL).fetchall()]
-        configs = {
-            fp: {"model": model, "shape": shape, "temperature": temp, "standin": bool(standin)}
-            for fp, model, shape, temp, standin in con.execute(
-                "SELECT fingerprint, model, shape, temperature, standin FROM judge_configs ORDER BY fingerprint"
-            ).fetchall()
-        }
+        configs = _judge_configs(con)
         panel_fps = [
             r[0]
             for r in con.execute(
@@ -257,11 +270,8 @@ def load_frames(study: Study, verdicts: VerdictView = "final", by: Sequence[str]
         uniform = _fetch(con, _UNIFORM_SQL)
         logprob = _fetch(con, _LOGPROB_SQL)
         n_reviews = _scalar(con, "SELECT count(*) FROM effective_reviews")
-        # rowid -> position in `rows`; DuckDB rowids are dense but need not be ordered in the result
-        rn = rows.pop("rn").astype(np.int64)
-        lookup = np.full(int(rn.max()) + 1 if rn.size else 0, -1, dtype=np.int64)
-        lookup[rn] = np.arange(rn.size)
-        groups = _groupings(con, by, lookup, rn.size) if by else {}
+        lookup = _row_lookup(rows.pop("rn"))
+        groups = _groupings(con, by, lookup, len(rows)) if by else {}
 
     def to_row(df: Columns | None) -> Columns | None:
         if df is None:

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from mcqaudit.app.report import groups_of, load_frames, metadata_keys
+from mcqaudit.app.report import GroupByError, groups_of, load_frames, metadata_keys
 from mcqaudit.metrics.results import GroupArm, Notes, Report
 from mcqaudit.reading import any_truncated, group_label
 from mcqaudit.report import note_label
@@ -43,10 +43,15 @@ def grouped(path: str, version: data.Version, n_boot: int, control: str | None, 
     return {"by_group": by, "group_by": facts, "notes": notes}
 
 
-def with_groups(report: Report, path: str, key: str) -> Report:
-    """A copy of ``report`` with ``by_group`` and ``group_by`` for ``key`` (and their notes)."""
+def with_groups(report: Report, path: str, key: str) -> Report | None:
+    """A copy of ``report`` with ``by_group`` and ``group_by`` for ``key`` (and their notes); None, with a
+    warning on the page, for a key the figures cannot be grouped by (too many values)."""
     v = data.study_version(path)
-    g = grouped(path, v, data.bootstrap(), report.get("control_arm"), key)
+    try:
+        g = grouped(path, v, data.bootstrap(), report.get("control_arm"), key)
+    except GroupByError as exc:
+        st.warning(tables.md_escape(str(exc).removeprefix("--by ")))
+        return None
     out: Report = {**report, "by_group": g["by_group"], "group_by": g["group_by"]}
     out["notes"] = {**report.get("notes", {}), **g["notes"]}
     return out
@@ -178,9 +183,9 @@ def overview_block(report: Report, path: str) -> None:
     from mcqaudit.plots import fig_group_delta
 
     key = choose(path)
-    if key is None:
+    rep = with_groups(report, path, key) if key is not None else None
+    if key is None or rep is None:
         return
-    rep = with_groups(report, path, key)
     st.subheader(f"By {tables.md_escape(key)}")
     _caption(rep, key)
     st.plotly_chart(fig_group_delta(rep, key), key="fig_group_delta", config={"displaylogo": False})
@@ -192,9 +197,9 @@ def orientations_block(report: Report, path: str) -> None:
     from mcqaudit.plots import fig_group_rates
 
     key = choose(path)
-    if key is None:
+    rep = with_groups(report, path, key) if key is not None else None
+    if key is None or rep is None:
         return
-    rep = with_groups(report, path, key)
     st.subheader(f"Accuracy by {tables.md_escape(key)}")
     _caption(rep, key)
     st.plotly_chart(fig_group_rates(rep, key), key="fig_group_accuracy", config={"displaylogo": False})
@@ -206,9 +211,9 @@ def other_block(report: Report, path: str) -> None:
     from mcqaudit.plots import fig_group_rates
 
     key = choose(path)
-    if key is None:
+    rep = with_groups(report, path, key) if key is not None else None
+    if key is None or rep is None:
         return
-    rep = with_groups(report, path, key)
     st.subheader(f"OTHER rate by {tables.md_escape(key)}")
     _caption(rep, key)
     st.plotly_chart(
