@@ -649,6 +649,17 @@ def report(
         ),
     ] = 2000,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap; reported in the output.")] = 0,
+    by: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--by",
+            metavar="metadata.KEY",
+            help="Results by subject: accuracy, OTHER rate, truncated rate and the Δs vs control per value of "
+            "this metadata key, each with its CI and n (`by_group`); rows without the key form the group "
+            "(none). Groups under 20 items are marked small: no Δ, no finding. Repeat for several keys.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Metrics, differences against the control arm and diagnostic flags, flags first.
 
@@ -663,7 +674,7 @@ def report(
         raise _fail(f"error: --format must be one of {', '.join(FORMATS)}, not {fmt!r}", 2)
     study, view = _report_study(db, verdicts, bootstrap)
     try:
-        rep = build_report(study, control=control, verdicts=view, n_boot=bootstrap, seed=seed)
+        rep = build_report(study, control=control, verdicts=view, n_boot=bootstrap, seed=seed, by=by or ())
     except ValueError as exc:
         raise _fail(f"error: {exc}", 2) from None
     text = render(rep, fmt)
