@@ -351,13 +351,5 @@ def load_frames(study: Study, verdicts: VerdictView = "final", by: Sequence[str]
         panel_judges=panel_fps,
         reviewers=reviewer_names,
     )
-    return StudyFrames(
-        info=info,
-        verdicts=verdicts,
-        rows=rows,
-        framework=framework,
-        logprob=logprob_rows,
-        panel=panel_rows,
-        reviewers=reviewer_rows,
-        groups=groups,
-    )
+    return StudyFrames(info=info, verdicts=verdicts, rows=rows, framework=framework, logprob=logprob_rows,
+                       panel=panel_rows, reviewers=reviewer_rows, groups=groups)  # fmt: skip
