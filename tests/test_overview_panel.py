@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.panel_study import N, panel_study
+from tests.overview_panel_study import N, panel_study
 from tests.ui_study import BOOT, app, no_exceptions, report_of
 
 

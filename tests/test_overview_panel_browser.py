@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser import ARGS, ARTIFACTS, CHROMIUM, serve
-from tests.panel_study import N, panel_study
+from tests.overview_panel_study import N, panel_study
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 VIEWPORT = {"width": 1400, "height": 1000}
