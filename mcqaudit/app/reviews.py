@@ -90,8 +90,8 @@ __all__ = [
     "review_counts",
     "review_history",
     "review_log",
+    "first_reviewers",
     "review_log_csv",
-    "reviewers",
     "spot_check_progress",
     "spot_checks",
 ]
@@ -171,10 +171,11 @@ def review_counts(study: StudyLike) -> dict[str, int]:
     return sql.review_counts(open_study(study))
 
 
-def reviewers(study: StudyLike) -> dict[str, int]:
-    """Each reviewer and the rows they have a review in force on (their latest, not retracted), most first."""
+def first_reviewers(study: StudyLike) -> dict[str, int]:
+    """Each reviewer with rows that they alone have reviewed (what a second review of their rows draws from),
+    and how many, most first."""
     with open_study(study).connect() as con:
-        return sql.reviewer_rows(con)
+        return sql.sole_reviewer_rows(con)
 
 
 # --- spot-check queues -------------------------------------------------------------------------------------

@@ -167,16 +167,6 @@ SELECT row_id, any_value(reviewer) AS reviewer FROM ({LATEST_BY_REVIEWER}) GROUP
 """
 
 
-def reviewer_rows(con: Connection) -> dict[str, int]:
-    """Each reviewer and the rows they have a review in force on, most rows first."""
-    return {
-        str(who): int(n)
-        for who, n in con.execute(
-            f"SELECT reviewer, count(*) FROM ({LATEST_BY_REVIEWER}) GROUP BY 1 ORDER BY 2 DESC, 1"
-        ).fetchall()
-    }
-
-
 def sole_reviewer_rows(con: Connection) -> dict[str, int]:
     """Each reviewer and the rows that they alone have reviewed, most rows first."""
     return {
