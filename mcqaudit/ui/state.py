@@ -33,6 +33,7 @@ PARSER_ARM = "parser_arm"
 PARSER_ORIENT = "parser_orient"
 CELL = "cell"  # the selected confusion cell: dict(parser, verdict, parser_verdict, arm, orientation)
 OTHER_ARM = "other_arm"  # arm whose OTHER rows are listed on OTHER by arm
+GROUP_BY = "group_by"  # the metadata key the Group by select breaks figures down by (None: no grouping)
 FLASH = "flash"  # (kind, message) shown once after a write
 
 ALL_ORIENTATIONS = "all orientations"
@@ -59,6 +60,7 @@ DEFAULTS: dict[str, Any] = {
     PARSER_ORIENT: ALL_ORIENTATIONS,
     CELL: None,
     OTHER_ARM: None,
+    GROUP_BY: None,
     FLASH: None,
 }
 
