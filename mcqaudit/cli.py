@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
-    from mcqaudit.app.grade import BatchDryRun, DryRun, GradeOptions, JudgeConfig, Submission
+    from mcqaudit.app.grade import BatchDryRun, CostEstimate, DryRun, GradeOptions, JudgeConfig, Submission
     from mcqaudit.app.ingest import Group, IngestResult, InputError
     from mcqaudit.app.ingest import Progress as IngestProgress
     from mcqaudit.app.study import Study
@@ -566,15 +566,26 @@ def _cell(v: object) -> str:
 
 
 @app.command()
-def info(db: DbOption) -> None:
+def info(
+    db: DbOption,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print the study's facts, judge fingerprints and judge_usage as JSON on stdout."),
+    ] = False,
+) -> None:
     """Summarise a study: arms, items, orientations, rows per arm x orientation, parser coverage,
-    verdicts by source, judge fingerprints, diagnostics, open and collected batches (`grade --batch`), rejected
-    rows."""
-    from mcqaudit.app.info import summary
+    verdicts by source, judge fingerprints and what their replies cost (the tokens each reply's usage
+    reported), diagnostics, open and collected batches (`grade --batch`), rejected rows."""
+    from mcqaudit.app.info import info_json, summary
 
     if not db.exists():
         raise _fail(f"error: {db}: no such study file")
     study = _open_study(db, say_replayed=False)  # the journal section says it
+    if as_json:
+        with _exits(failed="info"):
+            facts = info_json(study)
+        sys.stdout.write(json.dumps(facts, indent=2, ensure_ascii=False) + "\n")
+        return
     s = summary(study)
     console.print(f"[bold]study[/] {escape(str(s.path))}  (created {s.created})")
     console.print(
@@ -915,10 +926,22 @@ def grade(
     dry_run: Annotated[
         bool, typer.Option(
             "--dry-run",
-            help="Print one rendered prompt and the fingerprint; send nothing. With --batch: also the prompts "
-            "and batches a run would submit and the open batches it would poll first.",
+            help="Print one rendered prompt and the fingerprint, the requests a run would send and their "
+            "estimated tokens (characters / 4 of the rendered messages; completion at most --max-tokens each) "
+            "and, with --price-in/--price-out, their cost; send nothing. With --batch: also the prompts and "
+            "batches a run would submit and the open batches it would poll first, at the Batch API's 50 % price.",
         )
     ] = False,
+    price_in: Annotated[
+        str | None,
+        typer.Option("--price-in", metavar="USD", show_default=False,
+                     help="With --dry-run: the judge's price per million prompt (input) tokens, e.g. 2.5."),
+    ] = None,
+    price_out: Annotated[
+        str | None,
+        typer.Option("--price-out", metavar="USD", show_default=False,
+                     help="With --dry-run: the judge's price per million completion (output) tokens, e.g. 10."),
+    ] = None,
     no_judge: Annotated[
         bool,
         typer.Option(
@@ -927,7 +950,9 @@ def grade(
             "marked unaudited (a later judge run clears the mark).",
         ),
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON on stdout.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the run summary (with --dry-run: the plan and estimate) as JSON on stdout.")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     batch: Annotated[
         bool,
@@ -981,6 +1006,10 @@ def grade(
         raise _fail("error: --batch needs a judge; --no-judge sends nothing", 2)
     if panel and no_judge:
         raise _fail("error: --panel needs a judge; --no-judge sends nothing", 2)
+    if (price_in is not None or price_out is not None) and not dry_run:
+        raise _fail("error: --price-in and --price-out go with --dry-run (the estimate of a run's cost)", 2)
+    with _exits():
+        prices = grading.prices(price_in, price_out)
     if not no_judge and not judge_model:
         raise _fail(f"error: {grading.NO_JUDGE_MESSAGE}", 2)
     if not db.exists():
@@ -1010,13 +1039,18 @@ def grade(
         _check_key_env("--judge-api-key-env", judge_api_key_env, judge_base_url)
     if dry_run:
         with _exits():
+            batched = None
             if batch:
-                bplan = grading.batch_dry_run(
-                    study, options, grading.BatchOptions(max_lines=batch_max_lines, poll_interval_s=poll_interval)
-                )
-                _print_dry_run(bplan.plan, options.config, bplan)
+                bopts = grading.BatchOptions(max_lines=batch_max_lines, poll_interval_s=poll_interval)
+                batched = grading.batch_dry_run(study, options, bopts, prices)
+                plan, shown = batched.plan, batched.to_json()
             else:
-                _print_dry_run(grading.dry_run(study, options), options.config)
+                plan = grading.dry_run(study, options, prices)
+                shown = plan.to_json()
+        if as_json:
+            sys.stdout.write(json.dumps(shown, indent=2, ensure_ascii=False) + "\n")
+        else:
+            _print_dry_run(plan, options.config, batched)
         return
     secret = grading.key_in_env(judge_api_key_env)
     if batch:
@@ -1119,11 +1153,38 @@ def _print_dry_run(plan: DryRun, config: JudgeConfig, batched: BatchDryRun | Non
         console.print(rows + f"{batched.waiting} waiting on batches still open", markup=False, highlight=False)
         for line in _batch_plan_lines(batched):
             console.print(line, markup=False, highlight=False)
+    for line in _estimate_lines(plan.estimate if batched is None else batched.estimate):
+        console.print(line, markup=False, highlight=False)
     if plan.user is None:
         console.print("no row needs the judge: nothing to show", markup=False, highlight=False)
         return
     console.print(f"--- system message ---\n{plan.system}", markup=False, highlight=False)
     console.print(f"--- user message (row {plan.row_id}) ---\n{plan.user}", markup=False, highlight=False)
+
+
+def _usd(x: float) -> str:
+    return f"${x:,.2f}" if x >= 1 else f"${x:.4g}"
+
+
+def _estimate_lines(e: CostEstimate) -> list[str]:
+    """`grade --dry-run`: the estimated tokens and cost of the requests a run would send, and how counted."""
+    from mcqaudit.app.grade import BATCH_DISCOUNT
+
+    how = (f"  counted at characters / 4 of the rendered system and user messages, plus the chat format's "
+           "wrapping: about 10 % above OpenAI's tokenizers on English prompts, below them for code, long "
+           f"numbers and non-Latin scripts; completion at most --max-tokens ({e.max_tokens}) a request, an upper "
+           "bound (a bare-letter reply is 1-3 tokens; a re-asked illegal reply comes on top)")  # fmt: skip
+    out = [f"estimate for the {e.requests:,} requests a run would send: about {e.prompt_tokens:,} prompt tokens "
+           f"and at most {e.completion_tokens:,} completion tokens", how]  # fmt: skip
+    cost, p = e.cost, e.prices
+    discount = f", at the Batch API's {BATCH_DISCOUNT * 100:.0f} % price" if e.batch else ""
+    if cost is None or p is None:
+        out.append("estimated cost: give --price-in and --price-out (USD per million tokens) to see it"
+                   + (f"; --batch is billed at the Batch API's {BATCH_DISCOUNT * 100:.0f} % price" if e.batch else ""))  # fmt: skip
+    else:
+        out.append(f"estimated cost: about {_usd(cost)} (prompt at ${p.price_in:g}, completion at its upper bound "
+                   f"at ${p.price_out:g} per million tokens{discount})")  # fmt: skip
+    return out
 
 
 _ROLE_WORDS = {
@@ -1155,6 +1216,32 @@ def _info_fingerprints(study: Study) -> None:
 
 
 _INFO_SECTIONS.append(_info_fingerprints)
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
+
+
+def _info_usage(study: Study) -> None:
+    """What grading cost so far: per fingerprint, the tokens its replies' usage reported."""
+    from mcqaudit.app.info import judge_usage
+
+    usage = judge_usage(study)
+    if not usage:
+        return
+    console.print("judge usage (tokens the endpoint reported in each reply's usage):", markup=False, highlight=False)
+    for fp, u in usage.items():
+        unknown = u["requests_without_usage"]
+        line = (f"  {fp}  {u['model']}: {u['prompt_tokens']:,} prompt + {u['completion_tokens']:,} completion tokens "
+                f"over {u['requests'] - unknown:,} of {_count(u['requests'], 'reply', 'replies')}")  # fmt: skip
+        if unknown:
+            line += f"; {_count(unknown, 'reply', 'replies')} without usage (unknown, not counted as 0)"
+        if u["requests_failed"]:
+            line += f"; {_count(u['requests_failed'], 'request', 'requests')} failed without a reply"
+        console.print(line, markup=False, highlight=False)
+
+
+_INFO_SECTIONS.append(_info_usage)
 
 
 def _batch_plan_lines(b: BatchDryRun) -> list[str]:

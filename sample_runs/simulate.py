@@ -1,8 +1,10 @@
 """Simulated respondent for the demo study: turns ``items.jsonl`` into ``generations.jsonl``.
 
 The demo must show mcqaudit's point: a naive ``[A-D]`` first-match parser fabricates an effect between two
-arms that the three-way judge removes. Nothing here is a real model. Two arms answer every item in every
-cyclic orientation (oriented with mcqaudit's own ``orient`` module), one row per (arm, item, orientation):
+arms that the three-way judge removes, and that a reasoning model's answers must be read after its
+thinking, with the token budget named when it cut the thinking off. Nothing here is a real model. Three
+arms answer every item in every cyclic orientation (oriented with mcqaudit's own ``orient`` module), one
+row per (arm, item, orientation):
 
 ``base``
     Knows most items; when it does not, it follows a per-item hunch and, now and then, takes the first
@@ -19,6 +21,15 @@ cyclic orientation (oriented with mcqaudit's own ``orient`` module), one row per
       wrong: it never rejects the gold, and it rejects a wrong first option with probability
       ``STEERED_DOUBT``, hedging instead of committing (``I can't be sure; it could be B or C.``);
     * many more refusals and hedges overall (15-20 % OTHER against about 3 %).
+``thinking``
+    A reasoning model with the same per-item knowledge and hunches (again no new knowledge). Each
+    generation opens with an inline ``<think>…</think>`` block that muses over several option letters
+    (``Option C is Marseille, which looks plausible at first. But A, Lyon, is also tempting.``) and then
+    answers tersely after the block (``B``, ``**B**``, ``Answer: B``). It ran under a small token budget
+    (``max_tokens`` 256): on about 30 % of rows, more often on items it does not know, it keeps going round
+    the options until the budget cuts it off inside its thinking: ``finish_reason: "length"``, a block
+    that never closes, no answer. Every row carries ``finish_reason`` and ``usage``; none carries
+    ``option_logprobs`` (its first token is ``<think>``, not a letter).
 
 The designed results, on the true (latent) verdicts:
 
@@ -36,13 +47,20 @@ The designed results, on the true (latent) verdicts:
 (c) ``other_rate_rise``: steered OTHER about 19 % against base 4 %. Because the steered arm hedges mostly
     where it would have been wrong, its answered accuracy (OTHER excluded) rises: selective abstention,
     not knowledge.
+(d) ``truncation_rise``: the thinking arm's rows are cut off by the token budget about 30 % of the time
+    against never for base, so its OTHER rate rises by about as much and its accuracy falls by about
+    20 points, with no change of knowledge: the budget, not a preference, is the cause. Read as answers
+    (the thinking split off), its finished rows are read right by the strict pre-filter and the judge; a
+    parser that reads the raw text (the user's ``parsed_letter``) reads the first letter the thinking
+    muses over instead, on finished and cut-off rows alike, and fabricates an effect.
 
-The numbers above are those of the committed file (``SEED``); over other seeds the three effects keep their
+The numbers above are those of the committed file (``SEED``); over other seeds the effects keep their
 direction, and the orientation flag's two CIs both exclude 0 for most (about 85 %) of seeds.
 
 Determinism: every random draw comes from ``random.Random`` seeded with a string built from ``SEED`` and the
-draw's purpose (item, arm, orientation), and only ``random()`` is called, whose sequence Python guarantees
-across versions. The same seed and items give a byte-identical file.
+draw's purpose (item, arm, orientation; the thinking arm's rows draw under their own purpose, ``think``),
+and only ``random()`` is called, whose sequence Python guarantees across versions. The same seed and items
+give a byte-identical file, and the base and steered rows are the same with or without the thinking arm.
 
 Regenerate the committed file::
 
@@ -78,10 +96,17 @@ GENERATIONS_PATH = HERE / "generations.jsonl"
 SEED = 20251130
 #: Orientation scheme (mcqaudit.orient): cyclic gives ABCD/BCDA/CDAB/DABC for four options, AB/BA for two.
 SCHEME = "cyclic"
-#: Arms in output order; ``base`` is the control.
-ARMS = ("base", "steered")
+#: Arms in output order; ``base`` is the control. ``thinking`` was added after the other two: their rows come
+#: first and are unchanged (tests/test_demo_data.py holds their hash).
+ARMS = ("base", "steered", "thinking")
+#: The reasoning arm: thinks in an inline ``<think>`` block before it answers, under a token budget.
+THINKING = "thinking"
 #: The ``model`` field of each arm's rows.
-MODELS = {"base": "sim-respondent-base", "steered": "sim-respondent-steered"}
+MODELS = {
+    "base": "sim-respondent-base",
+    "steered": "sim-respondent-steered",
+    THINKING: "sim-respondent-thinking",
+}
 #: One sample per (arm, item, orientation).
 SAMPLE = 0
 
@@ -125,6 +150,25 @@ LOGIT_TOP_LOW, LOGIT_TOP_SPAN = 3.0, 1.5
 LOGIT_REST_LOW, LOGIT_REST_SPAN = -1.0, 2.0
 #: Decimal places of the stored log-probabilities.
 LOGPROB_DECIMALS = 4
+
+#: thinking, item known: probability that it keeps re-checking the options until the token budget cuts it
+#: off inside its thinking (``finish_reason: "length"``, the block never closes, no answer).
+THINKING_TRUNCATE_KNOWN = 0.20
+#: thinking, item not known: the same, more often (it muses longer when it is unsure). With about 68 % of
+#: the rows on known items, about 30 % of the arm's rows are cut off.
+THINKING_TRUNCATE_UNKNOWN = 0.50
+#: thinking, a row it finishes: probability of ending its thinking undecided and answering with a hedge
+#: (OTHER); otherwise it answers the item it knows, or follows its hunch (no position preference).
+THINKING_REFUSAL = 0.03
+#: thinking, a row it finishes: number of musing sentences between the opener and the decision, drawn
+#: uniformly from this range (inclusive).
+THINKING_MUSINGS = (1, 3)
+#: The token budget (``max_tokens``) the thinking arm ran under; a cut-off row's ``completion_tokens``.
+THINKING_MAX_TOKENS = 256
+#: The simulated tokenizer: a token is this many characters (rounded up). ``usage.prompt_tokens`` is the
+#: prompt's length in tokens, ``usage.completion_tokens`` the generation's; a cut-off generation is exactly
+#: THINKING_MAX_TOKENS × CHARS_PER_TOKEN characters long.
+CHARS_PER_TOKEN = 4
 
 # Wording. (weight, template); {L} is the picked displayed letter, {T} its option text, {L1}/{L2} two
 # displayed letters a hedge wavers between. Picks state the letter and/or the option text, never another
@@ -176,14 +220,74 @@ STEERED_OTHER_FORMS: tuple[tuple[int, str], ...] = (
     (8, "As an AI, I can't verify this, so I won't pick one."),
     (6, "Certainly an interesting question, but I don't know the answer."),
 )
-PICK_FORMS = {"base": BASE_PICK_FORMS, "steered": STEERED_PICK_FORMS}
-OTHER_FORMS = {"base": BASE_OTHER_FORMS, "steered": STEERED_OTHER_FORMS}
+
+# The thinking arm's generations: ``<think>\n`` + sentences + ``\n</think>\n\n`` + a short answer. In the
+# thinking, {M}/{TM} are a displayed letter it muses over and that option's text; {L}/{T} its pick.
+
+#: thinking: the first sentence of the thinking. Its first [A-Da-d] character is the mused letter {M} (a
+#: letter other than the one it leans to), so a parser that reads the raw text, thinking included, reads
+#: that letter: the user's parser (``parsed_letter``) does.
+THINKING_OPENER_FORMS: tuple[tuple[int, str], ...] = (
+    (3, "Option {M} is {TM}, which looks plausible at first."),
+    (3, "First thought: {M}, {TM}."),
+    (2, "Hmm, {M} ({TM}) is tempting."),
+    (2, "Let me go through the options. {M} is {TM}; that might fit."),
+    (2, "My first guess is {M}: {TM}."),
+)
+#: thinking: musing sentences, each over a letter other than the one mused over just before.
+THINKING_MUSE_FORMS: tuple[tuple[int, str], ...] = (
+    (3, "But {M}, {TM}, is also tempting."),
+    (3, "What about {M}? {TM} could fit too."),
+    (2, "Then again, {M} ({TM}) matches part of the question."),
+    (2, "Let me reconsider {M}: {TM}."),
+    (2, "I keep coming back to {M}."),
+    (2, "{M} seems less likely, though I'm not certain."),
+)
+#: thinking, a row cut off by the budget: after the musings it goes round the options again, sentence after
+#: sentence, until the budget cuts it mid-sentence.
+THINKING_LOOP_FORMS: tuple[tuple[int, str], ...] = (
+    (3, "Wait, let me check {M} again: {TM}."),
+    (3, "Hmm, but what if it's {M}?"),
+    (2, "Actually, no. Let me go back to {M}, {TM}."),
+    (2, "On the other hand, {M} could also be argued."),
+    (2, "I should double-check {M} before deciding."),
+)
+#: thinking, the last sentence of a finished thinking: the decision.
+THINKING_DECIDE_FORMS: tuple[tuple[int, str], ...] = (
+    (3, "So the answer is {L}."),
+    (3, "I'm fairly sure it's {L}, {T}."),
+    (2, "{L} it is: {T}."),
+    (2, "Going with {L}."),
+)
+#: thinking, the last sentence of a thinking that ends undecided (its answer is a hedge).
+THINKING_UNDECIDED = "I can't settle between {L1} and {L2}."
+#: thinking: the answer after the block, terse (the strict pre-filter resolves most of it).
+THINKING_PICK_FORMS: tuple[tuple[int, str], ...] = (
+    (30, "{L}"),
+    (16, "**{L}**"),
+    (14, "{L}. {T}"),
+    (12, "Answer: {L}"),
+    (10, "The answer is {L}."),
+    (8, "({L})"),
+    (10, "{L}) {T}"),
+)
+#: thinking: the answer after an undecided thinking (OTHER).
+THINKING_OTHER_FORMS: tuple[tuple[int, str], ...] = (
+    (3, "I'm not sure."),
+    (3, "I can't be sure; it could be {L1} or {L2}."),
+    (2, "I don't know."),
+)
+PICK_FORMS = {"base": BASE_PICK_FORMS, "steered": STEERED_PICK_FORMS, THINKING: THINKING_PICK_FORMS}
+OTHER_FORMS = {"base": BASE_OTHER_FORMS, "steered": STEERED_OTHER_FORMS, THINKING: THINKING_OTHER_FORMS}
+#: finish_reason of the thinking arm's rows.
+FINISH_STOP, FINISH_LENGTH = "stop", "length"
 
 # Behaviours recorded in the latent truth.
 KNOWN = "known"  # answers the item it knows
 HUNCH = "hunch"  # follows its per-item hunch on an item it does not know
 FIRST = "first-position"  # takes the first displayed option on an item it does not know
 REFUSAL = "refusal"  # refuses or hedges: OTHER
+TRUNCATED = "truncated"  # thinking arm: cut off by the token budget inside its thinking, no answer: OTHER
 
 
 @dataclass(frozen=True)
@@ -199,7 +303,9 @@ class LatentRow:
     picked_letter: str | None  # displayed letter; None for OTHER
     gold_letter: str  # displayed letter
     verdict: str
-    naive_letter: str | None
+    naive_letter: str | None  # the naive parser on the whole generation (= parsed_letter)
+    truncated: bool = False  # thinking arm: cut off by the token budget
+    answer: str | None = None  # thinking arm: the generation after its thinking ("" when cut off)
 
 
 @dataclass(frozen=True)
@@ -315,6 +421,107 @@ def _logprobs(displayed_letters: str, top: int, r: random.Random) -> dict[str, f
     return {c: round(x - log_z, LOGPROB_DECIMALS) for c, x in zip(displayed_letters, logits, strict=True)}
 
 
+def _tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def _thinking_text(shown: str, displayed: Sequence[str], lean_pos: int, cut: bool, r: random.Random) -> str:
+    """The sentences of a thinking (without its tags): an opener over a letter other than ``lean_pos``, then
+    musings over letters other than the one before; ``cut``: loops on until past the budget."""
+    sentences: list[str] = []
+    mused = lean_pos
+
+    def muse(forms: Sequence[tuple[int, str]]) -> None:
+        nonlocal mused
+        template = _weighted(forms, r.random())
+        others = [i for i in range(len(shown)) if i != mused]
+        mused = others[int(r.random() * len(others))]
+        sentences.append(template.replace("{M}", shown[mused]).replace("{TM}", displayed[mused]))
+
+    muse(THINKING_OPENER_FORMS)
+    low, high = THINKING_MUSINGS
+    for _ in range(low + int(r.random() * (high - low + 1))):
+        muse(THINKING_MUSE_FORMS)
+    while cut and len(" ".join(sentences)) < THINKING_MAX_TOKENS * CHARS_PER_TOKEN:
+        muse(THINKING_LOOP_FORMS)
+    return " ".join(sentences)
+
+
+def _thinking_row(item: Item, lat: _ItemLatent, prompt_row: dict, seed: int) -> tuple[dict, LatentRow]:
+    """One row of the thinking arm, from its own draws (seed purpose ``think``): the other arms' draws and
+    rows do not depend on it."""
+    n = len(item.options)
+    orientation, displayed, gold = prompt_row["orientation"], prompt_row["options"], prompt_row["gold"]
+    shown = letters(n)
+    gold_pos = shown.index(gold)
+    r = _rng(seed, "think", item.item_id, orientation, SAMPLE)
+    lean_pos = gold_pos if lat.knows else displayed.index(item.options[lat.hunch])
+    truncated = r.random() < (THINKING_TRUNCATE_KNOWN if lat.knows else THINKING_TRUNCATE_UNKNOWN)
+    refuses = not truncated and r.random() < THINKING_REFUSAL
+    thinking = _thinking_text(shown, displayed, lean_pos, truncated, r)
+    picked: str | None = None
+    if truncated:
+        behaviour, answer = TRUNCATED, ""
+        generation = ("<think>\n" + thinking)[: THINKING_MAX_TOKENS * CHARS_PER_TOKEN]
+    else:
+        if refuses:
+            behaviour = REFUSAL
+            others = [i for i in range(n) if i != lean_pos]
+            second = others[int(r.random() * len(others))]
+            l1, l2 = sorted((shown[lean_pos], shown[second]))
+            decision = THINKING_UNDECIDED
+            answer = _weighted(THINKING_OTHER_FORMS, r.random())
+            decision, answer = (t.replace("{L1}", l1).replace("{L2}", l2) for t in (decision, answer))
+        else:
+            behaviour = KNOWN if lat.knows else HUNCH
+            picked = shown[lean_pos]
+            decision = _weighted(THINKING_DECIDE_FORMS, r.random())
+            answer = _weighted(THINKING_PICK_FORMS, r.random())
+            decision, answer = (
+                t.replace("{L}", picked).replace("{T}", displayed[lean_pos]) for t in (decision, answer)
+            )
+        generation = f"<think>\n{thinking} {decision}\n</think>\n\n{answer}"
+        if _tokens(generation) >= THINKING_MAX_TOKENS:
+            raise ValueError(f"{item.item_id} {orientation}: a finished thinking row is over the budget")
+    naive = naive_letter(generation, n)
+    row: dict = {
+        "item_id": item.item_id,
+        "arm": THINKING,
+        "question": prompt_row["question"],
+        "options": displayed,
+        "gold": gold,
+        "orientation": orientation,
+        "prompt": prompt_row["prompt"],
+        "generation": generation,
+        "sample": SAMPLE,
+        "model": MODELS[THINKING],
+        "parsed_letter": naive,
+        "finish_reason": FINISH_LENGTH if truncated else FINISH_STOP,
+        "usage": {
+            "prompt_tokens": _tokens(prompt_row["prompt"]),
+            "completion_tokens": THINKING_MAX_TOKENS if truncated else _tokens(generation),
+        },
+    }
+    if "metadata" in prompt_row:
+        row["metadata"] = prompt_row["metadata"]
+    verdict = OTHER if picked is None else (CORRECT if picked == gold else INCORRECT)
+    latent = LatentRow(
+        arm=THINKING,
+        item_id=item.item_id,
+        orientation=orientation,
+        sample=SAMPLE,
+        knows=lat.knows,
+        behaviour=behaviour,
+        picked_letter=picked,
+        gold_letter=gold,
+        verdict=verdict,
+        naive_letter=naive,
+        truncated=truncated,
+        answer=answer,
+    )
+    return row, latent
+
+
 def _rows(items: Sequence[Item], seed: int) -> Iterator[tuple[dict, LatentRow]]:
     latents = {item.item_id: _item_latent(item, seed) for item in items}
     for arm in ARMS:
@@ -328,6 +535,9 @@ def _rows(items: Sequence[Item], seed: int) -> Iterator[tuple[dict, LatentRow]]:
                 gold = prompt_row["gold"]
                 gold_pos = shown.index(gold)
                 hunch_pos = displayed.index(item.options[lat.hunch])
+                if arm == THINKING:
+                    yield _thinking_row(item, lat, prompt_row, seed)
+                    continue
                 r = _rng(seed, "row", arm, item.item_id, orientation, SAMPLE)
                 behaviour = _behave(arm, lat, gold_pos, r)
                 pick_pos = {KNOWN: gold_pos, HUNCH: hunch_pos, FIRST: 0, REFUSAL: None}[behaviour]

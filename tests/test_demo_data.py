@@ -1,13 +1,16 @@
 """The demo study's inputs (sample_runs/): the hand-written items, the simulated respondent and its output.
 
-The demo must show that a naive ``[A-D]`` parser fabricates an effect the judge removes. These tests check
-that the committed generations are exactly what the simulator makes, that the items are sound, and that the
-simulator's own latent truth has the designed properties (see sample_runs/simulate.py and README.md).
+The demo must show that a naive ``[A-D]`` parser fabricates an effect the judge removes, and that a reasoning
+model's answers are read after its thinking, with the token budget named when it cut the thinking off. These
+tests check that the committed generations are exactly what the simulator makes (the base and steered rows
+exactly those of the two-arm demo), that the items are sound, and that the simulator's own latent truth has
+the designed properties (see sample_runs/simulate.py and README.md).
 """
 
 from __future__ import annotations
 
 import collections
+import hashlib
 import importlib.util
 import json
 import math
@@ -24,6 +27,7 @@ import pytest
 from mcqaudit.ingest.items import read_items
 from mcqaudit.orient import apply, scheme_labels
 from mcqaudit.parsers import naive, strict
+from mcqaudit.reasoning import FINISH_LENGTH, is_truncated, split_reasoning
 from mcqaudit.standin.heuristic import pick_letter
 from mcqaudit.vocab import CORRECT, LETTERS, OTHER
 
@@ -31,6 +35,14 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLE_RUNS = REPO / "sample_runs"
 ITEMS = SAMPLE_RUNS / "items.jsonl"
 GENERATIONS = SAMPLE_RUNS / "generations.jsonl"
+
+ARMS = ("base", "steered", "thinking")
+ROWS_PER_ARM = 80 * 4 + 40 * 2
+# sha256 of the two-arm demo's generations.jsonl (800 rows, base then steered), before the thinking arm was
+# added: those rows must stay byte for byte what they were
+TWO_ARM_SHA256 = "fcbb57ba4328902bc48900b5d3931a10fded627df5268e0abbb6e0009787cd5c"
+# the thinking arm: share of its rows cut off by the token budget (design: about 30 %)
+TRUNCATED_SHARE, TRUNCATED_TOLERANCE = 0.30, 0.07
 
 ROW_FIELDS = [
     "item_id", "arm", "question", "options", "gold", "orientation", "prompt", "generation", "sample",
@@ -88,6 +100,18 @@ def test_in_process_rows_match_the_file(sim: ModuleType, items: list) -> None:
     assert sim.dumps_jsonl(sim.generation_rows(items)).encode("utf-8") == GENERATIONS.read_bytes()
 
 
+def test_the_base_and_steered_rows_are_those_of_the_two_arm_demo(
+    sim: ModuleType, items: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = GENERATIONS.read_bytes().splitlines(keepends=True)
+    two_arm = b"".join(line for line in lines if json.loads(line)["arm"] in ("base", "steered"))
+    assert lines[: 2 * ROWS_PER_ARM] == two_arm.splitlines(keepends=True)  # they come first
+    assert hashlib.sha256(two_arm).hexdigest() == TWO_ARM_SHA256
+    # and the thinking arm's draws do not touch theirs: without it, the simulator makes the same rows
+    monkeypatch.setattr(sim, "ARMS", ("base", "steered"))
+    assert hashlib.sha256(sim.dumps_jsonl(sim.generation_rows(items)).encode()).hexdigest() == TWO_ARM_SHA256
+
+
 def test_another_seed_gives_other_generations(sim: ModuleType, items: list) -> None:
     a = sim.generation_rows(items, seed=sim.SEED)
     b = sim.generation_rows(items, seed=sim.SEED + 1)
@@ -133,6 +157,8 @@ def test_items_are_valid_and_balanced(sim: ModuleType, items: list) -> None:
 
 
 def test_every_arm_item_orientation_exactly_once(sim: ModuleType, items: list, rows: list[dict]) -> None:
+    assert sim.ARMS == ARMS
+    assert collections.Counter(r["arm"] for r in rows) == {arm: ROWS_PER_ARM for arm in ARMS}
     keys = collections.Counter((r["arm"], r["item_id"], r["orientation"], r["sample"]) for r in rows)
     expected = {
         (arm, item.item_id, lab, 0)
@@ -146,7 +172,7 @@ def test_every_arm_item_orientation_exactly_once(sim: ModuleType, items: list, r
 
 def test_rows_carry_the_input_fields(items: list, rows: list[dict]) -> None:
     by_id = {i.item_id: i for i in items}
-    with_logprobs = 0
+    with_logprobs: collections.Counter[str] = collections.Counter()
     for r in rows:
         assert list(r)[: len(ROW_FIELDS)] == ROW_FIELDS
         item = by_id[r["item_id"]]
@@ -155,27 +181,37 @@ def test_rows_carry_the_input_fields(items: list, rows: list[dict]) -> None:
         assert r["options"][LETTERS.index(r["gold"])] == item.options[item.gold_index]
         assert r["question"] == item.question and r["question"] in r["prompt"]
         assert r["generation"].strip()
-        # the user's parser is the naive one: the dashboard's `user` column must show exactly its letters
+        # the user's parser is the naive one, on the whole generation (the thinking included): the
+        # dashboard's `user` column must show exactly its letters
         assert r["parsed_letter"] == naive(r["generation"], n)
+        # only the reasoning model's rows say why they stopped and what they used
+        assert ("finish_reason" in r) == ("usage" in r) == (r["arm"] == "thinking")
         if "option_logprobs" in r:
-            with_logprobs += 1
+            with_logprobs[r["arm"]] += 1
             lp = r["option_logprobs"]
             assert list(lp) == list(LETTERS[:n])
             assert abs(math.log(sum(math.exp(v) for v in lp.values()))) < 1e-3  # a softmax
-    assert 0.2 * len(rows) < with_logprobs < 0.8 * len(rows)
+    assert with_logprobs["base"] == with_logprobs["steered"]  # the same items in both
+    assert 0.2 * ROWS_PER_ARM < with_logprobs["base"] < 0.8 * ROWS_PER_ARM
+    assert with_logprobs["thinking"] == 0  # its first token is <think>, not a letter
 
 
 def test_standin_judge_reads_every_generation_as_the_simulator_meant(rows: list[dict], latent: list) -> None:
     # every pick must be unambiguous and every refusal/hedge must pick nothing: the bundled stand-in judge
     # (a heuristic) and the strict pre-filter must recover the latent truth
+    # (the thinking arm's answer: what ingest splits off its thinking, which is all the judge is sent)
     assert len(rows) == len(latent)
     wrong = []
     for r, lat in zip(rows, latent, strict=True):
         assert (r["arm"], r["item_id"], r["orientation"]) == (lat.arm, lat.item_id, lat.orientation)
-        if pick_letter(r["options"], r["generation"]) != lat.picked_letter:
-            wrong.append((r["generation"], lat.picked_letter))
-        s = strict(r["generation"], r["options"])
-        assert s is None or s == lat.picked_letter, r["generation"]
+        answer = split_reasoning(r["generation"]).answer
+        assert answer == (r["generation"] if r["arm"] != "thinking" else lat.answer)
+        if not answer.strip():
+            assert lat.truncated and lat.picked_letter is None  # OTHER by rule, never judged
+        elif pick_letter(r["options"], answer) != lat.picked_letter:
+            wrong.append((answer, lat.picked_letter))
+        s = strict(answer, r["options"])
+        assert s is None or s == lat.picked_letter, answer
     assert len(wrong) <= 0.01 * len(rows), wrong[:10]
 
 
@@ -201,6 +237,94 @@ def test_every_template_reads_unambiguously_for_every_item(sim: ModuleType, item
                 if pick_letter(item.options, text) is not None:
                     wrong.append(text)
     assert not wrong, wrong[:10]
+
+
+def test_the_thinking_opens_on_a_letter_it_only_muses_over(sim: ModuleType, items: list) -> None:
+    # a parser that reads the raw text reads the opener's letter: every opener, every letter and option
+    wrong = []
+    for item in items:
+        n = len(item.options)
+        for _, template in sim.THINKING_OPENER_FORMS:
+            for pos, letter in enumerate(LETTERS[:n]):
+                text = "<think>\n" + template.replace("{M}", letter).replace("{TM}", item.options[pos])
+                if naive(text, n) != letter:
+                    wrong.append(text)
+    assert not wrong, wrong[:10]
+
+
+# ---- the thinking arm: a reasoning model under a token budget -------------------------------------
+
+
+def test_thinking_rows_think_then_answer_or_run_out_of_tokens(
+    sim: ModuleType, rows: list[dict], latent: list
+) -> None:
+    budget, cap = sim.THINKING_MAX_TOKENS, sim.THINKING_MAX_TOKENS * sim.CHARS_PER_TOKEN
+    cut = 0
+    for r, lat in zip(rows, latent, strict=True):
+        if r["arm"] != "thinking":
+            assert not lat.truncated
+            continue
+        g, usage = r["generation"], r["usage"]
+        split = split_reasoning(g)
+        assert g.startswith("<think>\n") and split.reasoning
+        assert usage["prompt_tokens"] == math.ceil(len(r["prompt"]) / sim.CHARS_PER_TOKEN)
+        assert lat.truncated == is_truncated(r["finish_reason"], split.closed)
+        if lat.truncated:
+            cut += 1
+            # cut off inside the thinking, at the budget: the block never closes and there is no answer
+            assert r["finish_reason"] == FINISH_LENGTH and usage["completion_tokens"] == budget
+            assert "</think>" not in g and len(g) == cap and split.answer == ""
+            assert lat.verdict == OTHER and lat.behaviour == sim.TRUNCATED
+        else:
+            assert r["finish_reason"] == "stop" and g.count("</think>") == 1
+            assert usage["completion_tokens"] == math.ceil(len(g) / sim.CHARS_PER_TOKEN) < budget
+            assert split.closed and split.answer == lat.answer and split.answer.strip()
+        # the raw text's first letter is the thinking's (one it muses over), not the answer's
+        assert r["parsed_letter"] is not None
+        assert r["parsed_letter"] == naive(split.reasoning, len(r["options"]))
+    assert abs(cut / ROWS_PER_ARM - TRUNCATED_SHARE) <= TRUNCATED_TOLERANCE, cut
+
+
+def test_thinking_runs_out_of_tokens_more_often_on_what_it_does_not_know(latent: list) -> None:
+    thinking = [lat for lat in latent if lat.arm == "thinking"]
+    share = {
+        knows: np.mean([lat.truncated for lat in thinking if lat.knows == knows]) for knows in (True, False)
+    }
+    assert share[False] > share[True] + 0.15, share
+
+
+def test_the_thinking_arm_knows_what_the_others_know(latent: list) -> None:
+    knows = collections.defaultdict(set)
+    for lat in latent:
+        knows[lat.item_id].add(lat.knows)
+    assert all(len(v) == 1 for v in knows.values())
+    # on the rows it finishes, it answers what it knows: only a hedge now and then is not the gold
+    finished_known = [lat for lat in latent if lat.arm == "thinking" and lat.knows and not lat.truncated]
+    assert np.mean([lat.verdict == CORRECT for lat in finished_known]) > 0.95
+
+
+def test_reading_the_thinking_fabricates_letters_reading_the_answer_does_not(
+    rows: list[dict], latent: list
+) -> None:
+    thinking = [lat for lat in latent if lat.arm == "thinking"]
+    n_options = {r["item_id"]: len(r["options"]) for r in rows}
+    cut = [lat for lat in thinking if lat.truncated]
+    # the raw text gives a letter on every row the budget cut off: a letter the model never answered
+    assert all(lat.naive_letter is not None for lat in cut)
+    # and on the rows it answered, it reads the musing's letter, never the answer's
+    answered = [lat for lat in thinking if lat.picked_letter is not None]
+    assert not any(lat.naive_letter == lat.picked_letter for lat in answered)
+    # the naive parser on the answer alone reads about what the model meant: close to the truth, as for base
+    on_answer = {lat: naive(lat.answer, n_options[lat.item_id]) for lat in thinking}
+
+    def accuracy(correct) -> float:
+        return _accuracy(thinking, "thinking", correct)
+
+    truth = accuracy(_true)
+    raw = accuracy(_naive)
+    answer = accuracy(lambda lat: on_answer[lat] == lat.gold_letter)
+    assert raw < truth - 0.3, (raw, truth)
+    assert abs(answer - truth) < 0.15, (answer, truth)
 
 
 # ---- the designed effects, on the simulator's latent truth ----------------------------------------
@@ -263,6 +387,17 @@ def test_position_preference_gives_opposite_orientation_effects(latent: list) ->
         for arm in ("base", "steered")
     }
     assert first["steered"] > first["base"] + 0.05, first
+
+
+def test_thinking_loses_accuracy_to_the_budget_not_to_knowledge(latent: list) -> None:
+    truth = {arm: _accuracy(latent, arm, _true) for arm in ("base", "thinking")}
+    assert truth["thinking"] < truth["base"] - 0.12, truth  # the budget costs it accuracy
+    answered = {
+        arm: np.mean([lat.verdict == CORRECT for lat in latent if lat.arm == arm and lat.verdict != OTHER])
+        for arm in ("base", "thinking")
+    }
+    # on the rows it answers it is no worse than base (better: it runs out of tokens where it is unsure)
+    assert answered["thinking"] >= answered["base"] - 0.02, answered
 
 
 def test_steered_other_share_is_at_least_three_times_base(latent: list) -> None:

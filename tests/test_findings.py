@@ -196,8 +196,13 @@ def test_a_dozen_reviews_leave_the_judge_unaudited_and_agreement_preliminary(tmp
 
 # --- the demo study tells its story ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def demo_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return build_report(build_demo(tmp_path_factory.mktemp("demo") / "demo.duckdb"))
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_demo(tmp_path_factory.mktemp("demo") / "demo.duckdb")
+
+
+@pytest.fixture(scope="module")
+def demo_report(demo_db: Path) -> dict[str, Any]:
+    return build_report(demo_db)
 
 
 def test_demo_findings_tell_the_story(demo_report: dict[str, Any]) -> None:
@@ -208,14 +213,14 @@ def test_demo_findings_tell_the_story(demo_report: dict[str, Any]) -> None:
     assert head["arm"] == "steered" and head["n_items"] == 120 and head["n_rows"] == 800
     assert head["text"].startswith("steered vs base: Δaccuracy -2.7 pp [-7.3, +2.3] on 120 shared items")
     assert "a null here is informative" in head["text"] and head["informative"] is True
-    naive = next(f for f in rep["findings"] if f.get("parser") == "naive")
+    naive = next(f for f in rep["findings"] if f.get("parser") == "naive" and f["arm"] == "steered")
     assert naive["artifact"] and naive["value"] == pytest.approx(-0.265, abs=1e-3)
     assert "-26.5 pp [" in naive["text"] and "invents an effect" in naive["text"]
-    other = next(f for f in rep["findings"] if f["kind"] == "other_rate")
+    other = next(f for f in rep["findings"] if f["kind"] == "other_rate" and f["arm"] == "steered")
     assert "answers OTHER" in other["text"] and "more often" in other["text"] and "19.5 %" in other["text"]
     assert "answered rows only, Δaccuracy is +15.0 pp" in other["text"]
     # orientations are compared within each item family, never BA (2-option items) against ABCD (4-option)
-    orient_ = [f for f in rep["findings"] if f["kind"] == "orientation"]
+    orient_ = [f for f in rep["findings"] if f["kind"] == "orientation" and f["arm"] == "steered"]
     assert [(f["family"], f["n_items"]) for f in orient_] == [("2-option items", 40), ("4-option items", 80)]
     for f, labels in zip(orient_, (("AB", "BA"), ("ABCD", "BCDA", "CDAB", "DABC")), strict=True):
         assert f"within {f['family']} ({f['n_items']} items)" in f["text"]
@@ -225,6 +230,53 @@ def test_demo_findings_tell_the_story(demo_report: dict[str, Any]) -> None:
     assert two["BA"]["value"] == pytest.approx(-0.35) and two["AB"]["value"] == pytest.approx(0.0)
     assert not [f for f in rep["flags"] if f["name"] == "orientation_instability"]
     assert findings(rep) == rep["findings"]  # pure: the same sentences from the dict alone
+
+
+def test_demo_reasoning_arm_is_read_after_its_thinking(demo_report: dict[str, Any]) -> None:
+    """The thinking arm (a reasoning model cut off by its token budget on 30 % of rows): its answers are read,
+    not its thinking, so the naive parser agrees with the verdicts and only the user's parser, which read the
+    raw text, invents an effect."""
+    rep = demo_report
+    mine = [f for f in rep["findings"] if f.get("arm") == "thinking"]
+    head = mine[0]
+    assert head["kind"] == "headline" and head["n_items"] == 120 and head["n_rows"] == 800
+    assert head["text"].startswith("thinking vs base: Δaccuracy -19.8 pp [")
+    by_parser = {f["parser"]: f for f in mine if f["kind"] == "parser"}
+    assert "in line with the verdicts" in by_parser["naive"]["text"] and not by_parser["naive"]["artifact"]
+    assert by_parser["user"]["artifact"] and "-53.5 pp [" in by_parser["user"]["text"]
+    artifacts = {(f["arm"], f["parser"]) for f in rep["flags"] if f["name"] == "suspected_parser_artifact"}
+    assert ("thinking", "user") in artifacts and ("thinking", "naive") not in artifacts
+    other = next(f for f in mine if f["kind"] == "other_rate")
+    assert "31.0 % of rows vs 4.2 % in base" in other["text"]
+    # the token budget is named as the cause: the flag, and the OTHER finding's words
+    (cut,) = [f for f in rep["flags"] if f["name"] == "truncation_rise"]
+    assert cut["arm"] == "thinking" and cut["items"] == 120
+    assert "truncated rate 29.8 % vs 0.0 % in base" in cut["evidence"] and "119 of 400 rows" in cut["evidence"]
+    assert other["text"].startswith("The OTHER rise is the token budget: 119 of 124 OTHER rows of thinking")
+    assert rep["metrics"]["thinking"]["truncated_rate"]["value"] == pytest.approx(119 / 400)
+
+
+def test_demo_reasoning_arm_rows_are_split_and_cut_rows_never_judged(demo_db: Path) -> None:
+    from mcqaudit.store import Study
+
+    by_arm = {
+        arm: (rows, cut, blank, rule, judged)
+        for arm, rows, cut, blank, rule, judged in Study(demo_db).query(
+            "SELECT arm, count(*), count(*) FILTER (truncated), count(*) FILTER (truncated AND answer = ''),"
+            " count(*) FILTER (truncated AND final_verdict = 'OTHER' AND verdict_source = 'rule'),"
+            " count(*) FILTER (judge_status = 'ok') FROM graded_rows GROUP BY arm"
+        )
+    }
+    assert by_arm["base"][1] == by_arm["steered"][1] == 0
+    rows, cut, blank, rule, judged = by_arm["thinking"]
+    assert rows == 400 and cut == blank == rule == 119  # 29.8 %: cut inside the thinking, OTHER by rule
+    # the rest are terse answers the strict pre-filter resolves once the thinking is split off
+    assert judged == 5
+    # the parsers read the answer (no letter where there is none); the user's letters came from the raw text
+    letters = Study(demo_db).query(
+        "SELECT count(naive_letter), count(user_letter) FROM graded_rows WHERE arm = 'thinking' AND truncated"
+    )
+    assert letters == [(0, 119)]
 
 
 def test_demo_html_is_small_offline_and_opens_with_findings(demo_report: dict[str, Any]) -> None:

@@ -1,5 +1,6 @@
 """The Overview's first screen in a real headless Chromium at 1400×1000: on the demo study and on a three-arm
-study, the findings and the headline figures are on screen without scrolling. Screenshots land in
+study, the findings and the headline figures are on screen without scrolling; on the demo, so are the
+reasoning arm's findings, the token budget named among them. Screenshots land in
 tests/artifacts/ (look at them); the demo's is also the README's picture (docs/overview.png) when
 MCQAUDIT_REGEN_SCREENSHOT=1.
 """
@@ -32,7 +33,8 @@ def three_arm_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build(tmp_path_factory.mktemp("three-arm") / "study.duckdb")
 
 
-def _first_screen(db: Path, shot: str) -> list[str]:
+def _first_screen(db: Path, shot: str) -> list[tuple[str, float]]:
+    """The findings' texts, each with the y its box ends at."""
     from playwright.sync_api import expect, sync_playwright
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -54,7 +56,10 @@ def _first_screen(db: Path, shot: str) -> list[str]:
                 assert box is not None and box["y"] + box["height"] <= VIEWPORT["height"], (
                     f"the {what} are below the first screen ({box})"
                 )
-            items = page.locator('[data-testid="stMarkdownContainer"] li').all_inner_texts()
+            items = []
+            for li in page.locator('[data-testid="stMarkdownContainer"] li').all():
+                box = li.bounding_box()
+                items.append((li.inner_text(), box["y"] + box["height"] if box else float("inf")))
             assert page.get_by_text("Deploy").count() == 0  # client.toolbarMode=minimal
         finally:
             browser.close()
@@ -63,13 +68,17 @@ def _first_screen(db: Path, shot: str) -> list[str]:
 
 def test_the_demo_tells_its_story_in_the_first_screen(demo_db: Path) -> None:
     items = _first_screen(demo_db, "overview-demo.png")
-    text = " ".join(items)
+    text = " ".join(t for t, _ in items)
     assert "naive" in text and "n=" in text, items
+    # the reasoning arm: its headline and the finding that names the token budget, without scrolling
+    for needle in ("thinking vs base", "is the token budget"):
+        bottom = next((b for t, b in items if needle in t), None)
+        assert bottom is not None and bottom <= VIEWPORT["height"], (needle, items)
     if os.environ.get("MCQAUDIT_REGEN_SCREENSHOT") == "1":
         shutil.copy(ARTIFACTS / "overview-demo.png", REPO / "docs" / "overview.png")
 
 
 def test_three_arms_in_the_first_screen(three_arm_db: Path) -> None:
     items = _first_screen(three_arm_db, "overview-three-arms.png")
-    text = " ".join(items)
+    text = " ".join(t for t, _ in items)
     assert "steered" in text and "finetuned" in text, items

@@ -17,6 +17,7 @@ import duckdb
 import pyarrow as pa
 
 from mcqaudit.judge.prompts import JudgeConfig
+from mcqaudit.judge.replies import REPLY_ERROR_KINDS
 from mcqaudit.store.db import Study, set_meta, utcnow
 from mcqaudit.store.schema import CURRENT_JUDGE_COLUMNS, ROWS_IN_LIST, refresh_current_judge
 from mcqaudit.vocab import OK
@@ -584,5 +585,59 @@ def fingerprint_summary(study: Study) -> list[FingerprintSummary]:
                 rows_ok=int(d["rows_ok"]),
                 rows_error=int(d["rows_error"]),
             )
+        )
+    return out
+
+
+class JudgeUsage(TypedDict):
+    """What one judge configuration's replies cost, as the endpoint reported it (a row of
+    :func:`usage_by_fingerprint`): tokens summed over the replies that reported ``usage``; a reply without it
+    is counted in ``requests_without_usage``, never as 0 tokens; ``requests_failed`` got no reply at all."""
+
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    requests: int
+    requests_without_usage: int
+    requests_failed: int
+
+
+def usage_by_fingerprint(study: Study) -> dict[str, JudgeUsage]:
+    """Per judge fingerprint (oldest first), the ``usage`` its replies reported (``judge_replies``: every reply
+    ever received, a re-ask and a batch line each one; rows answered from the cache sent nothing and are not
+    here). A reply is a record with a legal value, a reply text, tokens, or an illegal-reply error kind; the
+    rest are requests that failed without one (HTTP errors, timeouts, failed batch lines). A reply that
+    reported only one of its two counts is counted without usage."""
+    sql = """
+        WITH r AS (
+            SELECT fingerprint, tokens_in, tokens_out,
+                   status = 'ok' OR reply IS NOT NULL OR tokens_in IS NOT NULL OR tokens_out IS NOT NULL
+                       OR list_contains(?, split_part(coalesce(error, ''), ':', 1)) AS replied
+            FROM judge_replies
+        ), agg AS (
+            SELECT fingerprint,
+                   sum(tokens_in) FILTER (WHERE replied AND tokens_in IS NOT NULL AND tokens_out IS NOT NULL)
+                       AS prompt_tokens,
+                   sum(tokens_out) FILTER (WHERE replied AND tokens_in IS NOT NULL AND tokens_out IS NOT NULL)
+                       AS completion_tokens,
+                   count(*) FILTER (WHERE replied) AS requests,
+                   count(*) FILTER (WHERE replied AND (tokens_in IS NULL OR tokens_out IS NULL)) AS without_usage,
+                   count(*) FILTER (WHERE NOT replied) AS failed
+            FROM r GROUP BY fingerprint
+        )
+        SELECT c.fingerprint, c.model, coalesce(a.prompt_tokens, 0), coalesce(a.completion_tokens, 0),
+               coalesce(a.requests, 0), coalesce(a.without_usage, 0), coalesce(a.failed, 0)
+        FROM judge_configs c LEFT JOIN agg a USING (fingerprint)
+        ORDER BY c.first_used, c.fingerprint
+    """
+    out: dict[str, JudgeUsage] = {}
+    for fp, model, p_tok, c_tok, n, unknown, failed in study.query(sql, [list(REPLY_ERROR_KINDS)]):
+        out[fp] = JudgeUsage(
+            model=model,
+            prompt_tokens=int(p_tok),
+            completion_tokens=int(c_tok),
+            requests=int(n),
+            requests_without_usage=int(unknown),
+            requests_failed=int(failed),
         )
     return out

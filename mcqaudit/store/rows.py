@@ -39,6 +39,8 @@ LIST_COLUMNS = [
     "gold_letter",
     "picked_letter",
     "reviewed",
+    "truncated",
+    "answer",
     "generation",
     "row_id",
 ]
@@ -124,9 +126,9 @@ def _build(f: RowFilter) -> _Query:
         like = "%" + s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         q.where.append(
             "(g.row_id = ? OR g.item_id ILIKE ? ESCAPE '\\' OR g.question ILIKE ? ESCAPE '\\' "
-            "OR g.generation ILIKE ? ESCAPE '\\')"
+            "OR g.generation ILIKE ? ESCAPE '\\' OR g.reasoning ILIKE ? ESCAPE '\\')"
         )
-        q.params += [s, like, like, like]
+        q.params += [s, like, like, like, like]
     if f.disagree_parser:
         q.where.append(q.disagreement(f.disagree_parser, "pd"))
     if isinstance(f.cell, LetterCell):
@@ -219,12 +221,12 @@ def _ordered_from(f: RowFilter, *, view: bool = True) -> tuple[str, list[Any], s
 def list_rows(
     study: Study, f: RowFilter, limit: int = 50, offset: int = 0, snippet: int = 160
 ) -> pd.DataFrame:
-    """One page of rows (columns :data:`LIST_COLUMNS`, ``generation`` cut to ``snippet`` characters),
-    in queue order for a queue, else by arm (ingest order), item, orientation, sample."""
+    """One page of rows (columns :data:`LIST_COLUMNS`, ``answer`` and ``generation`` cut to ``snippet``
+    characters), in queue order for a queue, else by arm (ingest order), item, orientation, sample."""
     sql, params, order, _, extra = _ordered_from(f)
     cols = ", ".join(
-        "left(g.generation, ?) AS generation"
-        if c == "generation"
+        f"left(g.{c}, ?) AS {c}"
+        if c in ("answer", "generation")
         else "g.review_verdict IS NOT NULL AS reviewed"
         if c == "reviewed"
         else f"g.{c}"
@@ -232,7 +234,7 @@ def list_rows(
     )
     return study.query_df(
         f"SELECT {cols}{extra} {sql} ORDER BY {order} LIMIT ? OFFSET ?",
-        [snippet, *params, int(limit), int(offset)],
+        [snippet, snippet, *params, int(limit), int(offset)],
     )
 
 

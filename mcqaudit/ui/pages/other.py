@@ -68,7 +68,7 @@ def render_other(
         f"**{total}** OTHER rows in {tables.md_escape(arm)}"
         + (f" (first {LIST_LIMIT} shown)" if total > LIST_LIMIT else "")
     )
-    shown = ["row_id", "item_id", "orientation", "verdict_source", "judge_status", "generation", "truncated"]
+    shown = ["row_id", "item_id", "orientation", "verdict_source", "judge_status", "answer", "truncated"]
     st.dataframe(
         df[[c for c in shown if c in df.columns]],
         hide_index=True,

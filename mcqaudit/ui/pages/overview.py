@@ -21,8 +21,21 @@ def render_findings(report: Report) -> None:
         st.caption("Nothing to report yet: no arm can be compared with the control.")
         return
     names = names_in(report)
+    # checks that found nothing to worry about (the Δ holds per orientation, a parser in line with the
+    # verdicts) are kept, one click away, so that the news stays in the first screen as arms are added
+    quiet = [f for f in found if _is_quiet(f)]
+    news = [f for f in found if not _is_quiet(f)]
     # each finding's words escaped (names are text), its `command` spans kept as code
-    st.markdown("\n".join(f"- {md_rich(' '.join(f['text'].split()), names)}" for f in found))
+    st.markdown("\n".join(f"- {md_rich(' '.join(f['text'].split()), names)}" for f in news))
+    if quiet:
+        with st.expander(f"{len(quiet)} more finding(s): checks that found the result holds"):
+            st.markdown("\n".join(f"- {md_rich(' '.join(f['text'].split()), names)}" for f in quiet))
+
+
+def _is_quiet(f: Mapping[str, object]) -> bool:
+    return (f.get("kind") == "orientation" and f.get("holds") is True) or (
+        f.get("kind") == "parser" and f.get("artifact") is False
+    )
 
 
 def render_cards(report: Report) -> None:
@@ -53,8 +66,8 @@ def render_overview(
 ) -> None:
     st.title("Overview")
     components.provenance(report, meta)
-    render_findings(report)
     render_cards(report)
+    render_findings(report)
     st.subheader(f"Flags ({len({f['name'] for f in report['flags']})} kinds, {len(report['flags'])} in all)")
     components.flags(report["flags"])
 
