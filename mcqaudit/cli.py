@@ -504,6 +504,8 @@ class _IngestDisplay:
 
 
 def _print_ingested(res: IngestResult) -> None:
+    from mcqaudit.app.scored import describe as describe_scored
+
     f = res.source
     parts = [f"{res.loaded} rows loaded"]
     if res.unchanged:
@@ -521,6 +523,8 @@ def _print_ingested(res: IngestResult) -> None:
     if res.new_arms:
         parts.append("new arms: " + ", ".join(res.new_arms))
     console.print(f"{f}: " + "; ".join(parts), markup=False, highlight=False)
+    if (scored := describe_scored(res.scored)) is not None:
+        console.print(f"{f}: {scored}", markup=False, highlight=False)
     if res.rejected:
         err.print(
             f"{f}: {res.rejected} rows rejected (kept in rejected_rows; see `mcqaudit info`):",
