@@ -504,6 +504,8 @@ class _IngestDisplay:
 
 
 def _print_ingested(res: IngestResult) -> None:
+    from mcqaudit.app.scored import describe as describe_scored
+
     f = res.source
     parts = [f"{res.loaded} rows loaded"]
     if res.unchanged:
@@ -521,6 +523,8 @@ def _print_ingested(res: IngestResult) -> None:
     if res.new_arms:
         parts.append("new arms: " + ", ".join(res.new_arms))
     console.print(f"{f}: " + "; ".join(parts), markup=False, highlight=False)
+    if (scored := describe_scored(res.scored)) is not None:
+        console.print(f"{f}: {scored}", markup=False, highlight=False)
     if res.rejected:
         err.print(
             f"{f}: {res.rejected} rows rejected (kept in rejected_rows; see `mcqaudit info`):",
@@ -1665,10 +1669,19 @@ def reviews_import(
 DASHBOARD_QUEUE_URL = "http://127.0.0.1:{port}/review?queue={queue_id}"
 
 
-def _open_queue_line(what: str, db: Path, port: int, queue_id: object) -> str:
+def _queue_url(port: int, queue_id: object, strategy: str | None = None) -> str:
+    """A queue's link; a second review's opens in blind mode, so the first review stays hidden until the
+    second reviewer has decided."""
+    from mcqaudit.app.reviews import SECOND_REVIEW
+
+    url = DASHBOARD_QUEUE_URL.format(port=port, queue_id=queue_id)
+    return url + "&blind=1" if strategy == SECOND_REVIEW else url
+
+
+def _open_queue_line(what: str, db: Path, port: int, queue_id: object, strategy: str | None = None) -> str:
     """How to open a queue: the dashboard command and the link, on the same port."""
     flag = "" if port == DASHBOARD_PORT else f" --port {port}"
-    return f"{what}: mcqaudit dashboard {db}{flag}  then  {DASHBOARD_QUEUE_URL.format(port=port, queue_id=queue_id)}"
+    return f"{what}: mcqaudit dashboard {db}{flag}  then  {_queue_url(port, queue_id, strategy)}"
 
 
 def _queue_size(size: int, per_arm: bool) -> str:
@@ -1697,7 +1710,10 @@ def reviews_queue(
         typer.Option(
             help="uniform: every row equally likely (the sample that unbiased judge-agreement figures need). "
             "stratified: a third each from rows where a parser disagrees with the verdict, OTHER or ungraded "
-            "rows, and the rest (for hunting artifacts)."
+            "rows, and the rest (for hunting artifacts). judges_disagree: rows on which the primary judge and "
+            "a panel judge (`grade --panel`) give different verdicts. second_review: rows one person alone has "
+            "reviewed (see --of-reviewer, --of-queue), for a second reviewer, blind to the first review; in "
+            "its queue a row counts as reviewed once two people have reviewed it."
         ),
     ] = "uniform",
     seed: Annotated[
@@ -1717,6 +1733,23 @@ def reviews_queue(
         str | None,
         typer.Option("--reviewer", help="Who drew the queue (stored with it).", show_default=False),
     ] = None,
+    of_reviewer: Annotated[
+        str | None,
+        typer.Option(
+            "--of-reviewer",
+            help="With --strategy second_review: draw from the rows this person alone has reviewed (default: "
+            "rows any one person alone has reviewed).",
+            show_default=False,
+        ),
+    ] = None,
+    of_queue: Annotated[
+        int | None,
+        typer.Option(
+            "--of-queue",
+            help="With --strategy second_review: draw only from this queue's rows (see `reviews queues`).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Annotated[
         bool,
         typer.Option(
@@ -1731,11 +1764,19 @@ def reviews_queue(
     http://127.0.0.1:PORT/review?queue=ID (start it with `mcqaudit dashboard STUDY --port PORT`; the link uses
     --port, else MCQAUDIT_DASHBOARD_PORT, else 8501, as the dashboard does). A uniform queue is the sample that
     judge-vs-human agreement (report: judge_agreement) is computed on.
+
+    A second review: `--strategy second_review --of-reviewer ann` draws rows that ann alone has reviewed
+    (`--of-queue ID`: only rows of that queue); its link opens in blind mode (blind=1), so the second reviewer
+    sees neither the judge nor ann's review until they have decided. Rows where two reviewers' verdicts
+    differ are the Review page's "reviewers disagree" filter, for a third person to settle.
     """
-    from mcqaudit.app.reviews import STRATEGIES, create_spot_check, queue_row_ids
+    from mcqaudit.app.reviews import SECOND_REVIEW, STRATEGIES, create_spot_check, queue_row_ids
 
     if strategy not in STRATEGIES:
         raise _fail(f"error: --strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}", 2)
+    if strategy != SECOND_REVIEW and (of_reviewer is not None or of_queue is not None):
+        flag = "--of-reviewer" if of_reviewer is not None else "--of-queue"
+        raise _fail(f"error: {flag} goes with --strategy {SECOND_REVIEW}", 2)
     if size < 1:
         raise _fail("error: --size must be at least 1", 2)
     if not db.exists():
@@ -1751,6 +1792,8 @@ def reviews_queue(
             arms=arm or None,
             name=name,
             created_by=(reviewer or "").strip() or None,
+            of_reviewer=of_reviewer,
+            of_queue=of_queue,
         )
         rows = queue_row_ids(study, sc.queue_id)
     if as_json:
@@ -1776,7 +1819,14 @@ def reviews_queue(
         ]
     )
     console.print(_table("rows per arm" + (" and stratum" if strata != ["all"] else ""), table))
-    console.print(_open_queue_line("open it", db, port, sc.queue_id), markup=False, highlight=False)
+    if sc.strategy == SECOND_REVIEW:
+        console.print(
+            "a second review: a row counts as reviewed once two people have reviewed it; the link opens in blind "
+            "mode, so the first review stays hidden until the second reviewer has decided",
+            markup=False,
+            highlight=False,
+        )
+    console.print(_open_queue_line("open it", db, port, sc.queue_id, sc.strategy), markup=False, highlight=False)
 
 
 @reviews_app.command("queues")
@@ -1787,8 +1837,9 @@ def reviews_queues(
     ] = False,
     port: DashboardPortOption = DASHBOARD_PORT,
 ) -> None:
-    """List the spot-check queues (deleted ones left out) with their progress: rows reviewed, per arm, and
-    each one's link on the dashboard's port (--port, else MCQAUDIT_DASHBOARD_PORT, else 8501)."""
+    """List the spot-check queues (deleted ones left out) with their progress: rows reviewed (in a
+    second_review queue: rows two people have reviewed), per arm, and each one's link on the dashboard's port
+    (--port, else MCQAUDIT_DASHBOARD_PORT, else 8501; a second review's opens in blind mode)."""
     from mcqaudit.app.reviews import spot_check_progress, spot_checks
 
     if not db.exists():
@@ -1816,7 +1867,7 @@ def reviews_queues(
             "rows": int(q.rows),
             "reviewed": int(q.reviewed),
             "by_arm": by_queue.get(int(q.queue_id), {}),
-            "url": DASHBOARD_QUEUE_URL.format(port=port, queue_id=int(q.queue_id)),
+            "url": _queue_url(port, int(q.queue_id), str(q.strategy)),
         }
         for q in queues.itertuples(index=False)
     ]

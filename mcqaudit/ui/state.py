@@ -22,6 +22,7 @@ F_VERDICTS = "f_verdicts"
 F_STATUSES = "f_statuses"
 F_DISAGREE = "f_disagree"  # parser name or None
 F_REVIEWED = "f_reviewed"  # one of REVIEWED_CHOICES
+F_REVIEWERS = "f_reviewers"  # one of mcqaudit.review.filters.REVIEWER_FILTER_VALUES, or None
 F_SEARCH = "f_search"
 F_CELL = "f_cell"  # a confusion cell handed over from Parsers vs judge (dict) or None
 ROW = "row"  # row_id shown on Review (None: the list's first row, or the queue's first unreviewed one)
@@ -48,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     F_STATUSES: [],
     F_DISAGREE: None,
     F_REVIEWED: REVIEWED_CHOICES[0],
+    F_REVIEWERS: None,
     F_SEARCH: "",
     F_CELL: None,
     ROW: None,
