@@ -367,10 +367,19 @@ def reviewer_words(ra: Mapping[str, Any]) -> str:
     kap = f"Cohen's κ {num(k)}" if k else "Cohen's κ n/a"
     cmp = int(ra.get("pairs_compared", 0))
     pairs = f", {cmp} comparisons of two reviewers" if cmp != n else ""
-    settled = int(ra.get("settled_rows", 0))
     return (f"Reviewers agree on {share} of {plural(n, 'row')} reviewed by two or more people ({kap}{pairs}, "
             f"n={cmp})" + (f"; preliminary: under {MIN_AUDIT_ROWS} rows" if ra.get("preliminary") else "")
-            + f"; {plural(settled, 'row')} where they disagree settled by the latest review.")  # fmt: skip
+            + f"; {_disagreed_words(ra)}.")  # fmt: skip
+
+
+def _disagreed_words(e: Mapping[str, Any]) -> str:
+    """``6 rows where they disagree (the latest review is final there): 2 settled by a later review, 4 waiting
+    for a third reviewer`` — the words of the Review page's reviewers filter."""
+    n, settled = int(e.get("disagreed_rows", 0)), int(e.get("settled_rows", 0))
+    if not n:
+        return "no row where they disagree"
+    return (f"{plural(n, 'row')} where they disagree (the latest review is final there): {settled} settled by a "
+            f"later review, {n - settled} waiting for a third reviewer (Review filter \"reviewers disagree\")")  # fmt: skip
 
 
 def _parser_findings(
@@ -1116,8 +1125,8 @@ def _agreement_sections(report: Report) -> list[Section]:
            if any(g.get("preliminary") for _, g in groups) else "")
         + f" Each share carries its n (rows); on fewer than {MIN_CI_ROWS} rows only the counts are "
         "shown, with no CI."
-        + (f" Each row's latest review is the one compared; on {plural(int(ja['settled_rows']), 'row')} of "
-           "them two reviewers disagreed, and the later review settled it." if ja and "settled_rows" in ja else "")
+        + (f" Each row's latest review is the one compared; reviewers: {_disagreed_words(ja)}."
+           if ja and "disagreed_rows" in ja else "")
     )  # fmt: skip
     header = ["", "reviewed rows", "agreement", "Cohen's κ", "precision CORRECT", "precision INCORRECT",
               "precision OTHER", "judge-corrected accuracy"]  # fmt: skip

@@ -38,7 +38,7 @@ def test_two_judges_and_two_reviewers_on_the_first_screen(tmp_path: Path) -> Non
     # the reviewers: 20 rows, bob's OTHER on rows 0, 5, 10, 15 -> 16 of 20 agree
     assert "Reviewers agree on 80.0 % [" in shown and "of 20 rows reviewed by two or more people" in shown
     assert "n=20" in shown and "preliminary: under 100 rows" in shown
-    assert "4 rows where they disagree settled by the latest review" in shown
+    assert "4 rows where they disagree (the latest review is final there): 0 settled by a later review" in shown
     # the finding itself, among the findings, with its n
     found = next(f for f in rep["findings"] if f["kind"] == "judge_panel")
     assert f"holds under both judges (n={N} items)" in found["text"]

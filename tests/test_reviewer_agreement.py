@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 
 from mcqaudit.app.reviews import retract_review
+from mcqaudit.app.rows import count_rows
+from mcqaudit.review.filters import REVIEWERS_DISAGREE, REVIEWERS_SETTLED, RowFilter
 from mcqaudit.store import Study
 from mcqaudit.vocab import CORRECT, INCORRECT, OTHER
 from tests.helpers import judge_rows, run_cli
@@ -99,21 +101,24 @@ def test_two_reviewers_imported_agree_as_counted(tmp_path: Path) -> None:
     close(ra["kappa"]["value"], kappa)
     assert ra["agreement"]["n"] == ra["kappa"]["n"] == 30
     assert ra["preliminary"] is True  # under 100 rows
-    assert ra["settled_rows"] == len(BOB_OTHER)
+    # bob's reviews are the later: the rows they disagree on have his in force, and no third person has
+    # settled them yet (the Review page lists them under "reviewers disagree")
+    assert (ra["disagreed_rows"], ra["settled_rows"]) == (len(BOB_OTHER), 0)
     p = ra["pairs"]["ann|bob"]
     assert p["rows"] == 30 and p["agreement"]["value"] == ra["agreement"]["value"]
     assert (
         p["confusion"][CORRECT][OTHER] == 2 and p["confusion"][INCORRECT][OTHER] == 4
     )  # rows 0, 20 and 5, 10, 15, 25
-    # judge vs human: bob's reviews are the later, so in force; 6 rows settled by him
+    # judge vs human: bob's reviews are the later, so in force
     ja = rep["judge_agreement"]
-    assert ja["reviewed_rows"] == 30 and ja["settled_rows"] == 6
+    assert ja["reviewed_rows"] == 30 and (ja["disagreed_rows"], ja["settled_rows"]) == (6, 0)
     close(ja["agreement"]["value"], 24 / 30)
     md = run_cli("report", "--db", str(db), "--format", "md", "--bootstrap", "100").stdout
     assert "## Reviewer agreement" in md and "| ann and bob | 30 |" in md
-    assert "preliminary: under 100 rows" in md and "6 rows where they disagree settled" in md
+    assert "preliminary: under 100 rows" in md
+    assert "6 rows where they disagree (the latest review is final there): 0 settled by a later review, 6 waiting" in md
     assert "Reviewers agree on 80.0 % [" in md
-    assert "on 6 rows of them two reviewers disagreed, and the later review settled it" in md
+    assert "Each row's latest review is the one compared; reviewers: 6 rows where they disagree" in md
 
 
 def test_a_third_reviewer_settles_and_each_persons_latest_counts(tmp_path: Path) -> None:
@@ -144,8 +149,13 @@ def test_a_third_reviewer_settles_and_each_persons_latest_counts(tmp_path: Path)
     assert ra["pairs"]["ann|cat"]["rows"] == 10 and ra["pairs"]["ann|cat"]["agreement"]["value"] == 1.0
     assert ra["pairs"]["bob|cat"]["rows"] == 10
     close(ra["pairs"]["bob|cat"]["agreement"]["value"], 8 / 10)
-    assert ra["settled_rows"] == 5  # 0, 5, 10, 15, 20: reviewers who disagree
+    # reviewers who disagree: 0, 5, 10, 15, 20 (25: bob changed his mind); cat's later word settled 0 and 5,
+    # where ann and bob already differed; 10, 15, 20 wait for a third reviewer
+    assert (ra["disagreed_rows"], ra["settled_rows"]) == (5, 2)
+    # the Review page's reviewers filter counts the same rows
+    waiting = count_rows(db, RowFilter(reviewers=REVIEWERS_DISAGREE))
+    assert (waiting, count_rows(db, RowFilter(reviewers=REVIEWERS_SETTLED))) == (3, 2)
     # judge vs human, latest review per row: cat's on 0..9 (as the judge), bob's on 10..28, ann's on 29
     ja = rep["judge_agreement"]
-    assert ja["reviewed_rows"] == 30 and ja["settled_rows"] == 5
+    assert ja["reviewed_rows"] == 30 and (ja["disagreed_rows"], ja["settled_rows"]) == (5, 2)
     close(ja["agreement"]["value"], (30 - 3) / 30)  # bob's OTHER on 10, 15, 20 is in force there

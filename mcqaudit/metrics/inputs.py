@@ -112,7 +112,8 @@ class StudyFrames:
     (-1: none, or a gold-shape judge). Rows a panel judge has no record for are not in it.
     ``reviewers`` (when two or more people reviewed rows): one row per (row, person) with the review of that
     person in force (their latest that no retraction withdraws): ``row``, ``reviewer`` (index into
-    ``info.reviewers``), ``verdict`` (a VerdictCode). Each is a :class:`Columns` (what
+    ``info.reviewers``), ``verdict`` (a VerdictCode), ``k`` (1 for the newest of the row's, which is in force,
+    2 for the one before, …). Each is a :class:`Columns` (what
     :mod:`mcqaudit.store.frames` returns) or a :class:`pandas.DataFrame` with those columns.
     """
 

@@ -77,7 +77,8 @@ class JudgeAgreement(TypedDict):
     confusion: Confusion  # rows: the automated verdict; columns: the reviewer's
     caveat: NotRequired[str]
     corrected_accuracy: NotRequired[Metric | None]  # per arm only
-    settled_rows: NotRequired[int]  # rows two reviewers disagree on, settled by the latest review
+    disagreed_rows: NotRequired[int]  # rows whose reviewers disagree (the latest review is the one compared)
+    settled_rows: NotRequired[int]  # ... of which a later review settled (the earlier ones already differed)
 
 
 class LogprobCrosscheck(TypedDict):
@@ -235,7 +236,8 @@ class ReviewerAgreement(TypedDict):
     pairs_compared: int  # (row, pair of reviewers) comparisons
     agreement: Metric | None  # share of those comparisons that agree
     kappa: Metric | None  # Cohen's κ over them, each pair's verdicts in name order
-    settled_rows: int  # rows whose reviewers disagree: the latest review is in force
+    disagreed_rows: int  # rows whose reviewers disagree: the latest review is in force
+    settled_rows: int  # ... of which a later review settled (the reviews before it already differed)
     pairs: dict[str, ReviewerPair]  # "ann|bob" (names in order)
 
 

@@ -8,8 +8,9 @@ pair's verdicts in the order of the names (for two reviewers, their Cohen's κ);
 pair of people. CIs resample items (the study's item bootstrap). Fewer than :data:`MIN_AUDIT_ROWS` rows:
 preliminary, as the judge's agreement with the reviews is.
 
-A row whose reviewers disagree is *settled* by its latest review (the one in force in the final verdicts);
-:func:`settled_rows` counts them for ``judge_agreement``.
+A row whose reviewers disagree has its latest review in force (the final verdict); it is *settled* when the
+reviews before that one already disagreed (a third person, or a later word, decided), as the Review page's
+reviewers filter says; :func:`disagreements` counts both, also for ``judge_agreement``.
 """
 
 from __future__ import annotations
@@ -64,19 +65,30 @@ def comparisons(frames: StudyFrames) -> Comparisons | None:
     return r, a, b, va, vb
 
 
-def settled(frames: StudyFrames, n_rows: int) -> np.ndarray:
-    """Per row: two or more people reviewed it and their reviews disagree (the latest is in force)."""
-    out = np.zeros(n_rows, dtype=bool)
-    got = comparisons(frames)
-    if got is not None:
-        r, _, _, va, vb = got
-        out[r[va != vb]] = True
-    return out
+def _differ(row: np.ndarray, verdict: np.ndarray, n_rows: int) -> np.ndarray:
+    """Per row: two different verdicts among these."""
+    lo, hi = np.full(n_rows, NV, dtype=np.int64), np.full(n_rows, -1, dtype=np.int64)
+    np.minimum.at(lo, row, verdict)
+    np.maximum.at(hi, row, verdict)
+    return hi > lo
 
 
-def settled_rows(frames: StudyFrames, mask: np.ndarray) -> int:
-    """How many of the rows in ``mask`` were settled by a later reviewer (:func:`settled`)."""
-    return int((settled(frames, mask.size) & mask).sum())
+def disagreements(frames: StudyFrames, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: whether its reviewers disagree (their reviews in force differ: the row's latest review is its
+    final verdict), and whether a later review *settled* it — the reviews before the latest already differed
+    among themselves, so someone decided after them (the Review page's reviewers filter: "settled"; a row
+    that disagrees but is not settled is one it lists as "reviewers disagree", waiting for a third person)."""
+    f = frames.reviewers
+    none = np.zeros(n_rows, dtype=bool)
+    if f is None or not len(f) or len(frames.info.reviewers) < 2:
+        return none, none
+    row, verdict = column(f, "row").astype(np.int64), column(f, "verdict").astype(np.int64)
+    k = column(f, "k").astype(np.int64) if "k" in f else np.ones_like(row)
+    keep = (verdict >= 0) & (verdict < NV)
+    row, verdict, k = row[keep], verdict[keep], k[keep]
+    disagree = _differ(row, verdict, n_rows)
+    earlier = k > 1
+    return disagree, disagree & _differ(row[earlier], verdict[earlier], n_rows)
 
 
 def _thin(m: Metric | None, n: int) -> Metric | None:
@@ -126,6 +138,7 @@ def reviewer_agreement(
             },
         }
     n_cmp, ag, k, _ = figures(("all",))
+    disagree, settled = disagreements(frames, R.ai.size)
     rows = int(np.unique(r).size)
     if k is None:
         notes["reviewer_agreement.kappa"] = "every review gives one verdict: κ is undefined"
@@ -136,18 +149,20 @@ def reviewer_agreement(
         "pairs_compared": n_cmp,
         "agreement": ag,
         "kappa": k,
-        "settled_rows": int(np.unique(r[va != vb]).size),
+        "disagreed_rows": int(disagree.sum()),
+        "settled_rows": int(settled.sum()),
         "pairs": pairs,
     }
 
 
 def add_settled(result: Results, frames: StudyFrames, R: Rows) -> None:
-    """``settled_rows`` in every ``judge_agreement`` (pooled and per arm): of the reviewed rows it compares
-    with the automated verdict (the uniform spot check when it reads that), those whose reviewers disagree,
-    settled by the latest review."""
+    """``disagreed_rows`` and ``settled_rows`` in every ``judge_agreement`` (pooled and per arm): of the reviewed
+    rows it compares with the automated verdict (the uniform spot check when it reads that), those whose
+    reviewers disagree — it compares the latest review — and those of them a later review settled
+    (:func:`disagreements`)."""
     if frames.reviewers is None:
         return
-    done = settled(frames, R.ai.size)
+    disagree, settled = disagreements(frames, R.ai.size)
     compared = (R.review != VerdictCode.NONE) & (R.auto_verdict != VerdictCode.NONE)
     entries = [(result["judge_agreement"], -1)] + [
         (m["judge_agreement"], a) for a, m in enumerate(result["metrics"].values())
@@ -158,4 +173,5 @@ def add_settled(result: Results, frames: StudyFrames, R: Rows) -> None:
         mask = compared & (R.uniform if ag["sample"] == "uniform" else True)
         if a >= 0:
             mask = mask & (R.ai == a)
-        ag["settled_rows"] = int((done & mask).sum())
+        ag["disagreed_rows"] = int((disagree & mask).sum())
+        ag["settled_rows"] = int((settled & mask).sum())

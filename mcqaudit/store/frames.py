@@ -115,13 +115,15 @@ WHERE v.fingerprint IN (SELECT fingerprint FROM panel_judges)
 """
 
 # each person's review in force on each row (docs/design.md §7 ``reviewer_agreement``): their latest
-# confirm/override that no retraction withdraws, by created_at, ties broken by the later review_id (the
-# rule of ``effective_reviews``, per reviewer instead of per row)
+# confirm/override that no retraction withdraws — the rule of store.reviews.LATEST_BY_REVIEWER, which the
+# Review page's reviewers filter reads (not imported: that module brings pandas, which the report does without)
+# — ranked newest first per row (k = 1: the row's review in force)
 _REVIEWERS_SQL = f"""
 SELECT g.rowid AS rn, (list_position(?::VARCHAR[], r.reviewer) - 1)::SMALLINT AS reviewer,
-    {verdict_code_sql("r.verdict")} AS verdict
+    {verdict_code_sql("r.verdict")} AS verdict,
+    (row_number() OVER (PARTITION BY r.row_id ORDER BY r.created_at DESC, r.review_id DESC))::SMALLINT AS k
 FROM (
-    SELECT row_id, reviewer, verdict FROM reviews
+    SELECT row_id, reviewer, verdict, created_at, review_id FROM reviews
     WHERE action <> 'retract' AND verdict IS NOT NULL
       AND review_id NOT IN (SELECT retracts FROM reviews WHERE action = 'retract' AND retracts IS NOT NULL)
     QUALIFY row_number() OVER (PARTITION BY row_id, reviewer ORDER BY created_at DESC, review_id DESC) = 1
