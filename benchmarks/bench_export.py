@@ -32,10 +32,10 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 PANEL_SQL = [
-    """INSERT INTO judge_configs VALUES ('fp-panel', 'panel-judge', 'extract', 0.0, 16, 0, 'bench', '{}', false,
+    """INSERT OR IGNORE INTO judge_configs VALUES ('fp-panel', 'panel-judge', 'extract', 0.0, 16, 0, 'bench', '{}', false,
        TIMESTAMPTZ '2026-01-01 00:00:00+00')""",
-    "INSERT INTO panel_judges VALUES ('fp-panel', TIMESTAMPTZ '2026-01-02 00:00:00+00')",
-    """INSERT INTO judge_verdicts
+    "INSERT OR IGNORE INTO panel_judges VALUES ('fp-panel', TIMESTAMPTZ '2026-01-02 00:00:00+00')",
+    """INSERT OR IGNORE INTO judge_verdicts
        SELECT row_id, 'fp-panel', status, CASE WHEN hash(row_id) % 7 = 0 THEN NULL ELSE letter END,
               CASE WHEN status <> 'ok' THEN NULL WHEN hash(row_id) % 7 = 0 THEN 'OTHER' ELSE verdict END,
               reply, NULL, NULL, 'h', 'http://127.0.0.1', 1, TIMESTAMPTZ '2026-01-02 00:00:00+00'

@@ -1433,7 +1433,7 @@ def export(
     panel_verdicts (each panel judge's verdict, `grade --panel`: fingerprint, model, status, verdict,
     letter); Parquet as lists of structs, JSON Lines as arrays of objects (times in ISO-8601 UTC). csv has the
     view's columns alone, as the dashboard's Export page writes them. The file is written whole or not at all;
-    the study is only read (a read-only study works)."""
+    a read-only study exports too."""
     from mcqaudit.app.rows import export_format, export_rows
 
     try:

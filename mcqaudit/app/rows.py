@@ -134,7 +134,7 @@ def export_rows(
     ``fmt`` (default: from the suffix, :func:`export_format`): ``csv`` (the view's columns, options as a JSON
     array, formula-like cells behind a quote), ``parquet`` or ``jsonl`` (the view's columns and each row's
     ``reviews`` and ``panel_verdicts``, nested: :mod:`mcqaudit.store.export`). ``progress(done, total)`` is
-    called after each batch of rows. Reads only: works on a read-only study."""
+    called after each batch of rows. Works on a read-only study."""
     fmt = export_format(path, fmt)
     opened = open_study(study)
     rows = write_atomic_path(path, lambda tmp: sql.export_rows(opened, str(tmp), fmt, progress))
