@@ -46,6 +46,7 @@ from mcqaudit.reading import (
     agreement_groups,
     any_truncated,
     family_entry,
+    group_label,
     report_families,
 )
 from mcqaudit.vocab import LETTERS
@@ -146,6 +147,8 @@ def findings(report: Report) -> list[Finding]:
         out += _provisional(
             _arm_findings(report, arm, d, flags, name), pending.get(arm, 0) + pending.get(str(ctrl), 0)
         )
+    for arm in report.get("delta_accuracy") or {}:
+        out += _provisional(_group_findings(report, arm), pending.get(arm, 0) + pending.get(str(ctrl), 0))
     out += _letter_findings(report, name)
     if design.get("reason"):
         out.append(_finding(
@@ -472,6 +475,42 @@ def _orientation_findings(
     return out
 
 
+def _group_findings(report: Report, arm: str) -> list[Finding]:
+    """Per ``--by`` key, where treated ``arm``'s Δaccuracy lives: the groups of at least ``MIN_ITEMS`` items
+    whose Δ's CI excludes 0 (largest first), or that none does; small groups say nothing (docs/design.md §7)."""
+    out: list[Finding] = []
+    ctrl = report.get("control_arm")
+    for key, groups in (report.get("by_group") or {}).items():
+        facts = (report.get("group_by") or {})[key]
+        with_delta = [
+            (v, d) for v, e in groups.items()
+            if v not in facts["small"] and arm in e and (d := e[arm].get("delta_accuracy")) is not None
+        ]  # fmt: skip
+        if not with_delta:
+            continue
+        clear = sorted(((v, d) for v, d in with_delta if _clear(d)), key=lambda vd: -abs(vd[1]["value"] or 0))
+        n = len(with_delta)
+        of = f"{plural(n, 'group')} of at least {MIN_ITEMS} items"
+        if clear:
+            named = "; ".join(f"{v}: {pp(d)} (n={d['n']} items)" for v, d in clear[:3]) + (
+                "; …" if len(clear) > 3 else ""
+            )
+            rest = n - len(clear)
+            text = (f"By {key}, {arm} vs {ctrl}: the Δaccuracy's CI excludes 0 in {len(clear)} of the {of} — "
+                    f"{named}" + (f"; in the other {rest} it spans 0" if rest else "") + "."
+                    + (f" Per-group CIs are not corrected for the {n} groups compared." if n > 1 else ""))  # fmt: skip
+            top = clear[0][1]
+            out.append(_finding("group", text, arm, top, top.get("items"), top.get("rows"), by=key,
+                                groups=[v for v, _ in clear]))  # fmt: skip
+        else:
+            mdes = [float(x) for _, d in with_delta if (x := d.get("mde")) is not None]
+            span = f" (per-group MDE {min(mdes) * 100:.0f}–{max(mdes) * 100:.0f} pp)" if mdes else ""
+            text = f"By {key}, {arm} vs {ctrl}: the Δaccuracy's CI spans 0 in each of the {of}{span}."
+            out.append(_finding("group", text, arm, None, sum(int(d["n"]) for _, d in with_delta), None, by=key,
+                                groups=[]))  # fmt: skip
+    return out
+
+
 def _and(words: Sequence[str]) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
@@ -601,6 +640,7 @@ def sections(report: Report) -> list[Section]:
         _headline_section(report),
         _accuracy_section(report, fams),
         *_delta_sections(report, fams),
+        *_group_sections(report),
         *_pairwise_sections(report),
         *_parser_delta_sections(report),
         *_disagreement_sections(report),
@@ -767,6 +807,63 @@ def _delta_sections(report: Report, fams: Sequence[FamilyView]) -> list[Section]
             tables=[Table(header, rows), *ftables],
         )
     ]
+
+
+def _group_words(report: Report, key: str) -> str:
+    facts = report["group_by"][key]
+    ctrl = report["control_arm"]
+    missing = (
+        f"; rows whose metadata lacks the key are the group {facts['missing']}" if facts["missing"] else ""
+    )
+    return (
+        f"Per value of {facts['path']} ({plural(facts['groups'], 'group')}{missing}), per arm: accuracy "
+        "(item-weighted) and OTHER rate (of graded rows)"
+        + (", truncated rate (of all rows)" if any_truncated(report) else "")
+        + " with their CIs, and "
+        f"treated − control ({ctrl}) within the group in percentage points, with its n (the group's items both "
+        f"arms answered). A group under {facts['min_items']} items is marked small: shown with its n, with no Δ "
+        "and no finding. Each group's CIs resample its own items (the same draw for every arm) and are not "
+        "corrected for the number of groups compared."
+    )
+
+
+def _group_delta_cell(e: Mapping[str, Any], key: str) -> str:
+    m = e.get(key)
+    if m is None:
+        return "n/a (small)" if e.get("small") else "n/a (see notes)"
+    return f"{pct(m, sign=True)} (n={m.get('n')}{', unpaired' if m.get('pairing') == 'unpaired' else ''})"
+
+
+def _group_sections(report: Report) -> list[Section]:
+    """``by_group`` (``report --by metadata.KEY``): one table per key, one row per (group, arm)."""
+    out = []
+    cut = any_truncated(report)
+    ctrl = report["control_arm"]
+    for key, groups in (report.get("by_group") or {}).items():
+        header = [key, "items", "arm", "rows", "accuracy", "OTHER rate", "Δaccuracy", "Δ OTHER rate"]
+        if cut:
+            header[6:6] = ["truncated rate"]
+            header.append("Δ truncated rate")
+        rows = []
+        for value, entry in groups.items():
+            for k, (arm, e) in enumerate(entry.items()):
+                treated = arm != ctrl
+                row = [
+                    group_label(report, key, value) if k == 0 else "",
+                    str(report["group_by"][key]["items"].get(value, "")) if k == 0 else "",
+                    arm + (" (control)" if arm == ctrl else ""),
+                    str(e["rows"]),
+                    _with_n(e["accuracy"]),
+                    pct(e["other_rate"]),
+                    _group_delta_cell(e, "delta_accuracy") if treated else "",
+                    _group_delta_cell(e, "delta_other_rate") if treated else "",
+                ]
+                if cut:
+                    row[6:6] = [pct(e["truncated_rate"])]
+                    row.append(_group_delta_cell(e, "delta_truncated_rate") if treated else "")
+                rows.append(row)
+        out.append(Section(f"By {key}", paragraphs=[_group_words(report, key)], tables=[Table(header, rows)]))
+    return out
 
 
 def _pairwise_sections(report: Report) -> list[Section]:
@@ -1056,9 +1153,35 @@ def _split_path(path: str, arms: Sequence[str]) -> list[str]:
     return out
 
 
+def _take(tail: str, names: Sequence[str]) -> tuple[str | None, str]:
+    """The longest of ``names`` that ``tail`` is or continues with (``name.``…), and what follows it."""
+    for n in sorted(names, key=len, reverse=True):
+        if tail == n or tail.startswith(n + "."):
+            return n, tail[len(n) + 1 :]
+    return None, tail
+
+
+def _group_note_label(path: str, report: Report) -> str | None:
+    """A ``by_group.KEY[.VALUE.ARM.metric]`` note in words (keys, values and arms whole, dots and all)."""
+    groups = report.get("by_group") or {}
+    key, rest = _take(path[len("by_group.") :], list(groups))
+    if key is None:
+        return None
+    if not rest:
+        return f"By {key}"
+    value, rest = _take(rest, list(groups[key]))
+    if value is None:
+        return f"By {key}, {_NOTE_WORDS.get(rest, rest.replace('_', ' '))}"
+    arm, rest = _take(rest, [str(a) for a in report.get("arms") or []])
+    what = "Δaccuracy" if rest == "delta_accuracy" else _NOTE_WORDS.get(rest, rest.replace("_", " "))
+    return f"{what} {arm} vs {report.get('control_arm')}, {key} {value}"
+
+
 def note_label(path: str, report: Report) -> str:
     """A note's dotted JSON path in words: ``metrics.steered.rstd`` → ``RStd (steered)``; arm names are
     shown whole, dots and all."""
+    if path.startswith("by_group.") and (said := _group_note_label(path, report)) is not None:
+        return said
     parts = _split_path(path, [str(a) for a in report.get("arms") or []])
     ctrl = report.get("control_arm")
     head, rest = parts[0], parts[1:]

@@ -31,7 +31,7 @@ COLUMNS = {
     "circular": ["arm", "circular accuracy %", "chance %"],
     "other_by_arm": ["arm", "OTHER rate %", "ungraded rate %", "accuracy %"],
     "rates_by_orientation": ["arm", "orientation", "rows", "correct"],
-    "other_rows": ["row_id", "item_id", "orientation", "verdict_source", "judge_status", "generation"],
+    "other_rows": ["row_id", "item_id", "orientation", "verdict_source", "judge_status", "answer", "truncated"],
     "cell_rows": ["row_id", "item_id", "orientation", "gold_letter", "picked_letter"],
     "parser_deltas": ["arm", "source", "Δaccuracy (pp)"],
     "disagreement_rates": ["parser", "base", "steered"],

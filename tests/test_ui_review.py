@@ -9,6 +9,8 @@ import pytest
 
 from mcqaudit.store import Study
 from mcqaudit.ui.components import _MARK_STYLE
+from mcqaudit.ui.pages.review import TRUNCATED_BADGE
+from tests.reasoning_study import CUT_TOKENS
 from tests.ui_study import BOOT, XSS, app, no_exceptions
 
 
@@ -405,3 +407,203 @@ def test_side_by_side_matches_the_pivot(ui_db: Path, samples: int, hidden: bool)
             cells, ids = side_by_side(df, current, hidden)
             pd.testing.assert_frame_equal(cells, want_cells)
             pd.testing.assert_frame_equal(ids, want_ids.astype(object).where(want_ids.notna(), None))
+
+
+# --- a reasoning model's rows: the answer first, the reasoning collapsed, the truncated badge -------------------------
+@pytest.fixture(scope="module")
+def reasoning_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.reasoning_study import build_reasoning_study
+
+    return build_reasoning_study(tmp_path_factory.mktemp("reasoning") / "study.duckdb")
+
+
+@pytest.fixture
+def reasoning_db(reasoning_template: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    dst = tmp_path / "study.duckdb"
+    shutil.copy(reasoning_template, dst)
+    return dst
+
+
+def _thinker_row(db: Path, kind: str, orientation: str = "ABCD") -> tuple[str, str]:
+    """(row id, gold letter) of the thinker row of ``kind`` (tests/reasoning_study.py)."""
+    from tests.reasoning_study import KINDS
+
+    item = f"r{KINDS.index(kind):02d}"
+    return Study(db).query(
+        "SELECT row_id, gold_letter FROM graded_rows WHERE arm = 'thinker' AND item_id = ? AND orientation = ?",
+        [item, orientation],
+    )[0]
+
+
+def _answer_box(at) -> str:  # type: ignore[no-untyped-def]
+    """The one marked answer box on screen (our <pre> with the parser's span)."""
+    bodies = [h.proto.body for h in at.get("html") if "mq-generation" in h.proto.body]
+    assert len(bodies) == 1, bodies
+    return bodies[0]
+
+
+def _left_column_texts(at) -> list[str]:  # type: ignore[no-untyped-def]
+    """The left column's elements in screen order, as (kind: text) strings, expanders by their label."""
+    out: list[str] = []
+
+    def walk(node) -> None:  # type: ignore[no-untyped-def]
+        kind = getattr(node, "type", "")
+        if kind == "expander":
+            out.append(f"expander: {node.label}")
+        elif kind in ("markdown", "caption", "code", "html"):
+            out.append(f"{kind}: {getattr(node, 'value', None) or node.proto.body}")
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+
+    walk(_panel_left(at))
+    return out
+
+
+def _panel_left(at):  # type: ignore[no-untyped-def]
+    """The review panel's left column: the first column holding the generation's heading."""
+    for col in at.columns:
+        texts = [m.value for m in col.markdown]
+        if any(t.startswith(("**Answer**", "**Generation**")) for t in texts):
+            return col
+    raise AssertionError("no column shows the row's text")
+
+
+def test_a_reasoning_row_shows_its_answer_first_marked_and_its_reasoning_collapsed(
+    reasoning_db: Path,
+) -> None:
+    from tests.reasoning_study import thinking
+
+    rid, gold = _thinker_row(reasoning_db, "letters")
+    at = app(reasoning_db, "review", reviewer="rae", row=rid).run()
+    no_exceptions(at)
+    assert shown_row_id(at) == rid
+    left = _left_column_texts(at)
+    heading = [i for i, t in enumerate(left) if t.startswith("markdown: **Answer**")]
+    box = [i for i, t in enumerate(left) if t.startswith("html:") and "mq-generation" in t]
+    reasoning = [i for i, t in enumerate(left) if t.startswith("expander: Reasoning")]
+    question = [i for i, t in enumerate(left) if t.startswith("markdown: **Question**")]
+    assert heading and box and reasoning and question
+    assert heading[0] < box[0] < reasoning[0] < question[0]  # the answer first, the reasoning under it
+    # the span is marked in the answer (the bare letter), never in the thinking that names other letters
+    body = _answer_box(at)
+    assert body.endswith(f">{gold}</mark></pre>") and body.count("<mark") == 1
+    assert "tempting" not in body
+    exp = [e for e in at.expander if e.label.startswith("Reasoning")]
+    assert (
+        len(exp) == 1
+        and exp[0].label
+        == f"Reasoning ({len(thinking(gold)):,} characters; not read by the parsers or the judge)"
+    )
+    assert exp[0].proto.expanded is False  # collapsed until the reviewer opens it
+    assert [c.value for c in exp[0].code] == [thinking(gold)]  # verbatim, as text
+    assert not any(m.value.startswith(TRUNCATED_BADGE) for m in at.markdown)  # finished: no badge
+    assert any("310 completion tokens" in c.value for c in at.caption)  # in the metadata line
+
+
+def test_an_inline_think_block_is_shown_as_the_reasoning(reasoning_db: Path) -> None:
+    from tests.reasoning_study import thinking
+
+    rid, gold = _thinker_row(reasoning_db, "inline", "BCDA")
+    at = app(reasoning_db, "review", reviewer="rae", row=rid).run()
+    no_exceptions(at)
+    body = _answer_box(at)
+    assert "think" not in body and "tempting" not in body and body.endswith(f"nswer is {gold}.</pre>")
+    # a framework parser's span: the letter it took from the answer
+    at.segmented_control(key=f"hl-{rid}").set_value("mmlu_pro_chain").run()
+    assert _answer_box(at).endswith(f">{gold}</mark>.</pre>")
+    exp = [e for e in at.expander if e.label.startswith("Reasoning")]
+    assert [c.value for c in exp[0].code] == [thinking(gold)]
+
+
+def test_a_hostile_reasoning_shows_as_its_characters(reasoning_db: Path) -> None:
+    from tests.reasoning_study import HOSTILE
+
+    rid, _ = _thinker_row(reasoning_db, "hostile")
+    at = app(reasoning_db, "review", reviewer="rae", row=rid).run()
+    no_exceptions(at)
+    exp = [e for e in at.expander if e.label.startswith("Reasoning")][0]
+    assert [c.value for c in exp.code] == [HOSTILE]
+    assert not exp.markdown and not exp.get("html")  # nothing of it through Markdown or HTML
+    assert not any("<script>" in m.value or "[link]" in m.value for m in at.markdown)
+    assert "alert" not in _answer_box(at)
+
+
+_CUT_CAPTION = (
+    f"the model was stopped by the token limit · finish_reason length · {CUT_TOKENS:,} completion tokens "
+    "(120 prompt)"
+)
+
+
+@pytest.mark.parametrize(
+    ("kind", "why", "says"),
+    [
+        (
+            "cut",
+            _CUT_CAPTION,
+            "No answer: the model was cut off by the token limit while thinking. OTHER by rule.",
+        ),
+        (
+            "unclosed",
+            _CUT_CAPTION,
+            "No answer: the model was cut off by the token limit while thinking. OTHER by rule.",
+        ),
+        (
+            "unclosed_stop",
+            "the reasoning block never closes · finish_reason stop",
+            "No answer: the reasoning block never closes, so the model never answered. OTHER by rule.",
+        ),
+    ],
+)
+def test_a_row_cut_off_while_thinking_says_so_plainly(
+    reasoning_db: Path, kind: str, why: str, says: str
+) -> None:
+    rid, _ = _thinker_row(reasoning_db, kind)
+    at = app(reasoning_db, "review", reviewer="rae", row=rid).run()
+    no_exceptions(at)
+    assert [m.value for m in at.markdown if m.value.startswith(TRUNCATED_BADGE)] == [TRUNCATED_BADGE]
+    captions = [c.value for c in at.caption]
+    assert why in captions
+    assert says in captions
+    assert not [h for h in at.get("html") if "mq-generation" in h.proto.body]  # no answer to mark
+    assert [e for e in at.expander if e.label.startswith("Reasoning")]  # the thinking is still there to read
+    assert metric(at, "final verdict") == "OTHER" and metric(at, "source") == "rule"
+    table = [d.value for d in at.dataframe if "verdict it implies" in d.value.columns][0]
+    assert table.set_index("parser").loc["strict", "verdict it implies"] == "OTHER (empty answer: by rule)"
+
+
+def test_a_row_cut_off_after_answering_shows_its_answer_and_the_badge(reasoning_db: Path) -> None:
+    rid, gold = _thinker_row(reasoning_db, "cut_answered")
+    at = app(reasoning_db, "review", reviewer="rae", row=rid).run()
+    no_exceptions(at)
+    assert [m.value for m in at.markdown if m.value.startswith(TRUNCATED_BADGE)]
+    assert _answer_box(at).endswith(f"nswer is {gold}, because</pre>")
+    at.segmented_control(key=f"hl-{rid}").set_value("mmlu_pro_chain").run()
+    assert _answer_box(at).endswith(f">{gold}</mark>, because</pre>")
+    assert not any(c.value.startswith("No answer") for c in at.caption)
+
+
+def test_a_row_without_reasoning_looks_as_before(reasoning_db: Path) -> None:
+    s = Study(reasoning_db)
+    rid = s.query("SELECT row_id FROM graded_rows WHERE arm = 'base' ORDER BY row_id LIMIT 1")[0][0]
+    at = app(reasoning_db, "review", reviewer="rae", row=rid).run()
+    no_exceptions(at)
+    assert "**Generation** (verbatim)" in [m.value for m in at.markdown]
+    assert not any(m.value.startswith("**Answer**") for m in at.markdown)
+    assert not [e for e in at.expander if e.label.startswith("Reasoning")]
+    assert not any(m.value.startswith(TRUNCATED_BADGE) for m in at.markdown)
+
+
+def test_the_row_list_shows_the_answer_and_a_truncated_column(reasoning_db: Path) -> None:
+    at = app(reasoning_db, "review", reviewer="rae").run()
+    at.multiselect(key="w:f_arms").set_value(["thinker"]).run()
+    no_exceptions(at)
+    lists = [d.value for d in at.dataframe if "answer" in d.value.columns and "#" in d.value.columns]
+    assert len(lists) == 1
+    view = lists[0]
+    assert "generation" not in view.columns
+    assert not any(str(a).startswith("<think>") for a in view["answer"])
+    s = Study(reasoning_db)
+    want = s.query("SELECT count(*) FROM graded_rows WHERE arm = 'thinker' AND truncated")[0][0]
+    assert int(view["truncated"].sum()) == want == 4 * 2

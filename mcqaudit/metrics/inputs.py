@@ -84,6 +84,17 @@ class StudyInfo:
 
 
 @dataclass
+class Grouping:
+    """Each row's value of one metadata key (``report --by metadata.KEY``, docs/design.md §7 ``by_group``):
+    ``codes`` (one per row of ``StudyFrames.rows``, in its order) index ``labels``, the key's distinct values
+    as text; -1: the row's metadata lacks the key (or holds null there)."""
+
+    key: str
+    labels: list[str]
+    codes: np.ndarray
+
+
+@dataclass
 class StudyFrames:
     """One narrow row of integer codes per generation (see :mod:`mcqaudit.store.frames`).
 
@@ -106,3 +117,4 @@ class StudyFrames:
     framework: Frame | None = None
     logprob: Frame | None = None
     panel: Frame | None = None
+    groups: dict[str, Grouping] = field(default_factory=dict)

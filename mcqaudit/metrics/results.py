@@ -210,6 +210,44 @@ class Results(TypedDict):
     notes: Notes
 
 
+class GroupDelta(TypedDict):
+    """A treated arm's Δs against the control within one group (``by_group``): each a Δ metric with
+    ``items`` and ``pairing``; ``delta_accuracy`` also ``rows``. ``null`` with the reason in ``notes``."""
+
+    delta_accuracy: Metric | None
+    delta_other_rate: Metric | None
+    delta_truncated_rate: Metric | None
+
+
+class GroupArm(TypedDict):
+    """One arm's figures within one group of ``by_group`` (docs/report-schema.md)."""
+
+    rows: int
+    graded: int
+    items: int
+    small: bool  # the group has fewer than MIN_ITEMS items: no Δ, no flag, no finding
+    accuracy: Metric | None
+    answered_accuracy: Metric | None
+    other_rate: Metric | None
+    truncated_rate: Metric | None
+    accuracy_by_orientation: dict[str, Metric | None]
+    delta_accuracy: NotRequired[Metric | None]  # treated arms compared with the control only
+    delta_other_rate: NotRequired[Metric | None]
+    delta_truncated_rate: NotRequired[Metric | None]
+
+
+class GroupFacts(TypedDict):
+    """What a ``by_group`` key rests on (``group_by``)."""
+
+    path: str  # metadata.KEY, as `report --by` names it
+    control_arm: str | None
+    groups: int
+    items: dict[str, int]  # value -> the group's items (any arm)
+    small: list[str]  # the groups under min_items items
+    missing: str | None  # the name of the group of rows that lack the key; None when every row has it
+    min_items: int
+
+
 class ParserAlso(TypedDict):
     """A second parser said in the same finding (``Finding.also``): its Δ and CI."""
 
@@ -235,10 +273,13 @@ class FindingExtras(TypedDict, total=False):
     pending: int
     also: ParserAlso  # a second parser said in the same sentence (parser, value, ci)
     token_budget: bool  # other_rate, truncation: the token limit (truncation_rise) is named as a cause
+    by: str  # group: the metadata key (`report --by metadata.KEY`)
+    groups: list[str]  # group: the groups whose Δaccuracy CI excludes 0, largest |Δ| first
 
 
 FindingKind = Literal[
     "headline",
+    "group",
     "parser",
     "parser_letters",
     "other_rate",
@@ -309,3 +350,6 @@ class Report(Results):
     judge_fingerprints: dict[str, FingerprintUse]
     bootstrap: BootstrapFacts
     findings: list[Finding]
+    # with `report --by metadata.KEY` only: {KEY: {value: {arm: {…}}}} and {KEY: facts}
+    by_group: NotRequired[dict[str, dict[str, dict[str, GroupArm]]]]
+    group_by: NotRequired[dict[str, GroupFacts]]

@@ -26,6 +26,9 @@ MAX_ORIENTATIONS_WITH_CI = 48  # beyond this, the rarest orientations get point 
 # else those of at least MIN_ITEMS items, at most this many (the largest). Orientations are compared, and
 # RStd computed, only within a family.
 MAX_FAMILIES = 12
+# `report --by metadata.KEY`: a key with more distinct values than this is not a subject (an id, a free text):
+# grouping by it is a usage error, not thousands of one-item groups.
+MAX_GROUPS = 200
 # From this many items the replicates are drawn from the normal approximation of the item sums (their exact
 # covariance under the item bootstrap) instead of resampling items: there the two give the same CIs to a
 # small fraction of their width (tests/test_ci_method.py), and resampling costs seconds.

@@ -16,10 +16,12 @@ taken out. A row without a verdict in the chosen view is ungraded.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import duckdb
 import numpy as np
 
-from mcqaudit.metrics.inputs import Columns, StudyFrames, StudyInfo
+from mcqaudit.metrics.inputs import Columns, Grouping, StudyFrames, StudyInfo
 from mcqaudit.metrics.rules import arm_order
 from mcqaudit.store.db import Study
 from mcqaudit.vocab import VERDICT_CODES, VerdictCode, VerdictView
@@ -133,6 +135,61 @@ FROM (
 GROUP BY rn
 """
 
+# A metadata key's value per row (`report --by metadata.KEY`): the row's own metadata, else its item's (an
+# items file's metadata), as text; NULL where neither has the key (or holds null there). Read only when asked.
+_GROUP_VALUES_SQL = """
+SELECT g.rowid AS rn, coalesce(json_extract_string(g.metadata, $path), json_extract_string(i.metadata, $path)) AS val
+FROM gen_rows g LEFT JOIN items i USING (item_id)
+"""
+_GROUP_SQL = f"""
+WITH v AS ({_GROUP_VALUES_SQL})
+SELECT rn, (coalesce(list_position($labels::VARCHAR[], val), 0) - 1)::INTEGER AS gi FROM v
+"""
+_GROUP_LABELS_SQL = f"SELECT DISTINCT val FROM ({_GROUP_VALUES_SQL}) WHERE val IS NOT NULL"
+_METADATA_KEYS_SQL = """
+SELECT DISTINCT k FROM (
+    SELECT unnest(json_keys(metadata)) AS k FROM gen_rows WHERE json_type(metadata) = 'OBJECT'
+    UNION ALL SELECT unnest(json_keys(metadata)) FROM items WHERE json_type(metadata) = 'OBJECT'
+) ORDER BY k
+"""
+
+
+def json_key_path(key: str) -> str:
+    """The JSONPath of top-level key ``key``, quoted: a key with dots, spaces or quotes is one key."""
+    return '$."' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _label_order(labels: list[str]) -> list[str]:
+    """A key's values in reading order: numerically when every value is a number, else by text."""
+    try:
+        return sorted(labels, key=lambda v: (float(v), v))
+    except ValueError:
+        return sorted(labels)
+
+
+def metadata_keys(study: Study) -> list[str]:
+    """Every top-level key any row's (or item's) metadata has, sorted: what ``report --by metadata.KEY``
+    can group by."""
+    with study.connect() as con:
+        return [str(r[0]) for r in con.execute(_METADATA_KEYS_SQL).fetchall()]
+
+
+def _groupings(
+    con: duckdb.DuckDBPyConnection, keys: Sequence[str], lookup: np.ndarray, n: int
+) -> dict[str, Grouping]:
+    """Each key's :class:`Grouping` of the frames' rows (``lookup``: rowid -> position in the rows)."""
+    out: dict[str, Grouping] = {}
+    for key in dict.fromkeys(keys):
+        path = json_key_path(key)
+        labels = _label_order([str(r[0]) for r in con.execute(_GROUP_LABELS_SQL, {"path": path}).fetchall()])
+        got = _fetch(con, _GROUP_SQL, {"path": path, "labels": labels})
+        codes = np.full(n, -1, dtype=np.int32)
+        pos = lookup[got["rn"].astype(np.int64)] if len(got) else np.zeros(0, dtype=np.int64)
+        keep = pos >= 0
+        codes[pos[keep]] = got["gi"][keep]
+        out[key] = Grouping(key=key, labels=labels, codes=codes)
+    return out
+
 
 def _rows_sql(view: VerdictView, single_fingerprint: bool) -> str:
     final = view == "final"
@@ -154,14 +211,35 @@ def _scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | Non
     return int(row[0]) if row and row[0] is not None else 0
 
 
-def _fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> Columns:
+def _fetch(
+    con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | dict[str, object] | None = None
+) -> Columns:
     """numpy columns, no pandas (the CLI's report need not import it)."""
     cols = con.execute(sql, params or []).fetchnumpy()
     return Columns({k: np.asarray(v) for k, v in cols.items()})
 
 
-def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
-    """Study facts and the per-row frame, in one short-lived connection."""
+def _row_lookup(rowids: np.ndarray) -> np.ndarray:
+    """rowid -> position in the rows frame (-1: none); DuckDB rowids are dense but need not be ordered in the
+    result."""
+    rn = rowids.astype(np.int64)
+    lookup = np.full(int(rn.max()) + 1 if rn.size else 0, -1, dtype=np.int64)
+    lookup[rn] = np.arange(rn.size)
+    return lookup
+
+
+def _judge_configs(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, object]]:
+    return {
+        fp: {"model": model, "shape": shape, "temperature": temp, "standin": bool(standin)}
+        for fp, model, shape, temp, standin in con.execute(
+            "SELECT fingerprint, model, shape, temperature, standin FROM judge_configs ORDER BY fingerprint"
+        ).fetchall()
+    }
+
+
+def load_frames(study: Study, verdicts: VerdictView = "final", by: Sequence[str] = ()) -> StudyFrames:
+    """Study facts and the per-row frame, in one short-lived connection. ``by``: metadata keys whose value
+    per row the frames also carry (``StudyFrames.groups``); none by default, and then no metadata is read."""
     if verdicts not in VERDICT_VIEWS:
         raise ValueError(f"verdicts must be one of {', '.join(VERDICT_VIEWS)}, not {verdicts!r}")
     with study.connect() as con:
@@ -169,15 +247,12 @@ def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
         listed = con.execute(_ARMS_SQL).fetchall()
         arms = arm_order([a for a, _ in listed], {a: int(o) for a, o in listed if o is not None})
         orientations = [r[0] for r in con.execute(_ORIENTATIONS_SQL).fetchall()]
-        configs = {
-            fp: {"model": model, "shape": shape, "temperature": temp, "standin": bool(standin)}
-            for fp, model, shape, temp, standin in con.execute(
-                "SELECT fingerprint, model, shape, temperature, standin FROM judge_configs ORDER BY fingerprint"
-            ).fetchall()
-        }
+        configs = _judge_configs(con)
         panel_fps = [
             r[0]
-            for r in con.execute("SELECT fingerprint FROM panel_judges ORDER BY added_at, fingerprint").fetchall()
+            for r in con.execute(
+                "SELECT fingerprint FROM panel_judges ORDER BY added_at, fingerprint"
+            ).fetchall()
         ]
         all_fps = [
             r[0] for r in con.execute("SELECT DISTINCT fingerprint FROM judge_verdicts ORDER BY 1").fetchall()
@@ -195,11 +270,8 @@ def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
         uniform = _fetch(con, _UNIFORM_SQL)
         logprob = _fetch(con, _LOGPROB_SQL)
         n_reviews = _scalar(con, "SELECT count(*) FROM effective_reviews")
-
-    # rowid -> position in `rows`; DuckDB rowids are dense but need not be ordered in the result
-    rn = rows.pop("rn").astype(np.int64)
-    lookup = np.full(int(rn.max()) + 1 if rn.size else 0, -1, dtype=np.int64)
-    lookup[rn] = np.arange(rn.size)
+        lookup = _row_lookup(rows.pop("rn"))
+        groups = _groupings(con, by, lookup, len(rows)) if by else {}
 
     def to_row(df: Columns | None) -> Columns | None:
         if df is None:
@@ -256,5 +328,11 @@ def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
         panel_judges=panel_fps,
     )
     return StudyFrames(
-        info=info, verdicts=verdicts, rows=rows, framework=framework, logprob=logprob_rows, panel=panel_rows
+        info=info,
+        verdicts=verdicts,
+        rows=rows,
+        framework=framework,
+        logprob=logprob_rows,
+        panel=panel_rows,
+        groups=groups,
     )

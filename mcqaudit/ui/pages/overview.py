@@ -9,7 +9,7 @@ import streamlit as st
 from mcqaudit.formatting import md_rich, pairing_words
 from mcqaudit.metrics.results import Report
 from mcqaudit.report import ci_words, names_in, note_label
-from mcqaudit.ui import components, data, tables
+from mcqaudit.ui import components, data, groups, tables
 from mcqaudit.ui.pages import load
 
 
@@ -96,6 +96,7 @@ def render_overview(
             f"Δ vs control ({tables.md_escape(ctrl)}), in percentage points, {tables.md_escape(how)}:"
         )
         st.dataframe(d, hide_index=True, key="deltas")
+    groups.overview_block(report, path)
 
     st.subheader("Judge")
     fps = tables.fingerprints(report)

@@ -157,7 +157,8 @@ def _cell_rows(path: str, parser: str, arm: str, o: str | None) -> None:
                 "gold_letter",
                 "picked_letter",
                 "verdict_source",
-                "generation",
+                "truncated",
+                "answer",
             ]
         ],
         hide_index=True,

@@ -12,9 +12,9 @@ How the page keeps a reviewer's place:
   label, so a label that changed on every save reset the selection (and the queue) after each review.
 - The row panel is an ``st.fragment``: a save or a move reruns only the panel, not the page.
 
-The generation, the judge's reply and rationale are untrusted text: they are shown with ``st.code`` or as
-HTML-escaped text with our own ``<mark>`` (never Markdown or HTML from the data); question and options are
-Markdown-escaped.
+The generation (its answer first, its reasoning collapsed under it), the judge's reply and rationale are
+untrusted text: they are shown with ``st.code`` or as HTML-escaped text with our own ``<mark>`` (never
+Markdown or HTML from the data); question and options are Markdown-escaped.
 """
 
 from __future__ import annotations
@@ -32,10 +32,11 @@ import streamlit as st
 
 from mcqaudit.app.reviews import StudyError
 from mcqaudit.parsers import letter_spans
+from mcqaudit.reasoning import FINISH_LENGTH
 from mcqaudit.review.filters import NO_VERDICT, VERDICT_FILTER_VALUES, Cell, RowFilter, cell_of
 from mcqaudit.review.queues import STRATEGIES
 from mcqaudit.review.rules import CONFIRM, OVERRIDE, ReviewError
-from mcqaudit.ui import components, data, review_keys, state, tables
+from mcqaudit.ui import agreement, components, data, review_keys, state, tables
 from mcqaudit.vocab import LETTERS, PARSER_STRICT, PARSER_USER, VERDICTS, is_blank, verdict_of
 
 UNGRADED = (
@@ -46,6 +47,7 @@ NO_LETTER = "(none)"
 LONG_QUESTION = 400  # characters: a longer question (a passage) is collapsed so the answer stays on screen
 _BLIND_HIDDEN = ("final_verdict", "verdict_source", "judge_status", "picked_letter")
 DEFAULT_URL = "http://127.0.0.1:8501"
+TRUNCATED_BADGE = ":orange-badge[:material/content_cut: truncated]"  # a row the model did not finish
 
 
 # --- state helpers -------------------------------------------------------------------------------------------
@@ -64,6 +66,7 @@ def send_to_review(
         (state.F_STATUSES, []),
         (state.F_DISAGREE, None),
         (state.F_REVIEWED, state.REVIEWED_CHOICES[0]),
+        (state.F_REVIEWERS, None),
         (state.F_SEARCH, ""),
         (state.F_CELL, asdict(cell) if cell else None),
         (state.QUEUE, None),
@@ -89,6 +92,7 @@ def current_filter(blind: bool) -> RowFilter:
         judge_statuses=() if blind else tuple(s.get(state.F_STATUSES) or ()),
         disagree_parser=None if blind else s.get(state.F_DISAGREE),
         reviewed=reviewed,
+        reviewers=s.get(state.F_REVIEWERS),
         search=s.get(state.F_SEARCH) or "",
         cell=None if blind or not cell else cell_of(cell),
     )
@@ -166,6 +170,7 @@ def render_queues(path: str, choices: Mapping[str, list[str]], queues: pd.DataFr
     )
     with c2.popover("Spot-check queues", icon=":material/playlist_add_check:", width="stretch"):
         render_queue_manager(path, choices, queues, reviewer)
+    agreement.second_review_notice(queues, active)
 
 
 def render_queue_manager(
@@ -197,8 +202,11 @@ def render_queue_manager(
             horizontal=True,
             help="uniform: every row equally likely (unbiased judge-agreement figures). stratified: a third "
             "each from parser disagreements, OTHER/ungraded rows and the rest (hunting artifacts); in total, "
-            "each arm keeps its share of the study's rows.",
+            "each arm keeps its share of the study's rows. judges_disagree: rows where the primary and a "
+            "panel judge give different verdicts. second_review: rows one person alone reviewed, for a "
+            "second reviewer (opens in blind mode).",
         )
+        second = agreement.second_review_inputs(data.first_reviewers(path, data.study_version(path)), queues)
         arms = st.multiselect("Arms", choices["arms"], default=choices["arms"], key="q_arms")
         name = st.text_input("Name (optional)", key="q_name")
         if st.form_submit_button("Draw sample", disabled=data.read_only(path)):
@@ -212,12 +220,14 @@ def render_queue_manager(
                     arms=arms,
                     name=name,
                     created_by=reviewer or None,
+                    **second.options(str(strategy)),
                 )
             except (ReviewError, StudyError) as exc:
                 st.error(tables.md_escape(str(exc)))
             else:
                 state.set_value(state.QUEUE, sc.queue_id)
                 st.session_state[state.ROW] = None
+                agreement.drawn(sc.strategy)
                 shares = ", ".join(f"{tables.md_escape(a)}: {sum(v.values())}" for a, v in sc.strata.items())
                 state.flash(
                     "success",
@@ -310,6 +320,7 @@ def render_filters(choices: Mapping[str, list[str]], blind: bool) -> None:
         args=(state.F_SEARCH,),
         placeholder="text in question or generation, item id, or a row id",
     )
+    agreement.render_reviewers_filter(_filter_changed)
 
 
 def _active_filters(f: RowFilter) -> str:
@@ -329,6 +340,8 @@ def _filter_parts(f: RowFilter) -> list[str]:
         parts.append(f"{f.disagree_parser} disagrees")
     if f.reviewed is not None:
         parts.append("reviewed" if f.reviewed else "unreviewed")
+    if f.reviewers:
+        parts.append(f.reviewers)
     if f.search.strip():
         parts.append(f"search “{f.search.strip()}”")
     if f.cell is not None:
@@ -365,21 +378,98 @@ def render_question(row: Mapping[str, Any]) -> None:
 
 
 def render_generation(row: Mapping[str, Any], *, hidden: bool) -> None:
-    """The generation verbatim; unless blind mode hides the parsers, with the span a parser took its letter
-    from marked (naive by default; any framework parser whose letter can be located)."""
-    gen = row["generation"]
-    st.markdown("**Generation** (verbatim)")
-    if gen is None or is_blank(gen):
-        st.caption("(empty generation: OTHER by rule)")
-        if gen:
-            components.plain_text(repr(gen))  # whitespace only: show which characters
-        return
-    spans = {} if hidden else letter_spans(gen, len(row["options"]))
+    """The row's answer (what the parsers and the judge read) verbatim, with the span a parser took its letter
+    from marked unless blind mode hides the parsers; a "truncated" badge when the model was cut off; under it
+    the reasoning, collapsed and verbatim. A row without reasoning shows its generation as before."""
+    answer = row.get("answer")
+    reasoning = row.get("reasoning")
+    if reasoning is None:
+        st.markdown("**Generation** (verbatim)")
+    else:
+        st.markdown("**Answer** (verbatim; what the parsers and the judge read, the reasoning below)")
+    if row.get("truncated"):
+        render_truncated(row)
+    if answer is None or is_blank(answer):
+        st.caption(no_answer(row))
+        if answer:
+            components.plain_text(repr(answer))  # whitespace only: show which characters
+    else:
+        render_answer(row, str(answer), hidden=hidden)
+    if reasoning is not None:
+        render_reasoning(str(row["row_id"]), str(reasoning))
+
+
+def usage_of(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The row's usage object (stored as JSON text); {} when there is none or it is not an object."""
+    usage = row.get("usage")
+    if isinstance(usage, str):
+        try:
+            usage = json.loads(usage)
+        except ValueError:
+            return {}
+    return dict(usage) if isinstance(usage, Mapping) else {}
+
+
+def finish_line(row: Mapping[str, Any]) -> str:
+    """ "finish_reason length · 4,096 completion tokens (312 prompt)": why and how long the model stopped, from
+    what its reply said (Markdown-escaped; "" when the row records neither)."""
+    parts = []
+    if row.get("finish_reason") is not None:
+        parts.append(f"finish_reason {tables.md_escape(row['finish_reason'])}")
+    usage = usage_of(row)
+    done, prompt = usage.get("completion_tokens"), usage.get("prompt_tokens")
+    if isinstance(done, int) and not isinstance(done, bool):
+        tokens = f"{done:,} completion tokens"
+        if isinstance(prompt, int) and not isinstance(prompt, bool):
+            tokens += f" ({prompt:,} prompt)"
+        parts.append(tokens)
+    return " · ".join(parts)
+
+
+def render_truncated(row: Mapping[str, Any]) -> None:
+    """The badge of a row the model did not finish: the token limit (finish_reason length), or a reasoning
+    block that never closes."""
+    why = (
+        "the model was stopped by the token limit"
+        if row.get("finish_reason") == FINISH_LENGTH
+        else "the reasoning block never closes"
+    )
+    finish = finish_line(row)
+    # the badge and the caption side by side (the caption takes what the badge leaves); the caption quotes the
+    # provider's own word, escaped, outside any Markdown directive
+    with st.container(horizontal=True, wrap=False, vertical_alignment="center", key="mq-truncated"):
+        st.markdown(TRUNCATED_BADGE, width="content")
+        st.caption(f"{why} · {finish}" if finish else why)
+
+
+def by_rule(row: Mapping[str, Any]) -> bool:
+    """Whether the rule settles the row (an empty answer: OTHER, never judged), whatever a review says since."""
+    return row.get("judge_status") == "skipped" and row.get("strict_letter") is None
+
+
+def no_answer(row: Mapping[str, Any]) -> str:
+    """What to say of a row with an empty (or whitespace) answer, plainly."""
+    rule = " OTHER by rule." if by_rule(row) else ""
+    thinking = row.get("reasoning") is not None
+    if row.get("truncated"):
+        if row.get("finish_reason") == FINISH_LENGTH:
+            where = " while thinking" if thinking else ""
+            return f"No answer: the model was cut off by the token limit{where}.{rule}"
+        return f"No answer: the reasoning block never closes, so the model never answered.{rule}"
+    if thinking:
+        return f"No answer: nothing follows the reasoning.{rule}"
+    return "(empty generation: OTHER by rule)" if rule else "(empty generation)"
+
+
+def render_answer(row: Mapping[str, Any], answer: str, *, hidden: bool) -> None:
+    """The answer verbatim with the span a parser took its letter from marked (naive by default; any
+    framework parser whose letter can be located): the parsers read the answer, so the span is in it."""
+    spans = {} if hidden else letter_spans(answer, len(row["options"]))
     letters = row["parser_letters"]
     # a span is shown only where it gives the letter the study stored for that parser
     spans = {p: v for p, v in spans.items() if letters.get(p) == v[0]}
     if not spans:
-        components.plain_text(gen)
+        components.plain_text(answer)
         return
     names = list(spans)
     pick = names[0]
@@ -395,8 +485,16 @@ def render_generation(row: Mapping[str, Any], *, hidden: bool) -> None:
         )
         pick = chosen or names[0]
     letter, (a, b) = spans[pick]
-    components.highlighted_text(gen, a, b, f"{pick} parser took {letter} here")
+    components.highlighted_text(answer, a, b, f"{pick} parser took {letter} here")
     st.caption(f"Marked: where the {pick} parser took its letter {letter}.")
+
+
+def render_reasoning(row_id: str, reasoning: str) -> None:
+    """The model's thinking, collapsed (a new row opens it closed) and verbatim as text: the parsers and the
+    judge never read it, but a reviewer may want to."""
+    size = f"{len(reasoning):,} characters" if reasoning else "empty"
+    with st.expander(f"Reasoning ({size}; not read by the parsers or the judge)", key=f"reasoning-{row_id}"):
+        components.plain_text(reasoning, empty="(the reasoning block is empty)")
 
 
 def parser_table(row: Mapping[str, Any], has_user: bool) -> pd.DataFrame:
@@ -409,7 +507,9 @@ def parser_table(row: Mapping[str, Any], has_user: bool) -> pd.DataFrame:
         if letter is not None:
             implied = verdict_of(letter, gold)
         elif p == PARSER_STRICT:
-            implied = "defers (no letter: the judge decides)"
+            implied = (
+                "OTHER (empty answer: by rule)" if by_rule(row) else "defers (no letter: the judge decides)"
+            )
         else:
             implied = "OTHER (no letter)"
         out.append({"parser": p, "letter": letter or "—", "verdict it implies": implied})
@@ -706,8 +806,10 @@ def render_context(row: Mapping[str, Any], rows: pd.DataFrame, *, hidden: bool) 
     )
     with st.expander("Metadata and prompt"):
         meta = row.get("metadata")
+        finish = finish_line(row)
         st.caption(
             f"model: {tables.md_escape(row.get('model') or '—')} · source line: {row.get('source_line') or '—'}"
+            + (f" · {finish}" if finish else "")
         )
         if meta:
             try:
@@ -724,7 +826,8 @@ def render_list(path: str, key: str, pos: int, total: int, blind: bool, current:
     page_start = (pos // PAGE_SIZE) * PAGE_SIZE
     df = data.row_page(path, data.study_version(path), key, PAGE_SIZE, page_start)
     st.caption(f"{total} rows · showing {page_start + 1}–{page_start + len(df)}; click a row to open it")
-    view = df.drop(columns=[c for c in ("queue_position",) if c in df.columns])
+    # the answer's start, not the generation's: a reasoning model's generation opens with its thinking
+    view = df.drop(columns=[c for c in ("queue_position", "generation") if c in df.columns])
     if blind:
         view = view.drop(columns=[c for c in _BLIND_HIDDEN if c in view.columns])
     view.insert(0, "#", range(page_start + 1, page_start + len(df) + 1))
@@ -850,6 +953,7 @@ def review_panel(path: str, has_user: bool) -> None:
             st.markdown("**Parsers**")
             st.dataframe(parser_table(row, has_user), hide_index=True, key="parser_letters")
             render_judge(row)
+            agreement.render_judges(row)
     st.divider()
     render_context(row, panel.item, hidden=hidden)
     render_history(path, row, blind=blind, reviewer=reviewer)
@@ -885,7 +989,9 @@ def render_review(path: str) -> None:
         cell = st.session_state.get(state.F_CELL)
         if cell and not blind:
             c1, c2 = st.columns([6, 1])
-            c1.info(f"Confusion cell from Parsers vs judge: rows with {tables.md_escape(cell_of(cell).describe())}")
+            c1.info(
+                f"Confusion cell from Parsers vs judge: rows with {tables.md_escape(cell_of(cell).describe())}"
+            )
             c2.button("Clear cell", key="clear_cell", on_click=_clear_cell)
     review_panel(path, PARSER_USER in choices["parsers"])
 
