@@ -65,7 +65,10 @@ BUILD_SQL = [
                 WHEN u < 0.75 THEN NULL
                 ELSE chr((65 + ((ascii(gold_letter) - 65 + 1 + w) % 4))::INTEGER) END AS pick
        FROM r""",
-    """INSERT INTO gen_rows
+    # the columns of migration 1 (later migrations' columns take their defaults: answer NULL, not truncated)
+    """INSERT INTO gen_rows (row_id, arm, item_id, orientation, sample, question, options, gold_letter, generation,
+                            is_blank, prompt, model, metadata, option_logprobs, user_letter, naive_letter,
+                            strict_letter, ingest_id, source_line)
        SELECT row_id, arm, item_id, orientation, 0, 'Question?',
               [canon[ascii(orientation[1]) - 64], canon[ascii(orientation[2]) - 64],
                canon[ascii(orientation[3]) - 64], canon[ascii(orientation[4]) - 64]],

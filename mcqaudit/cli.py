@@ -1508,6 +1508,78 @@ def _serve_until_stopped(cmd: list[str], env: dict[str, str], grace_s: float = 1
     return code if code >= 0 else 128 - code
 
 
+# --------------------------------------------------------------------------------------------- export
+@app.command("export")
+def export(
+    db: DbOption,
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help="The file to write (replaced whole, or left as it was).", show_default=False
+        ),
+    ],
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="parquet, jsonl or csv. Default: from --out's suffix (.parquet or .pq, .jsonl or .ndjson, .csv).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Every row of graded_rows (final verdicts), for pandas, Spark or the Hugging Face `datasets` Parquet
+    loader, ordered by arm, item_id, orientation, sample.
+
+    parquet and jsonl add two nested columns beside the view's: reviews (each review of the row, oldest
+    first, retractions included: review_id, action, verdict, letter, note, reviewer, time, retracts) and
+    panel_verdicts (each panel judge's verdict, `grade --panel`: fingerprint, model, status, verdict,
+    letter); Parquet as lists of structs, JSON Lines as arrays of objects (times in ISO-8601 UTC). csv has the
+    view's columns alone, as the dashboard's Export page writes them. The file is written whole or not at all;
+    a read-only study exports too."""
+    from mcqaudit.app.rows import export_format, export_rows
+
+    try:
+        fmt = export_format(out, fmt)
+    except ValueError as exc:
+        raise _fail(f"error: --format: {exc}", 2) from None
+    if not db.exists():
+        raise _fail(f"error: {db}: no such study file")
+    study = _open_study(db)
+    with (
+        _exits(failed="export", stopped=f"nothing was written to {out}"),
+        Progress(
+            TextColumn(f"export {fmt}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("rows"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            transient=True,
+            disable=not err.is_terminal,  # a log gets the one line below, not a bar's last frame
+        ) as prog,
+    ):
+        task = prog.add_task("export", total=None)
+        res = export_rows(study, out, fmt, lambda done, total: prog.update(task, completed=done, total=total))
+    err.print(
+        f"wrote {out} ({fmt}; {res.rows:,} row{'s' if res.rows != 1 else ''}, {_size(res.bytes)})",
+        markup=False,
+        highlight=False,
+    )
+
+
+def _size(n: int) -> str:
+    """A file size in bytes, KiB, MiB or GiB."""
+    if n < 1024:
+        return f"{n} B"
+    size = float(n)
+    for unit in ("KiB", "MiB", "GiB"):
+        size /= 1024
+        if size < 1024 or unit == "GiB":
+            break
+    return f"{size:.1f} {unit}"
+
+
 # --------------------------------------------------------------------------------------------- reviews
 reviews_app = typer.Typer(
     help="Reviews from the command line: draw and manage spot-check queues, export the review log, import a "

@@ -158,17 +158,18 @@ def make(kind: str, out_dir: Path) -> Path:
 
 
 def subprocess_env(home: Path) -> dict[str, str]:
-    """The environment of an Inspect subprocess: HOME (and XDG folders) under ``home``, and this checkout
-    importable (after any PYTHONPATH already set)."""
+    """The environment of an Inspect subprocess: HOME (and XDG folders) under ``home``; the package is
+    imported as installed (editable, by the Makefile), or from a PYTHONPATH already set. The checkout is not
+    put on the path: setuptools leaves ``mcqaudit.egg-info`` in it, which importlib.metadata would then find
+    first, without the editable install's direct_url.json, and Inspect would not see an installed package
+    (its registry names the scorer ``mcq_scorer`` instead of ``mcqaudit/mcq_scorer``)."""
     import os
 
-    path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)
     return {
         **os.environ,
         "HOME": str(home),
         "XDG_DATA_HOME": str(home / "data"),
         "XDG_CACHE_HOME": str(home / "cache"),
-        "PYTHONPATH": path,
     }
 
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import duckdb
 import pandas as pd
 
 from mcqaudit.review.filters import (
@@ -26,7 +28,9 @@ from mcqaudit.review.filters import (
 )
 from mcqaudit.review.log import FORMULA_CELL
 from mcqaudit.review.queues import SECOND_REVIEW
+from mcqaudit.store import export
 from mcqaudit.store.db import Study
+from mcqaudit.store.export import ExportProgress
 from mcqaudit.store.reviews import LATEST_BY_REVIEWER, SECOND_REVIEWED, review_history
 from mcqaudit.vocab import LETTERS, OTHER, PARSER_NAIVE, PARSER_STRICT, PARSER_USER, VERDICTS
 
@@ -618,33 +622,44 @@ def study_choices(study: Study) -> dict[str, list[str]]:
     }
 
 
-def export_rows(study: Study, path: str, fmt: str) -> None:
-    """Write every row of ``graded_rows`` (final verdicts) to ``path`` as csv or parquet (options as a
-    JSON array in CSV). In CSV a text cell that a spreadsheet would run as a formula (it starts with = + -
-    @, a tab or a carriage return; a generation can) is written behind a single quote, as the review log's
-    cells are (:func:`mcqaudit.store.reviews.neutralise_cell`); Parquet keeps every value exact."""
-    if fmt not in ("csv", "parquet"):
-        raise ValueError(f"format must be csv or parquet, not {fmt!r}")
+EXPORT_FORMATS = ("csv", "parquet", "jsonl")
+
+
+def export_rows(study: Study, path: str, fmt: str, progress: ExportProgress | None = None) -> int:
+    """Write every row of ``graded_rows`` (final verdicts) to ``path`` as csv, parquet or jsonl; the number of
+    rows written. Parquet and JSON Lines add each row's ``reviews`` and ``panel_verdicts`` beside the view's
+    columns (:mod:`mcqaudit.store.export`: nested lists of structs, arrays of objects), and say ``progress``
+    after each batch. CSV keeps the view's columns alone (options as a JSON array). In CSV a text cell that a
+    spreadsheet would run as a formula (it starts with = + - @, a tab or a carriage return; a generation can)
+    is written behind a single quote, as the review log's cells are
+    (:func:`mcqaudit.store.reviews.neutralise_cell`); Parquet and JSON keep every value exact. A write the OS
+    refused (a full disk) is raised as that ``OSError``."""
+    if fmt not in EXPORT_FORMATS:
+        raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}, not {fmt!r}")
+    if fmt == "parquet":
+        return export.write_parquet(study, Path(path), progress)
+    if fmt == "jsonl":
+        return export.write_jsonl(study, Path(path), progress)
     # COPY cannot take the target as a parameter; the path is ours (a temp file), quoted defensively
     target = "'" + path.replace("'", "''") + "'"
-    options = "(FORMAT csv, HEADER true)" if fmt == "csv" else "(FORMAT parquet)"
     order = "FROM graded_rows ORDER BY arm, item_id, orientation, sample"
     with study.connect() as con:
-        select = f"SELECT * {order}"
-        if fmt == "csv":
-            # the view's own text columns (names from our schema, never from input)
-            text = [
-                str(c[0])
-                for c in con.execute("DESCRIBE SELECT * FROM graded_rows").fetchall()
-                if c[1] == "VARCHAR"
-            ]
-            neutral = [
-                f'CASE WHEN regexp_matches("{c}", ?) THEN \'\'\'\' || "{c}" ELSE "{c}" END AS "{c}"'
-                for c in text
-            ]
-            select = (
-                f"SELECT * REPLACE ({', '.join([*neutral, 'to_json(options)::VARCHAR AS options'])}) {order}"
-            )
-            con.execute(f"COPY ({select}) TO {target} {options}", [FORMULA_CELL] * len(text))
-            return
-        con.execute(f"COPY ({select}) TO {target} {options}")
+        # the view's own text columns (names from our schema, never from input)
+        text = [
+            str(c[0])
+            for c in con.execute("DESCRIBE SELECT * FROM graded_rows").fetchall()
+            if c[1] == "VARCHAR"
+        ]
+        neutral = [
+            f'CASE WHEN regexp_matches("{c}", ?) THEN \'\'\'\' || "{c}" ELSE "{c}" END AS "{c}"' for c in text
+        ]
+        select = f"SELECT * REPLACE ({', '.join([*neutral, 'to_json(options)::VARCHAR AS options'])}) {order}"
+        try:
+            con.execute(f"COPY ({select}) TO {target} (FORMAT csv, HEADER true)", [FORMULA_CELL] * len(text))
+        except duckdb.Error as exc:
+            export.reraise_os(exc)
+            raise
+        rows = int((con.execute("SELECT count(*) FROM gen_rows").fetchone() or (0,))[0])
+    if progress is not None:
+        progress(rows, rows)
+    return rows
