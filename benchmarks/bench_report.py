@@ -65,7 +65,10 @@ BUILD_SQL = [
                 WHEN u < 0.75 THEN NULL
                 ELSE chr((65 + ((ascii(gold_letter) - 65 + 1 + w) % 4))::INTEGER) END AS pick
        FROM r""",
-    """INSERT INTO gen_rows
+    # the columns of migration 1 (later migrations' columns take their defaults: answer NULL, not truncated)
+    """INSERT INTO gen_rows (row_id, arm, item_id, orientation, sample, question, options, gold_letter, generation,
+                            is_blank, prompt, model, metadata, option_logprobs, user_letter, naive_letter,
+                            strict_letter, ingest_id, source_line)
        SELECT row_id, arm, item_id, orientation, 0, 'Question?',
               [canon[ascii(orientation[1]) - 64], canon[ascii(orientation[2]) - 64],
                canon[ascii(orientation[3]) - 64], canon[ascii(orientation[4]) - 64]],
@@ -76,8 +79,7 @@ BUILD_SQL = [
               CASE WHEN s = 9 THEN json_object('A', -1.0 - (w = 0)::INT, 'B', -1.5, 'C', -2.0, 'D', -2.5) END,
               CASE WHEN pick IS NULL THEN 'A' ELSE pick END,
               CASE WHEN pick IS NULL THEN 'A' ELSE pick END,
-              CASE WHEN s < 3 THEN pick END, 1, NULL,
-              NULL, NULL, NULL, NULL, false  -- answer, reasoning, finish_reason, usage, truncated (migration 9)
+              CASE WHEN s < 3 THEN pick END, 1, NULL
        FROM sim""",
     """INSERT INTO judge_verdicts
        SELECT row_id, 'fp-bench', CASE WHEN w = 0 AND s = 5 THEN 'error' ELSE 'ok' END,

@@ -503,6 +503,8 @@ class _IngestDisplay:
 
 
 def _print_ingested(res: IngestResult) -> None:
+    from mcqaudit.app.scored import describe as describe_scored
+
     f = res.source
     parts = [f"{res.loaded} rows loaded"]
     if res.unchanged:
@@ -520,6 +522,8 @@ def _print_ingested(res: IngestResult) -> None:
     if res.new_arms:
         parts.append("new arms: " + ", ".join(res.new_arms))
     console.print(f"{f}: " + "; ".join(parts), markup=False, highlight=False)
+    if (scored := describe_scored(res.scored)) is not None:
+        console.print(f"{f}: {scored}", markup=False, highlight=False)
     if res.rejected:
         err.print(
             f"{f}: {res.rejected} rows rejected (kept in rejected_rows; see `mcqaudit info`):",
@@ -655,6 +659,17 @@ def report(
         ),
     ] = 2000,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap; reported in the output.")] = 0,
+    by: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--by",
+            metavar="metadata.KEY",
+            help="Results by subject: accuracy, OTHER rate, truncated rate and the Δs vs control per value of "
+            "this metadata key, each with its CI and n (`by_group`); rows without the key form the group "
+            "(none). Groups under 20 items are marked small: no Δ, no finding. Repeat for several keys.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Metrics, differences against the control arm and diagnostic flags, flags first.
 
@@ -669,7 +684,7 @@ def report(
         raise _fail(f"error: --format must be one of {', '.join(FORMATS)}, not {fmt!r}", 2)
     study, view = _report_study(db, verdicts, bootstrap)
     try:
-        rep = build_report(study, control=control, verdicts=view, n_boot=bootstrap, seed=seed)
+        rep = build_report(study, control=control, verdicts=view, n_boot=bootstrap, seed=seed, by=by or ())
     except ValueError as exc:
         raise _fail(f"error: {exc}", 2) from None
     text = render(rep, fmt)
@@ -1494,6 +1509,78 @@ def _serve_until_stopped(cmd: list[str], env: dict[str, str], grace_s: float = 1
     return code if code >= 0 else 128 - code
 
 
+# --------------------------------------------------------------------------------------------- export
+@app.command("export")
+def export(
+    db: DbOption,
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help="The file to write (replaced whole, or left as it was).", show_default=False
+        ),
+    ],
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="parquet, jsonl or csv. Default: from --out's suffix (.parquet or .pq, .jsonl or .ndjson, .csv).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Every row of graded_rows (final verdicts), for pandas, Spark or the Hugging Face `datasets` Parquet
+    loader, ordered by arm, item_id, orientation, sample.
+
+    parquet and jsonl add two nested columns beside the view's: reviews (each review of the row, oldest
+    first, retractions included: review_id, action, verdict, letter, note, reviewer, time, retracts) and
+    panel_verdicts (each panel judge's verdict, `grade --panel`: fingerprint, model, status, verdict,
+    letter); Parquet as lists of structs, JSON Lines as arrays of objects (times in ISO-8601 UTC). csv has the
+    view's columns alone, as the dashboard's Export page writes them. The file is written whole or not at all;
+    a read-only study exports too."""
+    from mcqaudit.app.rows import export_format, export_rows
+
+    try:
+        fmt = export_format(out, fmt)
+    except ValueError as exc:
+        raise _fail(f"error: --format: {exc}", 2) from None
+    if not db.exists():
+        raise _fail(f"error: {db}: no such study file")
+    study = _open_study(db)
+    with (
+        _exits(failed="export", stopped=f"nothing was written to {out}"),
+        Progress(
+            TextColumn(f"export {fmt}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("rows"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            transient=True,
+            disable=not err.is_terminal,  # a log gets the one line below, not a bar's last frame
+        ) as prog,
+    ):
+        task = prog.add_task("export", total=None)
+        res = export_rows(study, out, fmt, lambda done, total: prog.update(task, completed=done, total=total))
+    err.print(
+        f"wrote {out} ({fmt}; {res.rows:,} row{'s' if res.rows != 1 else ''}, {_size(res.bytes)})",
+        markup=False,
+        highlight=False,
+    )
+
+
+def _size(n: int) -> str:
+    """A file size in bytes, KiB, MiB or GiB."""
+    if n < 1024:
+        return f"{n} B"
+    size = float(n)
+    for unit in ("KiB", "MiB", "GiB"):
+        size /= 1024
+        if size < 1024 or unit == "GiB":
+            break
+    return f"{size:.1f} {unit}"
+
+
 # --------------------------------------------------------------------------------------------- reviews
 reviews_app = typer.Typer(
     help="Reviews from the command line: draw and manage spot-check queues, export the review log, import a "
@@ -1655,10 +1742,19 @@ def reviews_import(
 DASHBOARD_QUEUE_URL = "http://127.0.0.1:{port}/review?queue={queue_id}"
 
 
-def _open_queue_line(what: str, db: Path, port: int, queue_id: object) -> str:
+def _queue_url(port: int, queue_id: object, strategy: str | None = None) -> str:
+    """A queue's link; a second review's opens in blind mode, so the first review stays hidden until the
+    second reviewer has decided."""
+    from mcqaudit.app.reviews import SECOND_REVIEW
+
+    url = DASHBOARD_QUEUE_URL.format(port=port, queue_id=queue_id)
+    return url + "&blind=1" if strategy == SECOND_REVIEW else url
+
+
+def _open_queue_line(what: str, db: Path, port: int, queue_id: object, strategy: str | None = None) -> str:
     """How to open a queue: the dashboard command and the link, on the same port."""
     flag = "" if port == DASHBOARD_PORT else f" --port {port}"
-    return f"{what}: mcqaudit dashboard {db}{flag}  then  {DASHBOARD_QUEUE_URL.format(port=port, queue_id=queue_id)}"
+    return f"{what}: mcqaudit dashboard {db}{flag}  then  {_queue_url(port, queue_id, strategy)}"
 
 
 def _queue_size(size: int, per_arm: bool) -> str:
@@ -1687,7 +1783,10 @@ def reviews_queue(
         typer.Option(
             help="uniform: every row equally likely (the sample that unbiased judge-agreement figures need). "
             "stratified: a third each from rows where a parser disagrees with the verdict, OTHER or ungraded "
-            "rows, and the rest (for hunting artifacts)."
+            "rows, and the rest (for hunting artifacts). judges_disagree: rows on which the primary judge and "
+            "a panel judge (`grade --panel`) give different verdicts. second_review: rows one person alone has "
+            "reviewed (see --of-reviewer, --of-queue), for a second reviewer, blind to the first review; in "
+            "its queue a row counts as reviewed once two people have reviewed it."
         ),
     ] = "uniform",
     seed: Annotated[
@@ -1707,6 +1806,23 @@ def reviews_queue(
         str | None,
         typer.Option("--reviewer", help="Who drew the queue (stored with it).", show_default=False),
     ] = None,
+    of_reviewer: Annotated[
+        str | None,
+        typer.Option(
+            "--of-reviewer",
+            help="With --strategy second_review: draw from the rows this person alone has reviewed (default: "
+            "rows any one person alone has reviewed).",
+            show_default=False,
+        ),
+    ] = None,
+    of_queue: Annotated[
+        int | None,
+        typer.Option(
+            "--of-queue",
+            help="With --strategy second_review: draw only from this queue's rows (see `reviews queues`).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Annotated[
         bool,
         typer.Option(
@@ -1721,11 +1837,19 @@ def reviews_queue(
     http://127.0.0.1:PORT/review?queue=ID (start it with `mcqaudit dashboard STUDY --port PORT`; the link uses
     --port, else MCQAUDIT_DASHBOARD_PORT, else 8501, as the dashboard does). A uniform queue is the sample that
     judge-vs-human agreement (report: judge_agreement) is computed on.
+
+    A second review: `--strategy second_review --of-reviewer ann` draws rows that ann alone has reviewed
+    (`--of-queue ID`: only rows of that queue); its link opens in blind mode (blind=1), so the second reviewer
+    sees neither the judge nor ann's review until they have decided. Rows where two reviewers' verdicts
+    differ are the Review page's "reviewers disagree" filter, for a third person to settle.
     """
-    from mcqaudit.app.reviews import STRATEGIES, create_spot_check, queue_row_ids
+    from mcqaudit.app.reviews import SECOND_REVIEW, STRATEGIES, create_spot_check, queue_row_ids
 
     if strategy not in STRATEGIES:
         raise _fail(f"error: --strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}", 2)
+    if strategy != SECOND_REVIEW and (of_reviewer is not None or of_queue is not None):
+        flag = "--of-reviewer" if of_reviewer is not None else "--of-queue"
+        raise _fail(f"error: {flag} goes with --strategy {SECOND_REVIEW}", 2)
     if size < 1:
         raise _fail("error: --size must be at least 1", 2)
     if not db.exists():
@@ -1741,6 +1865,8 @@ def reviews_queue(
             arms=arm or None,
             name=name,
             created_by=(reviewer or "").strip() or None,
+            of_reviewer=of_reviewer,
+            of_queue=of_queue,
         )
         rows = queue_row_ids(study, sc.queue_id)
     if as_json:
@@ -1766,7 +1892,14 @@ def reviews_queue(
         ]
     )
     console.print(_table("rows per arm" + (" and stratum" if strata != ["all"] else ""), table))
-    console.print(_open_queue_line("open it", db, port, sc.queue_id), markup=False, highlight=False)
+    if sc.strategy == SECOND_REVIEW:
+        console.print(
+            "a second review: a row counts as reviewed once two people have reviewed it; the link opens in blind "
+            "mode, so the first review stays hidden until the second reviewer has decided",
+            markup=False,
+            highlight=False,
+        )
+    console.print(_open_queue_line("open it", db, port, sc.queue_id, sc.strategy), markup=False, highlight=False)
 
 
 @reviews_app.command("queues")
@@ -1777,8 +1910,9 @@ def reviews_queues(
     ] = False,
     port: DashboardPortOption = DASHBOARD_PORT,
 ) -> None:
-    """List the spot-check queues (deleted ones left out) with their progress: rows reviewed, per arm, and
-    each one's link on the dashboard's port (--port, else MCQAUDIT_DASHBOARD_PORT, else 8501)."""
+    """List the spot-check queues (deleted ones left out) with their progress: rows reviewed (in a
+    second_review queue: rows two people have reviewed), per arm, and each one's link on the dashboard's port
+    (--port, else MCQAUDIT_DASHBOARD_PORT, else 8501; a second review's opens in blind mode)."""
     from mcqaudit.app.reviews import spot_check_progress, spot_checks
 
     if not db.exists():
@@ -1806,7 +1940,7 @@ def reviews_queues(
             "rows": int(q.rows),
             "reviewed": int(q.reviewed),
             "by_arm": by_queue.get(int(q.queue_id), {}),
-            "url": DASHBOARD_QUEUE_URL.format(port=port, queue_id=int(q.queue_id)),
+            "url": _queue_url(port, int(q.queue_id), str(q.strategy)),
         }
         for q in queues.itertuples(index=False)
     ]

@@ -180,6 +180,38 @@ def _artifact_flags(res: Results, verdicts: str) -> list[Flag]:
     return out
 
 
+def _judge_sensitive_flags(res: Results) -> list[Flag]:
+    """``judge_sensitive`` per treated arm and panel judge whose Δ tells another story than the primary's
+    (:func:`mcqaudit.metrics.panel.sensitive`: the sign, both CIs excluding 0, or beyond the primary's CI)."""
+    jp = res.get("judge_panel")
+    out: list[Flag] = []
+    if not jp:
+        return out
+    from mcqaudit.metrics.panel import judge_label, primary_label, sensitive  # numpy: the report's path only
+
+    ctrl = res["control_arm"]
+    for fp, by_arm in jp["delta_by_judge"].items():
+        for arm, d in by_arm.items():
+            dp = res["delta_accuracy"].get(arm)
+            if d is None or dp is None or not sensitive(dp["overall"], d["overall"]):
+                continue
+            out.append(
+                _flag(
+                    "judge_sensitive",
+                    arm,
+                    f"under judge {judge_label(jp, fp)} Δaccuracy {arm} vs {ctrl} is "
+                    f"{fmt_metric(d['overall'], pct=True, sign=True)} ({d['items']} items, {d['rows']} rows); "
+                    f"under the primary judge {primary_label(jp)} "
+                    f"{fmt_metric(dp['overall'], pct=True, sign=True)} ({dp['items']} items, {dp['rows']} rows): "
+                    "the finding depends on the judge chosen",
+                    min(d["items"], dp["items"]),
+                    d["rows"],
+                    judge=fp,
+                )
+            )
+    return out
+
+
 def _other_rate_flag(arm: str, d: ArmDelta, res: Results) -> Flag | None:
     o = d["other_rate"]
     if o is None or o["ci_low"] is None or not o["ci_low"] > 0:
@@ -394,6 +426,7 @@ def diagnose(info: StudyInfo, res: Results, parsers: Sequence[Tally], verdicts: 
     design = res["design"]
     n_rows = sum(info.rows_by_arm.values())
     flags = _artifact_flags(res, verdicts)
+    flags += _judge_sensitive_flags(res)
     if not design["one_orientation"]:
         flags += _orientation_flags(res)
     for arm, d in res["delta_accuracy"].items():

@@ -278,26 +278,30 @@ def cached_replies(study: Study, fingerprint: str, hashes: Iterable[str]) -> dic
 def register_config(study: Study, config: JudgeConfig) -> None:
     """Record the frozen configuration under its fingerprint (first use wins; the payload is immutable)."""
     with study.write() as con:
-        con.execute(
-            """
+        _register_config(con, config)
+
+
+def _register_config(con: duckdb.DuckDBPyConnection, config: JudgeConfig) -> None:
+    con.execute(
+        """
             INSERT INTO judge_configs
                 (fingerprint, model, shape, temperature, max_tokens, seed, template_version, config,
                  standin, first_used)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, false, ?)
             ON CONFLICT (fingerprint) DO NOTHING
             """,
-            [
-                config.fingerprint,
-                config.model,
-                config.shape,
-                config.temperature,
-                config.max_tokens,
-                config.seed,
-                config.fingerprint_payload()["template_version"],
-                json.dumps(config.fingerprint_payload(), sort_keys=True, ensure_ascii=False),
-                utcnow(),
-            ],
-        )
+        [
+            config.fingerprint,
+            config.model,
+            config.shape,
+            config.temperature,
+            config.max_tokens,
+            config.seed,
+            config.fingerprint_payload()["template_version"],
+            json.dumps(config.fingerprint_payload(), sort_keys=True, ensure_ascii=False),
+            utcnow(),
+        ],
+    )
 
 
 def _mark_standin(con: duckdb.DuckDBPyConnection, fingerprint: str) -> None:
@@ -320,53 +324,100 @@ def write_judged(
     ``error`` verdict is replaced by whatever the later attempt got. ``also`` runs in the same transaction
     (batch mode marks a submission collected with the results it brought).
     """
+    with study.write() as con:
+        _write_judged(con, replies, verdicts)
+        if standin_fingerprint is not None:
+            _mark_standin(con, standin_fingerprint)
+        if also is not None:
+            also(con)
+
+
+def _write_judged(
+    con: duckdb.DuckDBPyConnection, replies: Sequence[ReplyRecord], verdicts: Sequence[VerdictRecord]
+) -> None:
     # One statement cannot update the same key twice: keep one record per key, preferring ok.
     by_key: dict[tuple[str, str], VerdictRecord] = {}
     for v in verdicts:
         key = (v.row_id, v.fingerprint)
         if key not in by_key or v.status == OK:
             by_key[key] = v
-    with study.write() as con:
-        if replies:
-            con.register("mcq_batch_replies", _table(replies, "reply"))
-            con.execute(
-                """
-                INSERT INTO judge_replies
-                    (fingerprint, prompt_hash, status, reply, value, rationale, error, base_url,
-                     tokens_in, tokens_out, received_at)
-                SELECT fingerprint, prompt_hash, status, reply, value, rationale, error, base_url,
-                       tokens_in, tokens_out, received_at
-                FROM mcq_batch_replies
-                """
-            )
-            con.unregister("mcq_batch_replies")
-        if by_key:
-            con.register("mcq_batch_verdicts", _table(list(by_key.values()), "verdict"))
-            written = con.execute(
-                """
-                INSERT INTO judge_verdicts
-                    (row_id, fingerprint, status, letter, verdict, reply, rationale, error, prompt_hash,
-                     base_url, attempts, judged_at)
-                SELECT row_id, fingerprint, status, letter, verdict, reply, rationale, error, prompt_hash,
-                       base_url, attempts, judged_at
-                FROM mcq_batch_verdicts
-                ON CONFLICT (row_id, fingerprint) DO UPDATE SET
-                    status = excluded.status, letter = excluded.letter, verdict = excluded.verdict,
-                    reply = excluded.reply, rationale = excluded.rationale, error = excluded.error,
-                    prompt_hash = excluded.prompt_hash, base_url = excluded.base_url,
-                    attempts = excluded.attempts, judged_at = excluded.judged_at
-                WHERE judge_verdicts.status <> 'ok'
-                RETURNING row_id, fingerprint, judged_at
-                """
-            ).fetchall()
-            con.unregister("mcq_batch_verdicts")
-            panel = {r[0] for r in con.execute("SELECT fingerprint FROM panel_judges").fetchall()}
-            # a panel judge's verdicts are stored beside the final ones, never in them
-            _advance_current(con, [(by_key[(r, fp)], at) for r, fp, at in written if fp not in panel])
-        if standin_fingerprint is not None:
-            _mark_standin(con, standin_fingerprint)
-        if also is not None:
-            also(con)
+    if replies:
+        con.register("mcq_batch_replies", _table(replies, "reply"))
+        con.execute(
+            """
+            INSERT INTO judge_replies
+                (fingerprint, prompt_hash, status, reply, value, rationale, error, base_url,
+                 tokens_in, tokens_out, received_at)
+            SELECT fingerprint, prompt_hash, status, reply, value, rationale, error, base_url,
+                   tokens_in, tokens_out, received_at
+            FROM mcq_batch_replies
+            """
+        )
+        con.unregister("mcq_batch_replies")
+    if by_key:
+        con.register("mcq_batch_verdicts", _table(list(by_key.values()), "verdict"))
+        written = con.execute(
+            """
+            INSERT INTO judge_verdicts
+                (row_id, fingerprint, status, letter, verdict, reply, rationale, error, prompt_hash,
+                 base_url, attempts, judged_at)
+            SELECT row_id, fingerprint, status, letter, verdict, reply, rationale, error, prompt_hash,
+                   base_url, attempts, judged_at
+            FROM mcq_batch_verdicts
+            ON CONFLICT (row_id, fingerprint) DO UPDATE SET
+                status = excluded.status, letter = excluded.letter, verdict = excluded.verdict,
+                reply = excluded.reply, rationale = excluded.rationale, error = excluded.error,
+                prompt_hash = excluded.prompt_hash, base_url = excluded.base_url,
+                attempts = excluded.attempts, judged_at = excluded.judged_at
+            WHERE judge_verdicts.status <> 'ok'
+            RETURNING row_id, fingerprint, judged_at
+            """
+        ).fetchall()
+        con.unregister("mcq_batch_verdicts")
+        panel = {r[0] for r in con.execute("SELECT fingerprint FROM panel_judges").fetchall()}
+        # a panel judge's verdicts are stored beside the final ones, never in them
+        _advance_current(con, [(by_key[(r, fp)], at) for r, fp, at in written if fp not in panel])
+
+
+# --- verdicts that come with the input (mcqaudit.inspect's scorer, docs/design.md §10) -----------------
+
+
+@dataclass(frozen=True)
+class LoadedRow:
+    """A row one load wrote, with what its judge prompt is rendered from (docs/design.md §5)."""
+
+    row_id: str
+    line: int  # the row's line (a framework log's record number) in its file
+    question: str
+    options: tuple[str, ...]
+    gold_letter: str
+    answer: str
+    needs_judge: bool  # neither the pre-filter nor the rule resolved it
+
+
+def loaded_rows(con: duckdb.DuckDBPyConnection, ingest_id: int) -> dict[int, LoadedRow]:
+    """The rows load ``ingest_id`` wrote, by line (inside the load's transaction)."""
+    got = con.execute(
+        """SELECT row_id, source_line, question, options, gold_letter, coalesce(answer, generation),
+                  needs_judge(strict_letter, is_blank)
+           FROM gen_rows WHERE ingest_id = ? AND source_line IS NOT NULL""",
+        [ingest_id],
+    ).fetchall()
+    return {int(r[1]): LoadedRow(r[0], int(r[1]), r[2], tuple(r[3]), r[4], r[5], bool(r[6])) for r in got}
+
+
+def write_imported(
+    con: duckdb.DuckDBPyConnection,
+    configs: Sequence[JudgeConfig],
+    replies: Sequence[ReplyRecord],
+    verdicts: Sequence[VerdictRecord],
+) -> None:
+    """Judge verdicts that came with the input, in the load's own transaction: each configuration registered
+    under its fingerprint, the raw replies appended, the verdicts upserted as :func:`write_judged` does (an
+    ok verdict is never replaced)."""
+    for config in configs:
+        _register_config(con, config)
+    _write_judged(con, replies, verdicts)
 
 
 # Above this many rows a batch re-derives current_judge with one scan of judge_verdicts; below it, by index

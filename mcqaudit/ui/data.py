@@ -193,6 +193,11 @@ def review_counts(path: str, version: Version) -> dict[str, int]:
     return rv.review_counts(get_study(path))
 
 
+@st.cache_data(show_spinner=False, max_entries=8)
+def first_reviewers(path: str, version: Version) -> dict[str, int]:
+    return rv.first_reviewers(get_study(path))
+
+
 def filter_json(f: RowFilter) -> str:
     return json.dumps(f.as_dict(), sort_keys=True)
 
@@ -229,6 +234,7 @@ _AFTER_REVIEW: tuple[Callable[..., Any], ...] = (
     queues,
     queue_progress,
     review_counts,
+    first_reviewers,
 )
 STALE_AFTER: dict[str, tuple[Callable[..., Any], ...]] = {
     "review": _AFTER_REVIEW,
