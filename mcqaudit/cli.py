@@ -1316,8 +1316,11 @@ def _info_batches(facts: InfoFacts) -> None:
 _INFO_SECTIONS.append(_info_batches)
 
 
-def _info_journal(facts: InfoFacts) -> None:
-    study = facts.study
+def _info_journal(facts: InfoFacts | Study) -> None:
+    """What the journal beside the study holds and what opening it replayed (given a study: its own)."""
+    from mcqaudit.app.info import InfoFacts
+
+    study = facts.study if isinstance(facts, InfoFacts) else facts
     if study is None:  # read from info's cache: taken only when the study has no journal beside it
         return
     from mcqaudit.app.study import JUDGED, journal_pending
