@@ -13,13 +13,14 @@ INCORRECT) and disagree as letters: this is why the two families differ.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
 from mcqaudit.metrics.bootstrap import clustered_rate, safe_div
-from mcqaudit.metrics.cells import Cells, Rows, cluster_sums, segment_cluster_sums
+from mcqaudit.metrics.cells import Cells, Rows, cluster_sums
 from mcqaudit.metrics.inputs import StudyFrames, column
 from mcqaudit.metrics.results import (
     Confusion,
@@ -56,24 +57,50 @@ class RateSums:
 def rate_sums(d: np.ndarray, cell: np.ndarray, uniform: np.ndarray, R: Rows, C: Cells) -> RateSums:
     """The cluster sums of ``k`` rates over some rows: ``d`` (k, rows) their 0/1 numerators, ``cell`` each
     row's cell, ``uniform`` whether it is in the uniform spot check."""
+    return _rate_sums([np.asarray(x, dtype=bool) for x in d], cell, uniform, R, C)
+
+
+def _rate_sums(d: Sequence[np.ndarray], cell: np.ndarray, uniform: np.ndarray, R: Rows, C: Cells) -> RateSums:
+    """:func:`rate_sums` of the 0/1 numerators ``d`` (one boolean row mask per rate).
+
+    Every sum here is of counts, exact in any order, so each is taken where it is cheapest: what depends on
+    the rows alone (k, Σn, Σn²) once, and each rate's numerator only over the cells where it is not 0 (a
+    parser misreads a few rows in ten)."""
     n_arms, n_or, n_items, nc = R.n_arms, R.n_or, R.n_items, C.n
-    k = d.shape[0]
-    n_cell = np.bincount(cell, minlength=nc).astype(np.float64)
+    k, n_groups = len(d), n_arms * n_or
+    n_cell = np.bincount(cell, minlength=nc)
     n_ai = np.bincount(C.arm_item, weights=n_cell, minlength=n_arms * n_items).reshape(n_arms, n_items)
-    by_cell = np.zeros((n_arms * n_or, k, 6))
+    n_pool = n_ai.sum(axis=0)
+    by_cell = np.zeros((n_groups, k, 6))
     by_arm = np.zeros((n_arms, k, 6))
     pooled = np.zeros((k, 6))
-    spot = np.zeros((k, 6)) if uniform.any() else None
-    ii_u = C.ii[cell[uniform]]
-    n_u = np.bincount(ii_u, minlength=n_items).astype(np.float64)
-    for j in range(k):
-        d_cell = np.bincount(cell, weights=d[j], minlength=nc)
-        by_cell[:, j] = segment_cluster_sums(C.group_starts, C.groups, n_cell, d_cell, n_arms * n_or)
-        d_ai = np.bincount(C.arm_item, weights=d_cell, minlength=n_arms * n_items).reshape(n_arms, n_items)
-        by_arm[:, j] = cluster_sums(n_ai, d_ai)
-        pooled[j] = cluster_sums(n_ai.sum(axis=0), d_ai.sum(axis=0))
-        if spot is not None:
+    if C.group_starts.size:
+        for col, w in ((0, n_cell > 0), (1, n_cell), (5, n_cell * n_cell)):
+            by_cell[C.groups, :, col] = np.add.reduceat(w.astype(np.int64), C.group_starts)[:, None]
+    by_arm[:, :, [0, 1, 5]] = np.stack(
+        [(n_ai > 0).sum(axis=-1), n_ai.sum(axis=-1), (n_ai * n_ai).sum(axis=-1)], -1
+    )[:, None]
+    pooled[:, [0, 1, 5]] = [(n_pool > 0).sum(), n_pool.sum(), (n_pool * n_pool).sum()]
+    spot = None
+    if uniform.any():
+        ii_u = C.ii[cell[uniform]]
+        n_u = np.bincount(ii_u, minlength=n_items).astype(np.float64)
+        spot = np.zeros((k, 6))
+        for j in range(k):
             spot[j] = cluster_sums(n_u, np.bincount(ii_u, weights=d[j][uniform], minlength=n_items))
+    for j in range(k):
+        at, dn = np.unique(cell[d[j]], return_counts=True)  # the cells with a numerator, and its count
+        if not at.size:
+            continue
+        ng = n_cell[at]
+        for col, w in ((2, dn), (3, dn * dn), (4, dn * ng)):
+            by_cell[:, j, col] = np.bincount(C.group[at], weights=w, minlength=n_groups)
+        d_ai = np.bincount(C.arm_item[at], weights=dn, minlength=n_arms * n_items).reshape(n_arms, n_items)
+        by_arm[:, j, 2:5] = np.stack(
+            [d_ai.sum(axis=-1), (d_ai * d_ai).sum(axis=-1), (d_ai * n_ai).sum(axis=-1)], -1
+        )
+        d_pool = d_ai.sum(axis=0)
+        pooled[j, 2:5] = [d_pool.sum(), (d_pool * d_pool).sum(), (d_pool * n_pool).sum()]
     return RateSums(by_cell.reshape(n_arms, n_or, k, 6), by_arm, pooled, spot)
 
 
@@ -107,36 +134,45 @@ def _letter_tally(
     known = other | (pick >= 0)
     if not known.any():
         return None
-    ref = np.where(other, -1, pick)[known]
-    pos, cell, uniform = pos[known], cell[known], uniform[known]
+    if not known.all():
+        pos, cell, uniform, other, pick = pos[known], cell[known], uniform[known], other[known], pick[known]
+    ref = np.where(other, -1, pick)
     has_ref, has_pos = ref >= 0, pos >= 0
     wrong = has_ref & has_pos & (pos != ref)
     fabricated = has_pos & ~has_ref
     missed = has_ref & ~has_pos
-    d = np.stack([wrong | fabricated | missed, wrong, fabricated, missed]).astype(np.float64)
     side = int(R.n_opt.max()) + 1
     key = (C.group[cell] * side + (ref + 1)) * side + (pos + 1)
     conf = np.bincount(key, minlength=R.n_arms * R.n_or * side * side)
     return LetterTally(
-        rates=rate_sums(d, cell, uniform, R, C),
+        rates=_rate_sums([wrong | fabricated | missed, wrong, fabricated, missed], cell, uniform, R, C),
         confusion=conf.reshape(R.n_arms, R.n_or, side, side),
     )
 
 
-def _tally(
-    name: str, idx: np.ndarray | None, pos: np.ndarray, R: Rows, C: Cells, letter_only: bool
-) -> ParserTally | None:
-    """``idx``: rows the parser read (indices into R; None = every row), ``pos``: its letter for each
-    (-1: none)."""
-    n_arms, n_or, n_items, nc = R.n_arms, R.n_or, R.n_items, C.n
-    cols: tuple[np.ndarray, ...] = (R.verdict, R.gold, R.n_opt, C.of_row, R.uniform, R.pick)
-    if idx is not None:
-        cols = tuple(c[idx] for c in cols)
-    keep = cols[0] != VerdictCode.NONE
+_Graded = tuple[np.ndarray, ...]  # verdict, gold, n_opt, cell, uniform, pick of some graded rows
+
+
+def _graded(R: Rows, C: Cells, idx: np.ndarray | None) -> tuple[_Graded, np.ndarray | None]:
+    """The graded rows among ``idx`` (None: every row): their columns, and where they are among ``idx``
+    (None: all of them)."""
+    graded = R.verdict != VerdictCode.NONE
+    keep = graded if idx is None else graded[idx]
+    at: np.ndarray | None = None
     if not keep.all():
-        cols = tuple(c[keep] for c in cols)
-        pos = pos[keep]
-    ref, gold, n_opt, cell, uniform, pick = cols
+        at = np.flatnonzero(keep)
+    rows = (idx if at is None else idx[at]) if idx is not None else at
+    cols = (R.verdict, R.gold, R.n_opt, C.of_row, R.uniform, R.pick)
+    return (cols if rows is None else tuple(c[rows] for c in cols)), at
+
+
+def _tally(
+    name: str, graded: _Graded, pos: np.ndarray, R: Rows, C: Cells, letter_only: bool
+) -> ParserTally | None:
+    """``graded``: the columns of the graded rows the parser read (:func:`_graded`), ``pos``: its letter for
+    each (-1: none)."""
+    n_arms, n_or, n_items, nc = R.n_arms, R.n_or, R.n_items, C.n
+    ref, gold, n_opt, cell, uniform, pick = graded
     if ref.size == 0:
         return None
     bad = pos >= n_opt  # a letter beyond the displayed options is no letter
@@ -164,7 +200,7 @@ def _tally(
     return ParserTally(
         name=name,
         confusion=conf.reshape(n_arms, n_or, nv, nv),
-        disagreement=rate_sums((pv != ref).astype(np.float64)[None], cell, uniform, R, C),
+        disagreement=_rate_sums([pv != ref], cell, uniform, R, C),
         letters=_letter_tally(ref, pick, pos, cell, uniform, R, C),
         acc=acc,
     )
@@ -175,16 +211,19 @@ def parser_tallies(frames: StudyFrames, R: Rows, C: Cells) -> list[ParserTally]:
     out: list[ParserTally] = []
     r = frames.rows
     fw = frames.framework
+    every: tuple[_Graded, np.ndarray | None] | None = None  # the graded rows, shared by the row parsers
     for name in frames.info.parsers:
         if name in ROW_PARSERS:
+            every = every or _graded(R, C, None)
             pos = column(r, f"{name}_pos").astype(np.int64)
-            agg = _tally(name, None, pos, R, C, name == "strict")
+            agg = _tally(name, every[0], pos if every[1] is None else pos[every[1]], R, C, name == "strict")
         else:
             if fw is None or not len(fw) or name not in frames.info.frameworks:
                 continue
             sel = column(fw, "parser") == frames.info.frameworks.index(name)
-            idx = column(fw, "row")[sel].astype(np.int64)
-            agg = _tally(name, idx, column(fw, "pos")[sel].astype(np.int64), R, C, False)
+            graded, at = _graded(R, C, column(fw, "row")[sel].astype(np.int64))
+            pos = column(fw, "pos")[sel].astype(np.int64)
+            agg = _tally(name, graded, pos if at is None else pos[at], R, C, False)
         if agg is not None:
             out.append(agg)
     return out
