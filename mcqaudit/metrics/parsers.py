@@ -57,37 +57,79 @@ class RateSums:
 def rate_sums(d: np.ndarray, cell: np.ndarray, uniform: np.ndarray, R: Rows, C: Cells) -> RateSums:
     """The cluster sums of ``k`` rates over some rows: ``d`` (k, rows) their 0/1 numerators, ``cell`` each
     row's cell, ``uniform`` whether it is in the uniform spot check."""
-    return _rate_sums([np.asarray(x, dtype=bool) for x in d], cell, uniform, R, C)
+    return _rate_sums([np.asarray(x, dtype=bool) for x in d], _rows_base(cell, uniform, R, C), R, C)
 
 
-def _rate_sums(d: Sequence[np.ndarray], cell: np.ndarray, uniform: np.ndarray, R: Rows, C: Cells) -> RateSums:
-    """:func:`rate_sums` of the 0/1 numerators ``d`` (one boolean row mask per rate).
+@dataclass
+class _RowsBase:
+    """What the rate sums over some rows read of the rows alone (no numerator), computed once for every rate
+    over them: each row's cell and spot-check membership, rows per cell and per (arm, item), and the cluster
+    sums' row-only columns (k, Σn, Σn²) per (arm, orientation), per arm and pooled."""
+
+    cell: np.ndarray
+    uniform: np.ndarray
+    n_cell: np.ndarray
+    n_ai: np.ndarray
+    n_pool: np.ndarray
+    by_cell: np.ndarray  # (n_arms * n_or, 3)
+    by_arm: np.ndarray  # (n_arms, 3)
+    pooled: np.ndarray  # (3,)
+    ii_u: np.ndarray | None  # the items of the rows in the uniform spot check (None: no such row)
+    n_u: np.ndarray | None
+
+
+def _rows_base(
+    cell: np.ndarray, uniform: np.ndarray, R: Rows, C: Cells, n_cell: np.ndarray | None = None
+) -> _RowsBase:
+    if n_cell is None:
+        n_cell = np.bincount(cell, minlength=C.n)
+    n_ai = np.bincount(C.arm_item, weights=n_cell, minlength=R.n_arms * R.n_items).reshape(
+        R.n_arms, R.n_items
+    )
+    n_pool = n_ai.sum(axis=0)
+    by_cell = np.zeros((R.n_arms * R.n_or, 3))
+    if C.group_starts.size:
+        for col, w in enumerate((n_cell > 0, n_cell, n_cell * n_cell)):
+            by_cell[C.groups, col] = np.add.reduceat(w.astype(np.int64), C.group_starts)
+    ii_u = n_u = None
+    if uniform.any():
+        ii_u = C.ii[cell[uniform]]
+        n_u = np.bincount(ii_u, minlength=R.n_items).astype(np.float64)
+    return _RowsBase(
+        cell=cell,
+        uniform=uniform,
+        n_cell=n_cell,
+        n_ai=n_ai,
+        n_pool=n_pool,
+        by_cell=by_cell,
+        by_arm=np.stack([(n_ai > 0).sum(axis=-1), n_ai.sum(axis=-1), (n_ai * n_ai).sum(axis=-1)], -1),
+        pooled=np.array([(n_pool > 0).sum(), n_pool.sum(), (n_pool * n_pool).sum()], dtype=np.float64),
+        ii_u=ii_u,
+        n_u=n_u,
+    )
+
+
+def _rate_sums(d: Sequence[np.ndarray], base: _RowsBase, R: Rows, C: Cells) -> RateSums:
+    """:func:`rate_sums` of the 0/1 numerators ``d`` (one boolean row mask per rate) over the rows of ``base``.
 
     Every sum here is of counts, exact in any order, so each is taken where it is cheapest: what depends on
-    the rows alone (k, Σn, Σn²) once, and each rate's numerator only over the cells where it is not 0 (a
-    parser misreads a few rows in ten)."""
-    n_arms, n_or, n_items, nc = R.n_arms, R.n_or, R.n_items, C.n
+    the rows alone once (:class:`_RowsBase`), and each rate's numerator only over the cells where it is not
+    0 (a parser misreads a few rows in ten)."""
+    n_arms, n_or, n_items = R.n_arms, R.n_or, R.n_items
     k, n_groups = len(d), n_arms * n_or
-    n_cell = np.bincount(cell, minlength=nc)
-    n_ai = np.bincount(C.arm_item, weights=n_cell, minlength=n_arms * n_items).reshape(n_arms, n_items)
-    n_pool = n_ai.sum(axis=0)
+    cell, n_cell, n_ai, n_pool = base.cell, base.n_cell, base.n_ai, base.n_pool
     by_cell = np.zeros((n_groups, k, 6))
     by_arm = np.zeros((n_arms, k, 6))
     pooled = np.zeros((k, 6))
-    if C.group_starts.size:
-        for col, w in ((0, n_cell > 0), (1, n_cell), (5, n_cell * n_cell)):
-            by_cell[C.groups, :, col] = np.add.reduceat(w.astype(np.int64), C.group_starts)[:, None]
-    by_arm[:, :, [0, 1, 5]] = np.stack(
-        [(n_ai > 0).sum(axis=-1), n_ai.sum(axis=-1), (n_ai * n_ai).sum(axis=-1)], -1
-    )[:, None]
-    pooled[:, [0, 1, 5]] = [(n_pool > 0).sum(), n_pool.sum(), (n_pool * n_pool).sum()]
+    by_cell[:, :, [0, 1, 5]] = base.by_cell[:, None]
+    by_arm[:, :, [0, 1, 5]] = base.by_arm[:, None]
+    pooled[:, [0, 1, 5]] = base.pooled
     spot = None
-    if uniform.any():
-        ii_u = C.ii[cell[uniform]]
-        n_u = np.bincount(ii_u, minlength=n_items).astype(np.float64)
+    if base.ii_u is not None and base.n_u is not None:
         spot = np.zeros((k, 6))
         for j in range(k):
-            spot[j] = cluster_sums(n_u, np.bincount(ii_u, weights=d[j][uniform], minlength=n_items))
+            w = d[j][base.uniform]
+            spot[j] = cluster_sums(base.n_u, np.bincount(base.ii_u, weights=w, minlength=n_items))
     for j in range(k):
         at, dn = np.unique(cell[d[j]], return_counts=True)  # the cells with a numerator, and its count
         if not at.size:
@@ -126,16 +168,18 @@ class ParserTally:
 
 
 def _letter_tally(
-    verdict: np.ndarray, pick: np.ndarray, pos: np.ndarray, cell: np.ndarray, uniform: np.ndarray,
-    R: Rows, C: Cells,
-) -> LetterTally | None:  # fmt: skip
-    """Letters (``pos``, -1 none) against the reference letters of graded rows (``verdict`` not NONE)."""
+    verdict: np.ndarray, pick: np.ndarray, pos: np.ndarray, base: _RowsBase, R: Rows, C: Cells
+) -> LetterTally | None:
+    """Letters (``pos``, -1 none) against the reference letters of graded rows (``verdict`` not NONE) whose
+    cells and spot-check membership ``base`` holds."""
     other = verdict == VerdictCode.OTHER
     known = other | (pick >= 0)
     if not known.any():
         return None
+    cell = base.cell
     if not known.all():
-        pos, cell, uniform, other, pick = pos[known], cell[known], uniform[known], other[known], pick[known]
+        pos, cell, other, pick = pos[known], cell[known], other[known], pick[known]
+        base = _rows_base(cell, base.uniform[known], R, C)
     ref = np.where(other, -1, pick)
     has_ref, has_pos = ref >= 0, pos >= 0
     wrong = has_ref & has_pos & (pos != ref)
@@ -145,7 +189,7 @@ def _letter_tally(
     key = (C.group[cell] * side + (ref + 1)) * side + (pos + 1)
     conf = np.bincount(key, minlength=R.n_arms * R.n_or * side * side)
     return LetterTally(
-        rates=_rate_sums([wrong | fabricated | missed, wrong, fabricated, missed], cell, uniform, R, C),
+        rates=_rate_sums([wrong | fabricated | missed, wrong, fabricated, missed], base, R, C),
         confusion=conf.reshape(R.n_arms, R.n_or, side, side),
     )
 
@@ -186,22 +230,25 @@ def _tally(
     n_cell_all = np.bincount(cell, minlength=nc)
     cell_acc = safe_div(np.bincount(cell, weights=(pv == VerdictCode.CORRECT), minlength=nc), n_cell_all)
     has = n_cell_all > 0
-    arm_item = C.arm_item
+    arm_item = C.arm_item[has]
     acc = safe_div(
-        np.bincount(arm_item[has], weights=cell_acc[has], minlength=n_arms * n_items),
-        np.bincount(arm_item[has], minlength=n_arms * n_items),
+        np.bincount(arm_item, weights=cell_acc[has], minlength=n_arms * n_items),
+        np.bincount(arm_item, minlength=n_arms * n_items),
     ).reshape(n_arms, n_items)
     # compared rows: the strict pre-filter only where it gave a letter (a letter-less row was deferred)
+    n_cell: np.ndarray | None = n_cell_all
     if letter_only:
         cmp = pos >= 0
         ref, pv, cell, uniform, pick, pos = ref[cmp], pv[cmp], cell[cmp], uniform[cmp], pick[cmp], pos[cmp]
+        n_cell = None
+    base = _rows_base(cell, uniform, R, C, n_cell)
     nv = len(VERDICT_CODES)
     conf = np.bincount((C.group[cell] * nv + ref) * nv + pv, minlength=n_arms * n_or * nv * nv)
     return ParserTally(
         name=name,
         confusion=conf.reshape(n_arms, n_or, nv, nv),
-        disagreement=_rate_sums([pv != ref], cell, uniform, R, C),
-        letters=_letter_tally(ref, pick, pos, cell, uniform, R, C),
+        disagreement=_rate_sums([pv != ref], base, R, C),
+        letters=_letter_tally(ref, pick, pos, base, R, C),
         acc=acc,
     )
 
