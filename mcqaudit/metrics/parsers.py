@@ -168,7 +168,13 @@ class ParserTally:
 
 
 def _letter_tally(
-    verdict: np.ndarray, pick: np.ndarray, pos: np.ndarray, base: _RowsBase, R: Rows, C: Cells
+    verdict: np.ndarray,
+    pick: np.ndarray,
+    pos: np.ndarray,
+    base: _RowsBase,
+    group: np.ndarray,
+    R: Rows,
+    C: Cells,
 ) -> LetterTally | None:
     """Letters (``pos``, -1 none) against the reference letters of graded rows (``verdict`` not NONE) whose
     cells and spot-check membership ``base`` holds."""
@@ -178,7 +184,7 @@ def _letter_tally(
         return None
     cell = base.cell
     if not known.all():
-        pos, cell, other, pick = pos[known], cell[known], other[known], pick[known]
+        pos, cell, other, pick, group = pos[known], cell[known], other[known], pick[known], group[known]
         base = _rows_base(cell, base.uniform[known], R, C)
     ref = np.where(other, -1, pick)
     has_ref, has_pos = ref >= 0, pos >= 0
@@ -186,7 +192,7 @@ def _letter_tally(
     fabricated = has_pos & ~has_ref
     missed = has_ref & ~has_pos
     side = int(R.n_opt.max()) + 1
-    key = (C.group[cell] * side + (ref + 1)) * side + (pos + 1)
+    key = (group * side + (ref + 1)) * side + (pos + 1)
     conf = np.bincount(key, minlength=R.n_arms * R.n_or * side * side)
     return LetterTally(
         rates=_rate_sums([wrong | fabricated | missed, wrong, fabricated, missed], base, R, C),
@@ -194,12 +200,27 @@ def _letter_tally(
     )
 
 
-_Graded = tuple[np.ndarray, ...]  # verdict, gold, n_opt, cell, uniform, pick of some graded rows
+@dataclass
+class _Graded:
+    """Graded rows some parser read, and what its tally reads of them alone (shared by the parsers that read
+    the same rows: strict, naive and user read every row)."""
+
+    verdict: np.ndarray
+    gold: np.ndarray
+    n_opt: np.ndarray
+    cell: np.ndarray
+    uniform: np.ndarray
+    pick: np.ndarray
+    at: np.ndarray | None  # where they are among the rows asked for (None: all of them)
+    group: np.ndarray  # each row's (arm, orientation) group
+    n_cell: np.ndarray  # rows per cell
+    has: np.ndarray  # the cells with a row
+    arm_item: np.ndarray  # the (arm, item) of each such cell
+    cells_ai: np.ndarray  # cells with a row per (arm, item)
 
 
-def _graded(R: Rows, C: Cells, idx: np.ndarray | None) -> tuple[_Graded, np.ndarray | None]:
-    """The graded rows among ``idx`` (None: every row): their columns, and where they are among ``idx``
-    (None: all of them)."""
+def _graded(R: Rows, C: Cells, idx: np.ndarray | None) -> _Graded:
+    """The graded rows among ``idx`` (None: every row)."""
     graded = R.verdict != VerdictCode.NONE
     keep = graded if idx is None else graded[idx]
     at: np.ndarray | None = None
@@ -207,16 +228,30 @@ def _graded(R: Rows, C: Cells, idx: np.ndarray | None) -> tuple[_Graded, np.ndar
         at = np.flatnonzero(keep)
     rows = (idx if at is None else idx[at]) if idx is not None else at
     cols = (R.verdict, R.gold, R.n_opt, C.of_row, R.uniform, R.pick)
-    return (cols if rows is None else tuple(c[rows] for c in cols)), at
+    verdict, gold, n_opt, cell, uniform, pick = cols if rows is None else tuple(c[rows] for c in cols)
+    n_cell = np.bincount(cell, minlength=C.n)
+    has = n_cell > 0
+    arm_item = C.arm_item[has]
+    return _Graded(
+        verdict, gold, n_opt, cell, uniform, pick, at, C.group[cell], n_cell, has, arm_item,
+        np.bincount(arm_item, minlength=R.n_arms * R.n_items),
+    )  # fmt: skip
 
 
 def _tally(
-    name: str, graded: _Graded, pos: np.ndarray, R: Rows, C: Cells, letter_only: bool
+    name: str, g: _Graded, pos: np.ndarray, R: Rows, C: Cells, letter_only: bool
 ) -> ParserTally | None:
-    """``graded``: the columns of the graded rows the parser read (:func:`_graded`), ``pos``: its letter for
-    each (-1: none)."""
+    """``g``: the graded rows the parser read (:func:`_graded`), ``pos``: its letter for each (-1: none)."""
     n_arms, n_or, n_items, nc = R.n_arms, R.n_or, R.n_items, C.n
-    ref, gold, n_opt, cell, uniform, pick = graded
+    ref, gold, n_opt, cell, uniform, pick, group = (
+        g.verdict,
+        g.gold,
+        g.n_opt,
+        g.cell,
+        g.uniform,
+        g.pick,
+        g.group,
+    )
     if ref.size == 0:
         return None
     bad = pos >= n_opt  # a letter beyond the displayed options is no letter
@@ -225,30 +260,28 @@ def _tally(
     # the parser's verdicts (vocab.verdict_of over codes): no letter OTHER, the gold one CORRECT, else INCORRECT
     pv = np.full(ref.size, VerdictCode.INCORRECT, dtype=np.int64)
     pv[pos < 0] = VerdictCode.OTHER
-    pv[pos == gold] = VerdictCode.CORRECT
-    # item-weighted accuracy of the parser's verdicts: mean over cells of the CORRECT share
-    n_cell_all = np.bincount(cell, minlength=nc)
-    cell_acc = safe_div(np.bincount(cell, weights=(pv == VerdictCode.CORRECT), minlength=nc), n_cell_all)
-    has = n_cell_all > 0
-    arm_item = C.arm_item[has]
-    acc = safe_div(
-        np.bincount(arm_item, weights=cell_acc[has], minlength=n_arms * n_items),
-        np.bincount(arm_item, minlength=n_arms * n_items),
-    ).reshape(n_arms, n_items)
+    correct = pos == gold
+    pv[correct] = VerdictCode.CORRECT
+    # item-weighted accuracy of the parser's verdicts: mean over cells of the CORRECT share (the cells
+    # without a row have none)
+    cell_acc = np.bincount(cell, weights=correct, minlength=nc)[g.has] / g.n_cell[g.has]
+    acc = safe_div(np.bincount(g.arm_item, weights=cell_acc, minlength=n_arms * n_items), g.cells_ai).reshape(
+        n_arms, n_items
+    )
     # compared rows: the strict pre-filter only where it gave a letter (a letter-less row was deferred)
-    n_cell: np.ndarray | None = n_cell_all
+    n_cell: np.ndarray | None = g.n_cell
     if letter_only:
         cmp = pos >= 0
         ref, pv, cell, uniform, pick, pos = ref[cmp], pv[cmp], cell[cmp], uniform[cmp], pick[cmp], pos[cmp]
-        n_cell = None
+        group, n_cell = group[cmp], None
     base = _rows_base(cell, uniform, R, C, n_cell)
     nv = len(VERDICT_CODES)
-    conf = np.bincount((C.group[cell] * nv + ref) * nv + pv, minlength=n_arms * n_or * nv * nv)
+    conf = np.bincount((group * nv + ref) * nv + pv, minlength=n_arms * n_or * nv * nv)
     return ParserTally(
         name=name,
         confusion=conf.reshape(n_arms, n_or, nv, nv),
         disagreement=_rate_sums([pv != ref], base, R, C),
-        letters=_letter_tally(ref, pick, pos, base, R, C),
+        letters=_letter_tally(ref, pick, pos, base, group, R, C),
         acc=acc,
     )
 
@@ -258,19 +291,19 @@ def parser_tallies(frames: StudyFrames, R: Rows, C: Cells) -> list[ParserTally]:
     out: list[ParserTally] = []
     r = frames.rows
     fw = frames.framework
-    every: tuple[_Graded, np.ndarray | None] | None = None  # the graded rows, shared by the row parsers
+    every: _Graded | None = None  # the graded rows, shared by the row parsers
     for name in frames.info.parsers:
         if name in ROW_PARSERS:
             every = every or _graded(R, C, None)
             pos = column(r, f"{name}_pos").astype(np.int64)
-            agg = _tally(name, every[0], pos if every[1] is None else pos[every[1]], R, C, name == "strict")
+            agg = _tally(name, every, pos if every.at is None else pos[every.at], R, C, name == "strict")
         else:
             if fw is None or not len(fw) or name not in frames.info.frameworks:
                 continue
             sel = column(fw, "parser") == frames.info.frameworks.index(name)
-            graded, at = _graded(R, C, column(fw, "row")[sel].astype(np.int64))
+            g = _graded(R, C, column(fw, "row")[sel].astype(np.int64))
             pos = column(fw, "pos")[sel].astype(np.int64)
-            agg = _tally(name, graded, pos if at is None else pos[at], R, C, False)
+            agg = _tally(name, g, pos if g.at is None else pos[g.at], R, C, False)
         if agg is not None:
             out.append(agg)
     return out
