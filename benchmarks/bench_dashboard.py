@@ -90,6 +90,7 @@ def main() -> None:
     ap.add_argument(
         "--json", type=Path, default=None, help="write the result rows here (benchmarks/run_all.py)"
     )
+    ap.add_argument("--pages", default=",".join(PAGES), help="comma-separated pages (default: every page)")
     args = ap.parse_args()
     if args.rows is not None:
         args.items = max(1, args.rows // (args.arms * 4))
@@ -129,7 +130,7 @@ def main() -> None:
     )
     ok = True
     results: list[dict] = []
-    for page in PAGES:
+    for page in [p for p in PAGES if p in args.pages.split(",")]:
         with _quiet_stderr():
             st.cache_data.clear()
         cold = render(str(db), page)

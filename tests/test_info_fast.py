@@ -35,10 +35,17 @@ from mcqaudit.store.facts import fact_counts
 from mcqaudit.store.frames import load_frames
 from mcqaudit.store.sidecars import info_cache_path
 from mcqaudit.store.summary import summarise
-from tests.builders import StudyBuilder, fixture_study, hand_study, two_family_study, NO_POSITION_EFFECT
+from tests.builders import NO_POSITION_EFFECT, StudyBuilder, fixture_study, hand_study, two_family_study
 from tests.helpers import REPO, process_env, run_cli
 
-HEAVY = ("numpy", "pandas", "pyarrow", "mcqaudit.metrics.compute", "mcqaudit.metrics.bootstrap", "mcqaudit.app.report")
+HEAVY = (
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "mcqaudit.metrics.compute",
+    "mcqaudit.metrics.bootstrap",
+    "mcqaudit.app.report",
+)
 
 
 # --- the twin ------------------------------------------------------------------------------------------------
@@ -72,7 +79,11 @@ def assert_twin(study: Study) -> FactCounts:
         assert (mine.letters is None) == (theirs.letters is None), mine.name
     res = compute(frames, n_boot=0)
     for arm, m in res["metrics"].items():
-        assert (c.rows_by_arm[arm], c.graded_by_arm[arm], c.items_by_arm[arm]) == (m["rows"], m["graded"], m["items"])
+        assert (c.rows_by_arm[arm], c.graded_by_arm[arm], c.items_by_arm[arm]) == (
+            m["rows"],
+            m["graded"],
+            m["items"],
+        )
         lp = m["logprob_crosscheck"]
         got = c.logprob.get(arm)
         assert (lp is None) == (got is None or got.rows == 0), arm
@@ -147,7 +158,9 @@ def test_random_studies(tmp_path: Path, seed: int) -> None:
             for lab in labels:
                 letters = "ABCDE"[:n]
                 pick = rng.choice([*letters, "OTHER", None, "F"])
-                src = rng.choice(["judge", "judge", "strict", "blank"]) if pick not in (None, "F") else "judge"
+                src = (
+                    rng.choice(["judge", "judge", "strict", "blank"]) if pick not in (None, "F") else "judge"
+                )
                 if src == "blank":
                     pick = "OTHER"
                 lp = None
@@ -195,7 +208,9 @@ def test_rows_per_arm_and_orientation_pivot_as_pandas_did(tmp_path: Path) -> Non
             "SELECT g.arm, g.orientation, count(*) AS n, min(a.ordinal) AS ord FROM gen_rows g JOIN arms a "
             "USING (arm) GROUP BY g.arm, g.orientation ORDER BY ord, length(g.orientation), g.orientation"
         ).df()
-    want = by.pivot_table(index="arm", columns="orientation", values="n", aggfunc="sum", fill_value=0, sort=False)
+    want = by.pivot_table(
+        index="arm", columns="orientation", values="n", aggfunc="sum", fill_value=0, sort=False
+    )
     assert got.columns == ["arm", *map(str, want.columns)]
     assert got.rows == [[a, *map(int, r)] for a, r in zip(want.index, want.to_numpy().tolist(), strict=True)]
     assert isinstance(want, pd.DataFrame) and got.rows == [["second", 1, 1, 0, 0], ["first", 0, 0, 1, 1]]
@@ -209,7 +224,9 @@ def _imported(*args: str) -> set[str]:
         capture_output=True, text=True, env=process_env(), cwd=REPO, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    return {
+        line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")
+    }
 
 
 def test_help_and_info_import_no_numpy_pandas_or_metrics(tmp_path: Path) -> None:
@@ -221,7 +238,9 @@ def test_help_and_info_import_no_numpy_pandas_or_metrics(tmp_path: Path) -> None
     cached = _imported("info", "--db", str(db))
     assert not set(HEAVY) & cached and "duckdb" not in cached  # from the cache: the study is not opened
     code = "import sys, mcqaudit.cli; print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'pandas', 'pyarrow', 'duckdb')))"  # noqa: E501
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=process_env(), check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=process_env(), check=True
+    )
     assert out.stdout.strip() == "[]"
 
 
