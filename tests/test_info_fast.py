@@ -36,7 +36,7 @@ from mcqaudit.store.frames import load_frames
 from mcqaudit.store.sidecars import info_cache_path
 from mcqaudit.store.summary import summarise
 from tests.builders import NO_POSITION_EFFECT, StudyBuilder, fixture_study, hand_study, two_family_study
-from tests.helpers import REPO, process_env, run_cli
+from tests.helpers import REPO, process_env, run_cli, run_process
 
 HEAVY = (
     "numpy",
@@ -295,3 +295,39 @@ def test_a_cache_is_kept_only_for_the_state_it_was_computed_from(tmp_path: Path)
     assert infocache.save(db, infocache.stamp(db), {"x": 1}) and infocache.load(db) == {"x": 1}
     os.utime(db, ns=(0, 0))  # the file touched: its stamp changed
     assert infocache.load(db) is None
+
+
+# --- the command line: info skips Typer's parsing, and answers as Typer would -----------------------------
+def test_info_answers_as_typer_does(tmp_path: Path) -> None:
+    """`python -m mcqaudit info …` (the CLI's own parse of info's two options) prints, to the byte, and exits
+    with what the Typer command does (``run_cli``: Click's ``main``), for every spelling it takes."""
+    db = tmp_path / "s.duckdb"
+    fixture_study(db).build()
+    missing = tmp_path / "none.duckdb"
+    for args in (
+        ["info", "--db", str(db)],
+        ["info", "--json", "--db", str(db)],
+        ["info", "--db", str(db), "--json"],
+        ["info", f"--db={db}"],
+        ["info", "--db", str(missing)],
+        ["info", "--json", "--db", str(missing)],
+    ):
+        typer_run, own = run_cli(*args), run_process(*args, env={"COLUMNS": "80"})
+        assert (own.returncode, own.stdout, own.stderr) == (
+            typer_run.returncode,
+            typer_run.stdout,
+            typer_run.stderr,
+        ), args
+
+
+def test_other_info_command_lines_go_to_typer() -> None:
+    from mcqaudit.cli import _info_args
+
+    assert _info_args(["info", "--db", "s.duckdb"]) == (Path("s.duckdb"), False)
+    assert _info_args(["info", "--json", "--db=s.duckdb"]) == (Path("s.duckdb"), True)
+    for argv in (
+        ["info"], ["info", "--help"], ["info", "--db"], ["info", "--db", "--json"], ["info", "--db="],
+        ["info", "--db", "a", "--db", "b"], ["info", "--json", "--json", "--db", "a"], ["info", "--db", "a", "x"],
+        ["info", "--db", "a", "--"], ["report", "--db", "a"], [],
+    ):  # fmt: skip
+        assert _info_args(argv) is None, argv
