@@ -301,9 +301,17 @@ def parser_tallies(frames: StudyFrames, R: Rows, C: Cells) -> list[ParserTally]:
             if fw is None or not len(fw) or name not in frames.info.frameworks:
                 continue
             sel = column(fw, "parser") == frames.info.frameworks.index(name)
-            g = _graded(R, C, column(fw, "row")[sel].astype(np.int64))
-            pos = column(fw, "pos")[sel].astype(np.int64)
-            agg = _tally(name, g, pos if g.at is None else pos[g.at], R, C, False)
+            idx, pos = column(fw, "row")[sel].astype(np.int64), column(fw, "pos")[sel].astype(np.int64)
+            if idx.size == R.ai.size and (np.bincount(idx, minlength=R.ai.size) == 1).all():
+                # the parser read every row once (as a framework parser usually does): its letters in row order
+                # are the row parsers' case (the order of rows changes no sum: each is of counts per cell)
+                every = every or _graded(R, C, None)
+                in_order = np.empty(R.ai.size, dtype=np.int64)
+                in_order[idx] = pos
+                agg = _tally(name, every, in_order if every.at is None else in_order[every.at], R, C, False)
+            else:
+                g = _graded(R, C, idx)
+                agg = _tally(name, g, pos if g.at is None else pos[g.at], R, C, False)
         if agg is not None:
             out.append(agg)
     return out
