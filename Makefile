@@ -43,4 +43,4 @@ bench: $(BIN)/.installed browser-deps
 	$(BIN)/python benchmarks/run_all.py --results benchmarks/RESULTS.md
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache sample_runs/*.duckdb
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache sample_runs/*.duckdb sample_runs/*.duckdb.info.json

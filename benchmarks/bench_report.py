@@ -6,7 +6,8 @@ row, log-probs on 10 % of rows, 2,000 reviews and a 1,000-row uniform spot check
 process:
 
 - the whole command, ``python -m mcqaudit report --db FILE --format json --bootstrap 1000`` (interpreter
-  start, imports, frames, metrics, JSON), median of ``--repeat`` runs — target ≤ 1.5 s at 1,000,000 rows;
+  start, imports, frames, metrics, JSON), median of ``--repeat`` runs, interleaved with the baseline — target
+  ≤ 3.7× the baseline (issue 23: ≤ 1.0 s where the bare GROUP BY took 0.27 s);
 - the report in process (``build_report`` + JSON): wall time and peak RSS (``resource.getrusage``, DuckDB
   included), target < 2 GiB; Python-heap peak (``tracemalloc``, a second run); and, for reference, the same
   with the item bootstrap forced (``ci="bootstrap"``; from 10,000 items the report draws its replicates from
@@ -65,7 +66,10 @@ BUILD_SQL = [
                 WHEN u < 0.75 THEN NULL
                 ELSE chr((65 + ((ascii(gold_letter) - 65 + 1 + w) % 4))::INTEGER) END AS pick
        FROM r""",
-    """INSERT INTO gen_rows
+    # the columns of migration 1 (later migrations' columns take their defaults: answer NULL, not truncated)
+    """INSERT INTO gen_rows (row_id, arm, item_id, orientation, sample, question, options, gold_letter, generation,
+                            is_blank, prompt, model, metadata, option_logprobs, user_letter, naive_letter,
+                            strict_letter, ingest_id, source_line)
        SELECT row_id, arm, item_id, orientation, 0, 'Question?',
               [canon[ascii(orientation[1]) - 64], canon[ascii(orientation[2]) - 64],
                canon[ascii(orientation[3]) - 64], canon[ascii(orientation[4]) - 64]],
@@ -100,6 +104,8 @@ BUILD_SQL = [
     """INSERT INTO spot_check_rows SELECT 1, row_number() OVER () - 1, row_id FROM (
            SELECT row_id FROM sim ORDER BY hash(row_id || 'q') LIMIT 1000)""",
 ]
+
+CMD_RATIO = 3.7  # the whole report command against the bare GROUP BY below, measured in the same run
 
 BARE_SQL = """
 SELECT arm, orientation, count(*) AS n, count(final_verdict) AS graded,
@@ -209,8 +215,8 @@ def result_rows(rows: int, n_boot: int, cmd: float, bare: float, rep: dict, boot
             "baseline": round(bare, 3),
             "baseline_name": "bare GROUP BY arm, orientation over graded_rows",
             "ratio": round(cmd / bare, 2) if bare else None,
-            "target": "<= 1.5 s",
-            "pass": cmd <= 1.5,
+            "target": f"<= {CMD_RATIO:g}x baseline",
+            "pass": cmd <= CMD_RATIO * bare,
         },
         {
             "figure": f"report peak RSS, {rows:,} rows",
@@ -282,7 +288,7 @@ def main() -> None:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"rows: {rows:,}   resamples: {args.boot}   cores: {os.cpu_count()}   load average: {load}")
     print(f"mcqaudit report --format json (whole command): median {cmd:6.2f} s of "
-          f"{', '.join(f'{x:.2f}' for x in cmd_runs)}   (target <= 1.5 s)")  # fmt: skip
+          f"{', '.join(f'{x:.2f}' for x in cmd_runs)}   (target <= {CMD_RATIO:g}x the bare GROUP BY)")  # fmt: skip
     print(f"bare GROUP BY arm, orientation over graded_rows: median {bare:6.2f} s   ratio {cmd / bare:5.1f}x")
     print(f"build_report + JSON in process: {rep['seconds']:6.2f} s ({rep['method']} CIs)   peak RSS "
           f"{rep['peak_rss_mib']:7.0f} MiB (target < 2048 MiB)")  # fmt: skip

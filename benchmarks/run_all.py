@@ -10,7 +10,7 @@ Each benchmark is its own script (run alone for its detailed printout); here eac
     python benchmarks/run_all.py --only ingest,report
     python benchmarks/run_all.py --results benchmarks/RESULTS.md   # keep the output (date, machine, commit)
 
-The study-based benchmarks (report, info, dashboard, review) share one study of ``--rows`` rows (5 arms × 4
+The study-based benchmarks (report, info, dashboard, export, review) share one study of ``--rows`` rows (5 arms × 4
 orientations), built once; review runs last because it writes reviews. Exit status 0 when every target is
 met, 1 when one is missed, 2 when a benchmark failed to run.
 """
@@ -61,6 +61,7 @@ BENCHES = [
         lambda ns, work: ["--rows", str(ns.rows), "--arms", str(ARMS), "--db", str(work / "study.duckdb")],
     ),
     Bench("dashboard", "bench_dashboard.py", _study_args),
+    Bench("export", "bench_export.py", _study_args),  # on a copy of the study, given a panel judge
     Bench("review", "bench_review.py", _study_args),
 ]
 

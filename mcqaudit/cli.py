@@ -7,7 +7,9 @@ Exit status: 0 success; 1 bad input or a failure; 2 usage errors (bad flags, no 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -39,9 +41,8 @@ from mcqaudit.terminal import visible
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    import pandas as pd
-
-    from mcqaudit.app.grade import BatchDryRun, DryRun, GradeOptions, JudgeConfig, Submission
+    from mcqaudit.app.grade import BatchDryRun, CostEstimate, DryRun, GradeOptions, JudgeConfig, Submission
+    from mcqaudit.app.info import InfoFacts
     from mcqaudit.app.ingest import Group, IngestResult, InputError
     from mcqaudit.app.ingest import Progress as IngestProgress
     from mcqaudit.app.study import Study
@@ -504,6 +505,8 @@ class _IngestDisplay:
 
 
 def _print_ingested(res: IngestResult) -> None:
+    from mcqaudit.app.scored import describe as describe_scored
+
     f = res.source
     parts = [f"{res.loaded} rows loaded"]
     if res.unchanged:
@@ -521,6 +524,8 @@ def _print_ingested(res: IngestResult) -> None:
     if res.new_arms:
         parts.append("new arms: " + ", ".join(res.new_arms))
     console.print(f"{f}: " + "; ".join(parts), markup=False, highlight=False)
+    if (scored := describe_scored(res.scored)) is not None:
+        console.print(f"{f}: {scored}", markup=False, highlight=False)
     if res.rejected:
         err.print(
             f"{f}: {res.rejected} rows rejected (kept in rejected_rows; see `mcqaudit info`):",
@@ -534,15 +539,20 @@ def _print_ingested(res: IngestResult) -> None:
 
 
 # --------------------------------------------------------------------------------------------- info
-def _table(title: str, df: pd.DataFrame, index: bool = False) -> Table:
+def _table(title: str, data: Any, index: bool = False) -> Table:
     """A table of a study's values (arm names among them): every cell, header and title is plain text,
-    escaped as the console escapes (``terminal.visible``), never read as markup."""
+    escaped as the console escapes (``terminal.visible``), never read as markup. ``data``: a plain table
+    (``columns`` and ``rows``, what `info` reads: no pandas) or a data frame (``index``: its index first)."""
     t = Table(title=_text(title), title_justify="left", show_lines=False)
-    cols = ([df.index.name or ""] if index else []) + [str(c) for c in df.columns]
+    if hasattr(data, "iterrows"):
+        cols = ([data.index.name or ""] if index else []) + [str(c) for c in data.columns]
+        rows = [([str(idx)] if index else []) + [_cell(v) for v in row.tolist()] for idx, row in data.iterrows()]
+    else:
+        cols = [str(c) for c in data.columns]
+        rows = [[_cell(v) for v in row] for row in data.rows]
     for c in cols:
         t.add_column(_text(c))
-    for idx, row in df.iterrows():
-        vals = ([str(idx)] if index else []) + [_cell(v) for v in row.tolist()]
+    for vals in rows:
         t.add_row(*map(_text, vals))
     return t
 
@@ -562,16 +572,28 @@ def _cell(v: object) -> str:
 
 
 @app.command()
-def info(db: DbOption) -> None:
+def info(
+    db: DbOption,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print the study's facts, judge fingerprints and judge_usage as JSON on stdout."),
+    ] = False,
+) -> None:
     """Summarise a study: arms, items, orientations, rows per arm x orientation, parser coverage,
-    verdicts by source, judge fingerprints, diagnostics, open and collected batches (`grade --batch`), rejected
-    rows."""
-    from mcqaudit.app.info import summary
+    verdicts by source, judge fingerprints and what their replies cost (the tokens each reply's usage
+    reported), diagnostics, open and collected batches (`grade --batch`), rejected rows."""
+    from mcqaudit.app.info import info_facts, info_json
 
     if not db.exists():
         raise _fail(f"error: {db}: no such study file")
-    study = _open_study(db, say_replayed=False)  # the journal section says it
-    s = summary(study)
+    # from info's cache when the study is unchanged since the last info (the study is not even opened), else
+    # read from the opened study (its journal replayed first: the journal section says what it wrote in)
+    with _exits(failed="info"):
+        facts = info_facts(db)
+    if as_json:
+        sys.stdout.write(json.dumps(info_json(facts), indent=2, ensure_ascii=False) + "\n")
+        return
+    s = facts.summary
     console.print(f"[bold]study[/] {escape(str(s.path))}  (created {s.created})")
     console.print(
         f"{s.rows} rows, {s.items} items, arms: {', '.join(s.arms) or '-'}"
@@ -582,19 +604,20 @@ def info(db: DbOption) -> None:
         console.print("[yellow]unaudited: graded with --no-judge (strict pre-filter only)[/]")
     console.print(f"orientations: {', '.join(s.orientations) or '-'}", markup=False)
     if s.rows:
-        console.print(_table("rows per arm x orientation", s.rows_by_arm_orientation, index=True))
+        console.print(_table("rows per arm x orientation", s.rows_by_arm_orientation))
         console.print(_table("parser coverage (rows where the parser reads a letter)", s.parser_coverage))
         console.print(_table("verdicts by source", s.verdicts))
     for extra in _INFO_SECTIONS:
-        extra(study)
+        extra(facts)
     if s.rejected_total:
         console.print(_table(f"rejected rows ({s.rejected_total}; latest ingest first)", s.rejected))
     else:
         console.print("rejected rows: none")
 
 
-# Later commands (grade, report) add their own sections to `info` here.
-_INFO_SECTIONS: list[Callable[[Study], None]] = []
+# Later commands (grade, report) add their own sections to `info` here. Each reads what `info` read of the
+# study (:class:`mcqaudit.app.info.InfoFacts`); one that needs the study itself opens it (``facts.open()``).
+_INFO_SECTIONS: list[Callable[[InfoFacts], None]] = []
 
 
 # --------------------------------------------------------------------------------------------- report
@@ -638,6 +661,17 @@ def report(
         ),
     ] = 2000,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap; reported in the output.")] = 0,
+    by: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--by",
+            metavar="metadata.KEY",
+            help="Results by subject: accuracy, OTHER rate, truncated rate and the Δs vs control per value of "
+            "this metadata key, each with its CI and n (`by_group`); rows without the key form the group "
+            "(none). Groups under 20 items are marked small: no Δ, no finding. Repeat for several keys.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Metrics, differences against the control arm and diagnostic flags, flags first.
 
@@ -652,7 +686,7 @@ def report(
         raise _fail(f"error: --format must be one of {', '.join(FORMATS)}, not {fmt!r}", 2)
     study, view = _report_study(db, verdicts, bootstrap)
     try:
-        rep = build_report(study, control=control, verdicts=view, n_boot=bootstrap, seed=seed)
+        rep = build_report(study, control=control, verdicts=view, n_boot=bootstrap, seed=seed, by=by or ())
     except ValueError as exc:
         raise _fail(f"error: {exc}", 2) from None
     text = render(rep, fmt)
@@ -746,10 +780,8 @@ def _names(flags: Sequence[Flag]) -> str:
     return ", ".join(dict.fromkeys(f["name"] for f in flags))
 
 
-def _info_flags(study: Study) -> None:
-    from mcqaudit.app.info import study_flags
-
-    flags, unchecked = study_flags(study)  # counts only: the bootstrap is `report`'s
+def _info_flags(facts: InfoFacts) -> None:
+    flags, unchecked = facts.flags, facts.unchecked  # counts only: the bootstrap is `report`'s
     later = (
         f"{', '.join(unchecked)} read bootstrap CIs: `mcqaudit report` checks them" if unchecked else None
     )
@@ -911,10 +943,22 @@ def grade(
     dry_run: Annotated[
         bool, typer.Option(
             "--dry-run",
-            help="Print one rendered prompt and the fingerprint; send nothing. With --batch: also the prompts "
-            "and batches a run would submit and the open batches it would poll first.",
+            help="Print one rendered prompt and the fingerprint, the requests a run would send and their "
+            "estimated tokens (characters / 4 of the rendered messages; completion at most --max-tokens each) "
+            "and, with --price-in/--price-out, their cost; send nothing. With --batch: also the prompts and "
+            "batches a run would submit and the open batches it would poll first, at the Batch API's 50 % price.",
         )
     ] = False,
+    price_in: Annotated[
+        str | None,
+        typer.Option("--price-in", metavar="USD", show_default=False,
+                     help="With --dry-run: the judge's price per million prompt (input) tokens, e.g. 2.5."),
+    ] = None,
+    price_out: Annotated[
+        str | None,
+        typer.Option("--price-out", metavar="USD", show_default=False,
+                     help="With --dry-run: the judge's price per million completion (output) tokens, e.g. 10."),
+    ] = None,
     no_judge: Annotated[
         bool,
         typer.Option(
@@ -923,7 +967,9 @@ def grade(
             "marked unaudited (a later judge run clears the mark).",
         ),
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON on stdout.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the run summary (with --dry-run: the plan and estimate) as JSON on stdout.")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     batch: Annotated[
         bool,
@@ -977,6 +1023,10 @@ def grade(
         raise _fail("error: --batch needs a judge; --no-judge sends nothing", 2)
     if panel and no_judge:
         raise _fail("error: --panel needs a judge; --no-judge sends nothing", 2)
+    if (price_in is not None or price_out is not None) and not dry_run:
+        raise _fail("error: --price-in and --price-out go with --dry-run (the estimate of a run's cost)", 2)
+    with _exits():
+        prices = grading.prices(price_in, price_out)
     if not no_judge and not judge_model:
         raise _fail(f"error: {grading.NO_JUDGE_MESSAGE}", 2)
     if not db.exists():
@@ -1006,13 +1056,18 @@ def grade(
         _check_key_env("--judge-api-key-env", judge_api_key_env, judge_base_url)
     if dry_run:
         with _exits():
+            batched = None
             if batch:
-                bplan = grading.batch_dry_run(
-                    study, options, grading.BatchOptions(max_lines=batch_max_lines, poll_interval_s=poll_interval)
-                )
-                _print_dry_run(bplan.plan, options.config, bplan)
+                bopts = grading.BatchOptions(max_lines=batch_max_lines, poll_interval_s=poll_interval)
+                batched = grading.batch_dry_run(study, options, bopts, prices)
+                plan, shown = batched.plan, batched.to_json()
             else:
-                _print_dry_run(grading.dry_run(study, options), options.config)
+                plan = grading.dry_run(study, options, prices)
+                shown = plan.to_json()
+        if as_json:
+            sys.stdout.write(json.dumps(shown, indent=2, ensure_ascii=False) + "\n")
+        else:
+            _print_dry_run(plan, options.config, batched)
         return
     secret = grading.key_in_env(judge_api_key_env)
     if batch:
@@ -1115,11 +1170,38 @@ def _print_dry_run(plan: DryRun, config: JudgeConfig, batched: BatchDryRun | Non
         console.print(rows + f"{batched.waiting} waiting on batches still open", markup=False, highlight=False)
         for line in _batch_plan_lines(batched):
             console.print(line, markup=False, highlight=False)
+    for line in _estimate_lines(plan.estimate if batched is None else batched.estimate):
+        console.print(line, markup=False, highlight=False)
     if plan.user is None:
         console.print("no row needs the judge: nothing to show", markup=False, highlight=False)
         return
     console.print(f"--- system message ---\n{plan.system}", markup=False, highlight=False)
     console.print(f"--- user message (row {plan.row_id}) ---\n{plan.user}", markup=False, highlight=False)
+
+
+def _usd(x: float) -> str:
+    return f"${x:,.2f}" if x >= 1 else f"${x:.4g}"
+
+
+def _estimate_lines(e: CostEstimate) -> list[str]:
+    """`grade --dry-run`: the estimated tokens and cost of the requests a run would send, and how counted."""
+    from mcqaudit.app.grade import BATCH_DISCOUNT
+
+    how = (f"  counted at characters / 4 of the rendered system and user messages, plus the chat format's "
+           "wrapping: about 10 % above OpenAI's tokenizers on English prompts, below them for code, long "
+           f"numbers and non-Latin scripts; completion at most --max-tokens ({e.max_tokens}) a request, an upper "
+           "bound (a bare-letter reply is 1-3 tokens; a re-asked illegal reply comes on top)")  # fmt: skip
+    out = [f"estimate for the {e.requests:,} requests a run would send: about {e.prompt_tokens:,} prompt tokens "
+           f"and at most {e.completion_tokens:,} completion tokens", how]  # fmt: skip
+    cost, p = e.cost, e.prices
+    discount = f", at the Batch API's {BATCH_DISCOUNT * 100:.0f} % price" if e.batch else ""
+    if cost is None or p is None:
+        out.append("estimated cost: give --price-in and --price-out (USD per million tokens) to see it"
+                   + (f"; --batch is billed at the Batch API's {BATCH_DISCOUNT * 100:.0f} % price" if e.batch else ""))  # fmt: skip
+    else:
+        out.append(f"estimated cost: about {_usd(cost)} (prompt at ${p.price_in:g}, completion at its upper bound "
+                   f"at ${p.price_out:g} per million tokens{discount})")  # fmt: skip
+    return out
 
 
 _ROLE_WORDS = {
@@ -1129,10 +1211,8 @@ _ROLE_WORDS = {
 }
 
 
-def _info_fingerprints(study: Study) -> None:
-    from mcqaudit.app.grade import fingerprints
-
-    fps = fingerprints(study)
+def _info_fingerprints(facts: InfoFacts) -> None:
+    fps = facts.fingerprints
     if not fps:
         console.print("judge fingerprints: none (no judge run yet)", markup=False, highlight=False)
         return
@@ -1151,6 +1231,30 @@ def _info_fingerprints(study: Study) -> None:
 
 
 _INFO_SECTIONS.append(_info_fingerprints)
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
+
+
+def _info_usage(facts: InfoFacts) -> None:
+    """What grading cost so far: per fingerprint, the tokens its replies' usage reported."""
+    usage = facts.usage
+    if not usage:
+        return
+    console.print("judge usage (tokens the endpoint reported in each reply's usage):", markup=False, highlight=False)
+    for fp, u in usage.items():
+        unknown = u["requests_without_usage"]
+        line = (f"  {fp}  {u['model']}: {u['prompt_tokens']:,} prompt + {u['completion_tokens']:,} completion tokens "
+                f"over {u['requests'] - unknown:,} of {_count(u['requests'], 'reply', 'replies')}")  # fmt: skip
+        if unknown:
+            line += f"; {_count(unknown, 'reply', 'replies')} without usage (unknown, not counted as 0)"
+        if u["requests_failed"]:
+            line += f"; {_count(u['requests_failed'], 'request', 'requests')} failed without a reply"
+        console.print(line, markup=False, highlight=False)
+
+
+_INFO_SECTIONS.append(_info_usage)
 
 
 def _batch_plan_lines(b: BatchDryRun) -> list[str]:
@@ -1194,10 +1298,8 @@ def _submission_line(sub: Submission, model: str | None, now: datetime) -> str:
     )
 
 
-def _info_batches(study: Study) -> None:
-    from mcqaudit.app.grade import batch_overview
-
-    o = batch_overview(study)
+def _info_batches(facts: InfoFacts) -> None:
+    o = facts.batches
     if not o.open and not o.collected:
         return
     if not o.open:
@@ -1216,7 +1318,13 @@ def _info_batches(study: Study) -> None:
 _INFO_SECTIONS.append(_info_batches)
 
 
-def _info_journal(study: Study) -> None:
+def _info_journal(facts: InfoFacts | Study) -> None:
+    """What the journal beside the study holds and what opening it replayed (given a study: its own)."""
+    from mcqaudit.app.info import InfoFacts
+
+    study = facts.study if isinstance(facts, InfoFacts) else facts
+    if study is None:  # read from info's cache: taken only when the study has no journal beside it
+        return
     from mcqaudit.app.study import JUDGED, journal_pending
 
     if line := _replayed_line(study):
@@ -1406,6 +1514,78 @@ def _serve_until_stopped(cmd: list[str], env: dict[str, str], grace_s: float = 1
     return code if code >= 0 else 128 - code
 
 
+# --------------------------------------------------------------------------------------------- export
+@app.command("export")
+def export(
+    db: DbOption,
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help="The file to write (replaced whole, or left as it was).", show_default=False
+        ),
+    ],
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="parquet, jsonl or csv. Default: from --out's suffix (.parquet or .pq, .jsonl or .ndjson, .csv).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Every row of graded_rows (final verdicts), for pandas, Spark or the Hugging Face `datasets` Parquet
+    loader, ordered by arm, item_id, orientation, sample.
+
+    parquet and jsonl add two nested columns beside the view's: reviews (each review of the row, oldest
+    first, retractions included: review_id, action, verdict, letter, note, reviewer, time, retracts) and
+    panel_verdicts (each panel judge's verdict, `grade --panel`: fingerprint, model, status, verdict,
+    letter); Parquet as lists of structs, JSON Lines as arrays of objects (times in ISO-8601 UTC). csv has the
+    view's columns alone, as the dashboard's Export page writes them. The file is written whole or not at all;
+    a read-only study exports too."""
+    from mcqaudit.app.rows import export_format, export_rows
+
+    try:
+        fmt = export_format(out, fmt)
+    except ValueError as exc:
+        raise _fail(f"error: --format: {exc}", 2) from None
+    if not db.exists():
+        raise _fail(f"error: {db}: no such study file")
+    study = _open_study(db)
+    with (
+        _exits(failed="export", stopped=f"nothing was written to {out}"),
+        Progress(
+            TextColumn(f"export {fmt}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("rows"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            transient=True,
+            disable=not err.is_terminal,  # a log gets the one line below, not a bar's last frame
+        ) as prog,
+    ):
+        task = prog.add_task("export", total=None)
+        res = export_rows(study, out, fmt, lambda done, total: prog.update(task, completed=done, total=total))
+    err.print(
+        f"wrote {out} ({fmt}; {res.rows:,} row{'s' if res.rows != 1 else ''}, {_size(res.bytes)})",
+        markup=False,
+        highlight=False,
+    )
+
+
+def _size(n: int) -> str:
+    """A file size in bytes, KiB, MiB or GiB."""
+    if n < 1024:
+        return f"{n} B"
+    size = float(n)
+    for unit in ("KiB", "MiB", "GiB"):
+        size /= 1024
+        if size < 1024 or unit == "GiB":
+            break
+    return f"{size:.1f} {unit}"
+
+
 # --------------------------------------------------------------------------------------------- reviews
 reviews_app = typer.Typer(
     help="Reviews from the command line: draw and manage spot-check queues, export the review log, import a "
@@ -1567,10 +1747,19 @@ def reviews_import(
 DASHBOARD_QUEUE_URL = "http://127.0.0.1:{port}/review?queue={queue_id}"
 
 
-def _open_queue_line(what: str, db: Path, port: int, queue_id: object) -> str:
+def _queue_url(port: int, queue_id: object, strategy: str | None = None) -> str:
+    """A queue's link; a second review's opens in blind mode, so the first review stays hidden until the
+    second reviewer has decided."""
+    from mcqaudit.app.reviews import SECOND_REVIEW
+
+    url = DASHBOARD_QUEUE_URL.format(port=port, queue_id=queue_id)
+    return url + "&blind=1" if strategy == SECOND_REVIEW else url
+
+
+def _open_queue_line(what: str, db: Path, port: int, queue_id: object, strategy: str | None = None) -> str:
     """How to open a queue: the dashboard command and the link, on the same port."""
     flag = "" if port == DASHBOARD_PORT else f" --port {port}"
-    return f"{what}: mcqaudit dashboard {db}{flag}  then  {DASHBOARD_QUEUE_URL.format(port=port, queue_id=queue_id)}"
+    return f"{what}: mcqaudit dashboard {db}{flag}  then  {_queue_url(port, queue_id, strategy)}"
 
 
 def _queue_size(size: int, per_arm: bool) -> str:
@@ -1599,7 +1788,10 @@ def reviews_queue(
         typer.Option(
             help="uniform: every row equally likely (the sample that unbiased judge-agreement figures need). "
             "stratified: a third each from rows where a parser disagrees with the verdict, OTHER or ungraded "
-            "rows, and the rest (for hunting artifacts)."
+            "rows, and the rest (for hunting artifacts). judges_disagree: rows on which the primary judge and "
+            "a panel judge (`grade --panel`) give different verdicts. second_review: rows one person alone has "
+            "reviewed (see --of-reviewer, --of-queue), for a second reviewer, blind to the first review; in "
+            "its queue a row counts as reviewed once two people have reviewed it."
         ),
     ] = "uniform",
     seed: Annotated[
@@ -1619,6 +1811,23 @@ def reviews_queue(
         str | None,
         typer.Option("--reviewer", help="Who drew the queue (stored with it).", show_default=False),
     ] = None,
+    of_reviewer: Annotated[
+        str | None,
+        typer.Option(
+            "--of-reviewer",
+            help="With --strategy second_review: draw from the rows this person alone has reviewed (default: "
+            "rows any one person alone has reviewed).",
+            show_default=False,
+        ),
+    ] = None,
+    of_queue: Annotated[
+        int | None,
+        typer.Option(
+            "--of-queue",
+            help="With --strategy second_review: draw only from this queue's rows (see `reviews queues`).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Annotated[
         bool,
         typer.Option(
@@ -1633,11 +1842,19 @@ def reviews_queue(
     http://127.0.0.1:PORT/review?queue=ID (start it with `mcqaudit dashboard STUDY --port PORT`; the link uses
     --port, else MCQAUDIT_DASHBOARD_PORT, else 8501, as the dashboard does). A uniform queue is the sample that
     judge-vs-human agreement (report: judge_agreement) is computed on.
+
+    A second review: `--strategy second_review --of-reviewer ann` draws rows that ann alone has reviewed
+    (`--of-queue ID`: only rows of that queue); its link opens in blind mode (blind=1), so the second reviewer
+    sees neither the judge nor ann's review until they have decided. Rows where two reviewers' verdicts
+    differ are the Review page's "reviewers disagree" filter, for a third person to settle.
     """
-    from mcqaudit.app.reviews import STRATEGIES, create_spot_check, queue_row_ids
+    from mcqaudit.app.reviews import SECOND_REVIEW, STRATEGIES, create_spot_check, queue_row_ids
 
     if strategy not in STRATEGIES:
         raise _fail(f"error: --strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}", 2)
+    if strategy != SECOND_REVIEW and (of_reviewer is not None or of_queue is not None):
+        flag = "--of-reviewer" if of_reviewer is not None else "--of-queue"
+        raise _fail(f"error: {flag} goes with --strategy {SECOND_REVIEW}", 2)
     if size < 1:
         raise _fail("error: --size must be at least 1", 2)
     if not db.exists():
@@ -1653,6 +1870,8 @@ def reviews_queue(
             arms=arm or None,
             name=name,
             created_by=(reviewer or "").strip() or None,
+            of_reviewer=of_reviewer,
+            of_queue=of_queue,
         )
         rows = queue_row_ids(study, sc.queue_id)
     if as_json:
@@ -1678,7 +1897,14 @@ def reviews_queue(
         ]
     )
     console.print(_table("rows per arm" + (" and stratum" if strata != ["all"] else ""), table))
-    console.print(_open_queue_line("open it", db, port, sc.queue_id), markup=False, highlight=False)
+    if sc.strategy == SECOND_REVIEW:
+        console.print(
+            "a second review: a row counts as reviewed once two people have reviewed it; the link opens in blind "
+            "mode, so the first review stays hidden until the second reviewer has decided",
+            markup=False,
+            highlight=False,
+        )
+    console.print(_open_queue_line("open it", db, port, sc.queue_id, sc.strategy), markup=False, highlight=False)
 
 
 @reviews_app.command("queues")
@@ -1689,8 +1915,9 @@ def reviews_queues(
     ] = False,
     port: DashboardPortOption = DASHBOARD_PORT,
 ) -> None:
-    """List the spot-check queues (deleted ones left out) with their progress: rows reviewed, per arm, and
-    each one's link on the dashboard's port (--port, else MCQAUDIT_DASHBOARD_PORT, else 8501)."""
+    """List the spot-check queues (deleted ones left out) with their progress: rows reviewed (in a
+    second_review queue: rows two people have reviewed), per arm, and each one's link on the dashboard's port
+    (--port, else MCQAUDIT_DASHBOARD_PORT, else 8501; a second review's opens in blind mode)."""
     from mcqaudit.app.reviews import spot_check_progress, spot_checks
 
     if not db.exists():
@@ -1718,7 +1945,7 @@ def reviews_queues(
             "rows": int(q.rows),
             "reviewed": int(q.reviewed),
             "by_arm": by_queue.get(int(q.queue_id), {}),
-            "url": DASHBOARD_QUEUE_URL.format(port=port, queue_id=int(q.queue_id)),
+            "url": _queue_url(port, int(q.queue_id), str(q.strategy)),
         }
         for q in queues.itertuples(index=False)
     ]
@@ -1777,7 +2004,46 @@ def reviews_queue_delete(
     console.print(f"queue #{queue_id} deleted; its reviews are kept", markup=False, highlight=False)
 
 
+def _info_args(argv: Sequence[str]) -> tuple[Path, bool] | None:
+    """``info --db FILE [--json]`` in any order (``--db=FILE`` too), as the one command that must answer at
+    once: (the study, as_json); None for any other command line, which Typer parses."""
+    if not argv or argv[0] != "info" or any(k.endswith("_COMPLETE") for k in os.environ):
+        return None
+    db: str | None = None
+    as_json = False
+    rest = list(argv[1:])
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--json" and not as_json:
+            as_json = True
+        elif arg == "--db" and db is None and rest and rest[0] and not rest[0].startswith("-"):
+            db = rest.pop(0)
+        elif arg.startswith("--db=") and db is None and len(arg) > 5:
+            db = arg[5:]
+        else:
+            return None
+    return (Path(db), as_json) if db is not None else None
+
+
 def main() -> None:
+    # `info` skips Typer's parsing of the command line: building its parameters imports pydantic and costs
+    # more than info's whole answer from its cache (issue 23). The command runs as Typer would run it.
+    if (fast := _info_args(sys.argv[1:])) is not None:
+        try:
+            info(*fast)
+        except typer.Exit as exc:
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            sys.exit(130)
+        except OSError as exc:
+            if exc.errno != errno.EPIPE:
+                raise
+            from typer._click.utils import PacifyFlushWrapper
+
+            sys.stdout = PacifyFlushWrapper(sys.stdout)
+            sys.stderr = PacifyFlushWrapper(sys.stderr)
+            sys.exit(1)
+        return
     try:
         app()
     except KeyboardInterrupt:

@@ -1,4 +1,4 @@
-"""Writing an output file whole or not at all (report --out, reviews export, orient), and reading an input
+"""Writing an output file whole or not at all (report --out, reviews export, orient, export), and reading an input
 file in chunks that end at line ends (ingest).
 
 :func:`write_atomic` writes to a temporary file in the target's own folder (so the final rename never
@@ -15,7 +15,9 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, BinaryIO, TypeVar
+
+T = TypeVar("T")
 
 _REASONS = {
     errno.ENOSPC: "no space left on the device",
@@ -81,6 +83,43 @@ def write_atomic(path: Path | str, content: str | bytes | Iterable[str] | Callab
         os.replace(tmp, path)
         tmp = None
         _fsync_dir(path.parent)
+    except OSError as exc:
+        raise WriteFailed(path, exc) from exc
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def write_atomic_path(path: Path | str, write: Callable[[Path], T]) -> T:
+    """Call ``write`` with the name of a temporary file in ``path``'s own folder, for writers that open the
+    file themselves by name (DuckDB's ``COPY``, a Parquet writer), then fsync that file and rename it over
+    ``path``; return what ``write`` returned.
+
+    All or nothing, as :func:`write_atomic`: an ``OSError`` from ``write`` or from the rename is raised as
+    :class:`WriteFailed` with the target untouched, and on any error (Ctrl-C too) the temporary file is gone.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise WriteFailed(path, IsADirectoryError(errno.EISDIR, "is a directory"))
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        result = write(Path(tmp))
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        with contextlib.suppress(OSError):  # the mode a plain open() would have given it
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+        tmp = None
+        _fsync_dir(path.parent)
+        return result
     except OSError as exc:
         raise WriteFailed(path, exc) from exc
     finally:

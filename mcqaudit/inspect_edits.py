@@ -8,12 +8,16 @@ writes to the original file.
 
 Matching: a row came from a log when the log, read by mcqaudit's own importer
 (:mod:`mcqaudit.ingest.inspect_log`: ``item_id`` = sample id, ``sample`` = epoch − 1), has that sample with
-the same question, the same options in the same displayed order and the same generation. The arm is the one
-whose rows all match (``--arm`` when several do); a log that matches no arm is refused.
+the same question, the same options in the same displayed order and the same generation (a dataset expanded
+by `mcqaudit.inspect.orientations` has one sample per orientation of an item, its ``item_id`` in metadata:
+the options' order tells them apart). The arm is the one whose rows all match (``--arm`` when several do); a
+log that matches no arm is refused.
 
-What an edit says, for the `choice()` scorer's C/I values (or the log's only scorer):
+What an edit says, for the score of `mcqaudit.inspect`'s ``mcq_scorer`` (three-way), else the `choice()`
+scorer's C/I values (or the log's only scorer):
 
-- value: ``"C"`` for CORRECT, ``"I"`` for INCORRECT and for OTHER (Inspect has no third value there);
+- value: ``"C"`` for CORRECT, ``"I"`` for INCORRECT; for OTHER ``"N"`` on mcq_scorer's score, ``"I"`` on
+  the others (which have no third value);
 - answer: the picked option's letter over the sample's ``choices`` (the order Inspect's scorer uses), the
   gold letter for a CORRECT without one, and None for OTHER;
 - explanation: the verdict and the reviewer's note (``"OTHER: <note>"``; OTHER with no note says the
@@ -64,20 +68,32 @@ class InspectExport:
 
 @dataclass(frozen=True)
 class LogSample:
-    """What mcqaudit's importer read of one sample of the log: the content a study row must match."""
+    """What mcqaudit's importer read of one sample of the log: the content a study row must match, and where
+    the sample is in the log (its id and epoch)."""
 
     question: str
     options: tuple[str, ...]
     generation: str
+    sample_id: str | int | None = None
+    epoch: int = 1
+
+    def holds(self, row: SampleRow) -> bool:
+        return (
+            row.generation == self.generation
+            and row.question == self.question
+            and list(row.options) == list(self.options)
+        )
 
 
 @dataclass(frozen=True)
 class InspectSamples:
-    """The log to edit, the new log to write, and the log's samples by (item_id, sample = epoch - 1)."""
+    """The log to edit, the new log to write, and the log's samples by (item_id, sample = epoch - 1): one,
+    or one per orientation of a dataset expanded by `mcqaudit.inspect.orientations` (told apart by their
+    options' order)."""
 
     log_path: Path
     out_path: Path
-    samples: Mapping[tuple[str, int], LogSample]
+    samples: Mapping[tuple[str, int], tuple[LogSample, ...]]
 
 
 @dataclass(frozen=True)
@@ -94,6 +110,7 @@ def _edit(
     gold_option: str | None,
     fingerprint: str | None,
     classes: Any,
+    three_way: bool = False,
 ) -> Any:
     ScoreEdit, ProvenanceData = classes
     note = rec.note
@@ -105,7 +122,8 @@ def _edit(
         picked = state.picked_option
         if picked is None and verdict == CORRECT:
             picked = gold_option
-        value = "C" if verdict == CORRECT else "I"
+        # mcq_scorer's scores are three-way; the choice() scorer's have no value for OTHER
+        value = "C" if verdict == CORRECT else ("N" if verdict == OTHER and three_way else "I")
         answer = LETTERS[choices.index(picked)] if verdict != OTHER and picked in choices else None
         if verdict == OTHER:
             explanation = f"OTHER: {note or OTHER_EXPLANATION}"
@@ -169,10 +187,22 @@ def _states(records: Sequence[LoggedReview], row: SampleRow) -> list[_State | No
     return out
 
 
+# how mcqaudit.inspect's mcq_scorer marks its scores (mcqaudit/inspect.py SCORE_KEY)
+_MCQ_SCORER_KEY = "mcqaudit_score"
+
+
+def _is_mcq_scorer(score: Any) -> bool:
+    return isinstance(score.metadata, dict) and score.metadata.get(_MCQ_SCORER_KEY) is not None
+
+
 def _score_name(samples: Sequence[Any]) -> str:
+    """The score to edit: mcq_scorer's (three-way), else the `choice()` scorer's, else the only one."""
     names: set[str] = set()
     for s in samples:
         names.update((s.scores or {}).keys())
+        for n, score in (s.scores or {}).items():
+            if _is_mcq_scorer(score):
+                return str(n)
     for n in sorted(names):
         if n == "choice" or n.endswith("/choice"):
             return n
@@ -213,14 +243,20 @@ def read_samples(log_path: Path, out_path: Path) -> InspectSamples:
         _, records = read_log(log_path)
     except InputError as exc:
         raise InspectExportError(f"{log_path}: {exc}") from None
-    samples = {
-        (str(r.row["item_id"]), int(r.row["sample"])): LogSample(
-            r.row["question"], tuple(r.row["options"]), r.row["generation"]
-        )
-        for r in records
-        if r.row is not None
-    }
+    samples: dict[tuple[str, int], tuple[LogSample, ...]] = {}
+    for r in records:
+        if r.row is not None:
+            key = (str(r.row["item_id"]), int(r.row["sample"]))
+            got = LogSample(
+                r.row["question"], tuple(r.row["options"]), r.row["generation"], r.sample_id, key[1] + 1
+            )
+            samples[key] = (*samples.get(key, ()), got)
     return InspectSamples(log_path, out_path, samples)
+
+
+def _source(log: InspectSamples, row: SampleRow) -> LogSample | None:
+    """The log's sample a study row came from (same question, options in the same order, generation)."""
+    return next((s for s in log.samples.get((row.item_id, row.sample), ()) if s.holds(row)), None)
 
 
 def _matching_arm(
@@ -232,13 +268,7 @@ def _matching_arm(
     matches: dict[str, list[SampleRow]] = {}
     mismatch: dict[str, str] = {}
     for r in rows:
-        src = log.samples[(r.item_id, r.sample)]
-        same = (
-            r.generation == src.generation
-            and r.question == src.question
-            and list(r.options) == list(src.options)
-        )
-        if same:
+        if _source(log, r) is not None:
             matches.setdefault(r.arm, []).append(r)
         else:
             mismatch.setdefault(r.arm, f"sample {r.item_id!r} epoch {r.sample + 1}")
@@ -290,16 +320,18 @@ def write_corrections(
     result.score_name = name = _score_name(list(samples.values()))
     for row_id in sorted(reviewed):
         row = by_row[row_id]
-        sample = samples.get((row.item_id, row.sample + 1))
+        src = _source(log, row)
+        sid = row.item_id if src is None or src.sample_id is None else str(src.sample_id)
+        sample = samples.get((sid, row.sample + 1))
         if sample is None:  # read_log found it, so Inspect's reader should too
-            raise InspectExportError(f"{log_path}: sample {row.item_id!r} epoch {row.sample + 1} not found")
+            raise InspectExportError(f"{log_path}: sample {sid!r} epoch {row.sample + 1} not found")
         recs = reviewed[row_id]
         original = sample.scores[name].model_copy() if sample.scores and name in sample.scores else None
         if original is None:
-            raise InspectExportError(f"{log_path}: sample {row.item_id!r} has no {name!r} score to edit")
+            raise InspectExportError(f"{log_path}: sample {sid!r} has no {name!r} score to edit")
         for rec, state in zip(recs, _states(recs, row), strict=True):
             edit = _edit(state, rec, sample, original, row.gold_option, row.judge_fingerprint,
-                         (ScoreEdit, api.ProvenanceData))  # fmt: skip
+                         (ScoreEdit, api.ProvenanceData), _is_mcq_scorer(original))  # fmt: skip
             api.edit_score(elog, sample.id, name, edit, recompute_metrics=False, epoch=sample.epoch)
             result.edits += 1
         result.samples_edited += 1

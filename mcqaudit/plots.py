@@ -16,7 +16,14 @@ from plotly.subplots import make_subplots
 from mcqaudit.formatting import pairing_words, plotly_text
 from mcqaudit.metrics.results import Metric, Report
 from mcqaudit.metrics.rules import compared_arms
-from mcqaudit.reading import FamilyView, any_truncated, family_entry, first_family, report_families
+from mcqaudit.reading import (
+    FamilyView,
+    any_truncated,
+    family_entry,
+    first_family,
+    group_label,
+    report_families,
+)
 from mcqaudit.vocab import VERDICTS
 
 _LAYOUT: dict[str, Any] = {
@@ -345,7 +352,9 @@ def fig_judge_agreement(report: Report) -> go.Figure:
         return _empty("Judge vs human", "no reviewed rows yet")
     # a bar from 3 rows would read as a finding: groups under MIN_CI_ROWS are in the table, as counts only
     groups = [
-        (_txt(name), ag) for name, ag in every if (a := ag.get("agreement")) is not None and a["n"] >= MIN_CI_ROWS
+        (_txt(name), ag)
+        for name, ag in every
+        if (a := ag.get("agreement")) is not None and a["n"] >= MIN_CI_ROWS
     ]
     if not groups:
         return _empty("Judge vs human", f"fewer than {MIN_CI_ROWS} reviewed rows: counts only, in the table")
@@ -426,6 +435,92 @@ def _pair_words(arms: Sequence[str], pw: Mapping[str, Mapping[str, Metric | None
     return pairing_words({f"{a} − {b}": (pw.get(a) or {}).get(b) for a, b in pairs})
 
 
+GroupRate = Literal["accuracy", "other_rate", "truncated_rate"]
+GroupDeltaKey = Literal["delta_accuracy", "delta_other_rate", "delta_truncated_rate"]
+_GROUP_WORDS = {
+    "accuracy": "accuracy",
+    "other_rate": "OTHER rate",
+    "truncated_rate": "truncated rate",
+    "delta_accuracy": "Δaccuracy",
+    "delta_other_rate": "Δ OTHER rate",
+    "delta_truncated_rate": "Δ truncated rate",
+}
+
+
+def _group_axis(report: Report, key: str) -> tuple[list[str], list[str]]:
+    """The groups of ``by_group[key]`` in the report's order, and their labels (with their items; small
+    ones marked)."""
+    values = list((report.get("by_group") or {}).get(key) or {})
+    return values, [_txt(group_label(report, key, v, items=True)) for v in values]
+
+
+def _forest(fig: go.Figure, title: str, n_groups: int, n_series: int, axis: str) -> go.Figure:
+    """A forest plot's layout: one row per group (the first on top), the series side by side within it."""
+    height = 140 + max(1, n_groups) * (14 + 10 * max(1, n_series))
+    fig.update_layout(
+        **{**_LAYOUT, "height": height, "margin": {"l": 200, "r": 20, "t": 70, "b": 50}},
+        title=title,
+        scattermode="group",
+    )
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(title=axis)
+    return fig
+
+
+def fig_group_rates(report: Report, key: str, metric: GroupRate = "accuracy") -> go.Figure:
+    """``report --by metadata.KEY``: each arm's ``metric`` in each group with its 95 % CI and n (a forest
+    plot: one row per group, labelled with its items, one marker per arm); small groups are marked so."""
+    values, labels = _group_axis(report, key)
+    if not values:
+        return _empty(f"{_GROUP_WORDS[metric]} by {_txt(key)}", "the report was not grouped by this key")
+    groups = report["by_group"][key]
+    fig = go.Figure()
+    for arm in report["arms"]:
+        ms = [groups[v][arm][metric] if arm in groups[v] else None for v in values]
+        fig.add_scatter(
+            name=_txt(arm),
+            x=[_val(m, 100) for m in ms],
+            y=labels,
+            error_x=_err(ms, 100),
+            mode="markers",
+            marker={"size": 9},
+            orientation="h",
+            hovertext=[_ci_hover(m) for m in ms],
+        )
+    words = _GROUP_WORDS[metric]
+    title = f"{words[:1].upper()}{words[1:]} by {_txt(key)} (95 % CI, each group's items resampled)"
+    return _forest(fig, title, len(values), len(report["arms"]), f"{_GROUP_WORDS[metric]} (%)")
+
+
+def fig_group_delta(report: Report, key: str, metric: GroupDeltaKey = "delta_accuracy") -> go.Figure:
+    """``report --by metadata.KEY``: each treated arm's Δ against the control in each group, with its CI and
+    n; a small group has no Δ (its row is empty, its label says small)."""
+    values, labels = _group_axis(report, key)
+    if not values:
+        return _empty(f"{_GROUP_WORDS[metric]} by {_txt(key)}", "the report was not grouped by this key")
+    groups = report["by_group"][key]
+    ctrl = report.get("control_arm")
+    treated = [a for a in report["arms"] if a != ctrl and any(a in groups[v] for v in values)]
+    if not treated:
+        return _empty(f"{_GROUP_WORDS[metric]} by {_txt(key)}", "no arm compared with the control")
+    fig = go.Figure()
+    for arm in treated:
+        ms = [groups[v][arm].get(metric) if arm in groups[v] else None for v in values]
+        fig.add_scatter(
+            name=f"{_txt(arm)} − {_txt(ctrl)}",
+            x=[_val(m, 100) for m in ms],
+            y=labels,
+            error_x=_err(ms, 100),
+            mode="markers",
+            marker={"size": 9},
+            orientation="h",
+            hovertext=[_ci_hover(m, unit=" pp") if m else "no Δ (see the table)" for m in ms],
+        )
+    fig.add_vline(x=0, line_dash="dot", line_color="grey")
+    title = _txt(f"{_GROUP_WORDS[metric]} vs control by {key} (95 % CI, within each group)")
+    return _forest(fig, title, len(values), len(treated), f"{_GROUP_WORDS[metric]} (pp)")
+
+
 def report_figures(report: Report) -> list[tuple[str, go.Figure]]:
     """The figures of the HTML report, titled, in order."""
     fams = report_families(report)
@@ -451,4 +546,7 @@ def report_figures(report: Report) -> list[tuple[str, go.Figure]]:
         report["metrics"][a].get("judge_agreement") for a in report["arms"]
     ):
         figs.append(("Judge vs human", fig_judge_agreement(report)))
+    for key in report.get("by_group") or {}:
+        figs.append((f"Accuracy by {key}", fig_group_rates(report, key)))
+        figs.append((f"Δaccuracy by {key}", fig_group_delta(report, key)))
     return figs

@@ -24,6 +24,7 @@ __all__ = [
     "any_truncated",
     "family_entry",
     "first_family",
+    "group_label",
     "report_families",
 ]
 
@@ -94,3 +95,15 @@ def agreement_groups(report: Report) -> list[tuple[str, JudgeAgreement]]:
         groups.append(("all arms", ja))
     m = report["metrics"]
     return groups + [(a, ag) for a in report["arms"] if (ag := m[a].get("judge_agreement"))]
+
+
+def group_label(report: Report, key: str, value: str, *, items: bool = False) -> str:
+    """A ``by_group`` group as the views name it: the value, ``history (small)`` for a group under the minimum
+    of items; with ``items``, its item count too: ``geography (28 items)``, ``history (12 items, small)``.
+    (The rows that lack the key are the group ``group_by[key].missing``, e.g. ``(none)``.)"""
+    facts = (report.get("group_by") or {}).get(key)
+    small = bool(facts and value in facts["small"])
+    if not items or not facts:
+        return f"{value} (small)" if small else value
+    n = facts["items"].get(value, 0)
+    return f"{value} ({n} item{'' if n == 1 else 's'}{', small' if small else ''})"

@@ -27,6 +27,7 @@ from mcqaudit.formatting import (
     with_chance,
 )
 from mcqaudit.metrics import MIN_AUDIT_ROWS, MIN_CI_ROWS, MIN_ITEMS, PARSER_DISAGREEMENT_MIN_ROWS
+from mcqaudit.metrics.panel import judge_label, primary_label
 from mcqaudit.metrics.parsers import misread_counts
 from mcqaudit.metrics.results import (
     ArmDelta,
@@ -46,6 +47,7 @@ from mcqaudit.reading import (
     agreement_groups,
     any_truncated,
     family_entry,
+    group_label,
     report_families,
 )
 from mcqaudit.vocab import LETTERS
@@ -146,6 +148,8 @@ def findings(report: Report) -> list[Finding]:
         out += _provisional(
             _arm_findings(report, arm, d, flags, name), pending.get(arm, 0) + pending.get(str(ctrl), 0)
         )
+    for arm in report.get("delta_accuracy") or {}:
+        out += _provisional(_group_findings(report, arm), pending.get(arm, 0) + pending.get(str(ctrl), 0))
     out += _letter_findings(report, name)
     if design.get("reason"):
         out.append(_finding(
@@ -227,6 +231,7 @@ def _arm_findings(
     out = [_headline_finding(arm, str(ctrl), d)]
     if ov is None:
         return out
+    out += _judge_panel_findings(report, arm, d, flags)
     out += _parser_findings(report, arm, ov, int(d.get("rows", 0)), flags, name)
     out += _other_rate_finding(report, arm, d, flags)
     out += _orientation_findings(report, arm, d, flags)
@@ -270,6 +275,111 @@ def _headline_finding(arm: str, ctrl: str, d: ArmDelta) -> Finding:
                f"with an MDE of {mde_pp} pp a null here is not informative (a smaller effect would not show).")
         )  # fmt: skip
     return _finding("headline", text, arm, ov, items, rows, pairing=pairing, mde=mde, informative=informative)
+
+
+def _judge_panel_findings(report: Report, arm: str, d: ArmDelta, flags: Sequence[Flag]) -> list[Finding]:
+    """Whether the headline Δ survives every judge on the panel (``judge_panel.delta_by_judge``): "holds under
+    both judges", or "depends on the judge: under X the Δ is …" (``judge_sensitive``); nothing without a panel."""
+    jp = report.get("judge_panel")
+    ov = d.get("overall")
+    if not jp or ov is None:
+        return []
+    ctrl = report["control_arm"]
+    under: dict[str, Metric | None] = {}
+    for fp, by in jp["delta_by_judge"].items():
+        dj = by.get(arm)
+        under[fp] = dj["overall"] if dj else None
+    flagged = [f.get("judge") for f in flags if f["name"] == "judge_sensitive" and f.get("arm") == arm]
+    parts = [f"{judge_label(jp, fp)} {pp(m)} (n={m['n']} items)" for fp, m in under.items() if m is not None]
+    missing = [judge_label(jp, fp) for fp, m in under.items() if m is None]
+    n_judges = 1 + len(under)
+    values = {fp: m.get("value") if m else None for fp, m in under.items()}
+    items, rows = int(d.get("items", 0)), int(d.get("rows", 0))
+    primary = f"the primary {primary_label(jp)} {pp(ov)} (n={items} items)"
+    if flagged:
+        bad = [(fp, m) for fp, m in under.items() if fp in flagged and m is not None]
+        said = "; ".join(f"under {judge_label(jp, fp)} the Δ is {pp(m)} (n={m['n']} items)" for fp, m in bad)
+        text = (f"{arm} vs {ctrl}: the finding depends on the judge: {said}, against {pp(ov)} under the primary "
+                f"judge {primary_label(jp)} (n={items} items).")  # fmt: skip
+        holds: bool | None = False
+    elif missing:
+        text = (f"{arm} vs {ctrl}: the Δ cannot be checked under every judge on the panel: under {_and(missing)} "
+                f"there are not enough items to compare (see notes)"
+                + (f"; under {_and(parts)} it is in line with {primary}." if parts else "."))  # fmt: skip
+        holds = None
+    else:
+        both = "both judges" if n_judges == 2 else f"all {n_judges} judges"
+        text = (f"{arm} vs {ctrl}: the Δ holds under {both} (n={items} items): {_and(parts)}, in line with "
+                f"{primary}.")  # fmt: skip
+        holds = True
+    return [_finding("judge_panel", text, arm, ov, items, rows, holds=holds, judges=values)]
+
+
+def panel_lines(report: Report) -> list[str]:
+    """What the first screen says about the judges and the reviewers (the Overview, the report's "Judge panel"
+    section): one judge only, or whether each arm's Δ holds under every judge and Krippendorff's α; and how
+    far the reviewers agree — each with its n."""
+    jp = report.get("judge_panel")
+    out: list[str] = []
+    if not jp:
+        out.append("One judge: the finding is not checked against another (grade a second judge with "
+                   "`mcqaudit grade --panel`).")  # fmt: skip
+    else:
+        fnd = report.get("findings")
+        found = [f for f in (fnd if fnd is not None else findings(report)) if f["kind"] == "judge_panel"]
+        n_judges = 1 + len(jp["judges"])
+        every = "both judges" if n_judges == 2 else f"all {n_judges} judges"
+
+        def arms(holds: bool) -> list[str]:
+            return [f"{f['arm']} (n={f['n_items']} items)" for f in found if f.get("holds") is holds]
+
+        said = []
+        if arms(True):
+            said.append(f"the Δ holds under {every} for {_and(arms(True))}")
+        if arms(False):
+            said.append(f"it depends on the judge for {_and(arms(False))}")
+        a = jp.get("alpha")
+        alpha = f"Krippendorff's α {num(a)} (n={a['n']} rows)" if a else "Krippendorff's α n/a"
+        names = ", ".join(judge_label(jp, fp) for fp in jp["judges"])
+        out.append(f"Judge panel: {n_judges} judges (primary {primary_label(jp)}; panel {names})"
+                   + (f"; {'; '.join(said)}" if said else "") + f"; {alpha}.")  # fmt: skip
+    ra = report.get("reviewer_agreement")
+    if ra:
+        out.append(reviewer_words(ra))
+    elif jp:
+        out.append("No row has been reviewed by two people yet: how far the reviewers agree is not measured.")
+    return out
+
+
+def _pct_ci(m: Mapping[str, Any] | None) -> str:
+    """``80.0 % [64.1, 93.1]`` (a share in a sentence)."""
+    if not m or m.get("value") is None:
+        return "n/a"
+    ci = f" [{m['ci_low'] * 100:.1f}, {m['ci_high'] * 100:.1f}]" if m.get("ci_low") is not None else ""
+    return f"{m['value'] * 100:.1f} %{ci}"
+
+
+def reviewer_words(ra: Mapping[str, Any]) -> str:
+    """``reviewer_agreement`` in one sentence, with its n; preliminary under :data:`MIN_AUDIT_ROWS` rows."""
+    ag, k = ra.get("agreement"), ra.get("kappa")
+    n = int(ra.get("rows", 0))
+    share = _pct_ci(ag)
+    kap = f"Cohen's κ {num(k)}" if k else "Cohen's κ n/a"
+    cmp = int(ra.get("pairs_compared", 0))
+    pairs = f", {cmp} comparisons of two reviewers" if cmp != n else ""
+    return (f"Reviewers agree on {share} of {plural(n, 'row')} reviewed by two or more people ({kap}{pairs}, "
+            f"n={cmp})" + (f"; preliminary: under {MIN_AUDIT_ROWS} rows" if ra.get("preliminary") else "")
+            + f"; {_disagreed_words(ra)}.")  # fmt: skip
+
+
+def _disagreed_words(e: Mapping[str, Any]) -> str:
+    """``6 rows where they disagree (the latest review is final there): 2 settled by a later review, 4 waiting
+    for a third reviewer`` — the words of the Review page's reviewers filter."""
+    n, settled = int(e.get("disagreed_rows", 0)), int(e.get("settled_rows", 0))
+    if not n:
+        return "no row where they disagree"
+    return (f"{plural(n, 'row')} where they disagree (the latest review is final there): {settled} settled by a "
+            f"later review, {n - settled} waiting for a third reviewer (Review filter \"reviewers disagree\")")  # fmt: skip
 
 
 def _parser_findings(
@@ -472,6 +582,42 @@ def _orientation_findings(
     return out
 
 
+def _group_findings(report: Report, arm: str) -> list[Finding]:
+    """Per ``--by`` key, where treated ``arm``'s Δaccuracy lives: the groups of at least ``MIN_ITEMS`` items
+    whose Δ's CI excludes 0 (largest first), or that none does; small groups say nothing (docs/design.md §7)."""
+    out: list[Finding] = []
+    ctrl = report.get("control_arm")
+    for key, groups in (report.get("by_group") or {}).items():
+        facts = (report.get("group_by") or {})[key]
+        with_delta = [
+            (v, d) for v, e in groups.items()
+            if v not in facts["small"] and arm in e and (d := e[arm].get("delta_accuracy")) is not None
+        ]  # fmt: skip
+        if not with_delta:
+            continue
+        clear = sorted(((v, d) for v, d in with_delta if _clear(d)), key=lambda vd: -abs(vd[1]["value"] or 0))
+        n = len(with_delta)
+        of = f"{plural(n, 'group')} of at least {MIN_ITEMS} items"
+        if clear:
+            named = "; ".join(f"{v}: {pp(d)} (n={d['n']} items)" for v, d in clear[:3]) + (
+                "; …" if len(clear) > 3 else ""
+            )
+            rest = n - len(clear)
+            text = (f"By {key}, {arm} vs {ctrl}: the Δaccuracy's CI excludes 0 in {len(clear)} of the {of} — "
+                    f"{named}" + (f"; in the other {rest} it spans 0" if rest else "") + "."
+                    + (f" Per-group CIs are not corrected for the {n} groups compared." if n > 1 else ""))  # fmt: skip
+            top = clear[0][1]
+            out.append(_finding("group", text, arm, top, top.get("items"), top.get("rows"), by=key,
+                                groups=[v for v, _ in clear]))  # fmt: skip
+        else:
+            mdes = [float(x) for _, d in with_delta if (x := d.get("mde")) is not None]
+            span = f" (per-group MDE {min(mdes) * 100:.0f}–{max(mdes) * 100:.0f} pp)" if mdes else ""
+            text = f"By {key}, {arm} vs {ctrl}: the Δaccuracy's CI spans 0 in each of the {of}{span}."
+            out.append(_finding("group", text, arm, None, sum(int(d["n"]) for _, d in with_delta), None, by=key,
+                                groups=[]))  # fmt: skip
+    return out
+
+
 def _and(words: Sequence[str]) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
@@ -601,11 +747,14 @@ def sections(report: Report) -> list[Section]:
         _headline_section(report),
         _accuracy_section(report, fams),
         *_delta_sections(report, fams),
+        *_group_sections(report),
         *_pairwise_sections(report),
         *_parser_delta_sections(report),
         *_disagreement_sections(report),
         *_position_sections(report, fams),
         _consistency_section(report),
+        *_panel_sections(report),
+        *_reviewer_sections(report),
         *_agreement_sections(report),
         *_logprob_sections(report),
         *_fingerprint_sections(report),
@@ -769,6 +918,63 @@ def _delta_sections(report: Report, fams: Sequence[FamilyView]) -> list[Section]
     ]
 
 
+def _group_words(report: Report, key: str) -> str:
+    facts = report["group_by"][key]
+    ctrl = report["control_arm"]
+    missing = (
+        f"; rows whose metadata lacks the key are the group {facts['missing']}" if facts["missing"] else ""
+    )
+    return (
+        f"Per value of {facts['path']} ({plural(facts['groups'], 'group')}{missing}), per arm: accuracy "
+        "(item-weighted) and OTHER rate (of graded rows)"
+        + (", truncated rate (of all rows)" if any_truncated(report) else "")
+        + " with their CIs, and "
+        f"treated − control ({ctrl}) within the group in percentage points, with its n (the group's items both "
+        f"arms answered). A group under {facts['min_items']} items is marked small: shown with its n, with no Δ "
+        "and no finding. Each group's CIs resample its own items (the same draw for every arm) and are not "
+        "corrected for the number of groups compared."
+    )
+
+
+def _group_delta_cell(e: Mapping[str, Any], key: str) -> str:
+    m = e.get(key)
+    if m is None:
+        return "n/a (small)" if e.get("small") else "n/a (see notes)"
+    return f"{pct(m, sign=True)} (n={m.get('n')}{', unpaired' if m.get('pairing') == 'unpaired' else ''})"
+
+
+def _group_sections(report: Report) -> list[Section]:
+    """``by_group`` (``report --by metadata.KEY``): one table per key, one row per (group, arm)."""
+    out = []
+    cut = any_truncated(report)
+    ctrl = report["control_arm"]
+    for key, groups in (report.get("by_group") or {}).items():
+        header = [key, "items", "arm", "rows", "accuracy", "OTHER rate", "Δaccuracy", "Δ OTHER rate"]
+        if cut:
+            header[6:6] = ["truncated rate"]
+            header.append("Δ truncated rate")
+        rows = []
+        for value, entry in groups.items():
+            for k, (arm, e) in enumerate(entry.items()):
+                treated = arm != ctrl
+                row = [
+                    group_label(report, key, value) if k == 0 else "",
+                    str(report["group_by"][key]["items"].get(value, "")) if k == 0 else "",
+                    arm + (" (control)" if arm == ctrl else ""),
+                    str(e["rows"]),
+                    _with_n(e["accuracy"]),
+                    pct(e["other_rate"]),
+                    _group_delta_cell(e, "delta_accuracy") if treated else "",
+                    _group_delta_cell(e, "delta_other_rate") if treated else "",
+                ]
+                if cut:
+                    row[6:6] = [pct(e["truncated_rate"])]
+                    row.append(_group_delta_cell(e, "delta_truncated_rate") if treated else "")
+                rows.append(row)
+        out.append(Section(f"By {key}", paragraphs=[_group_words(report, key)], tables=[Table(header, rows)]))
+    return out
+
+
 def _pairwise_sections(report: Report) -> list[Section]:
     arms, pw = report["arms"], report.get("pairwise_delta") or {}
     if not pw:
@@ -830,6 +1036,69 @@ def _consistency_section(report: Report) -> Section:
     return Section("Consistency", tables=[Table(["arm", "binary (swapped pairs)", "n-way (plurality share)"], rows)])
 
 
+def _share_n(m: Metric | None) -> str:
+    return f"{pct(m)} (n={m['n']})" if m else "n/a"
+
+
+def _num_n(m: Metric | None) -> str:
+    return f"{num(m)} (n={m['n']})" if m else "n/a"
+
+
+def _delta_n(d: ArmDelta | None) -> str:
+    """A Δ cell with its n: ``+45.5 [+29.5, +59.1] (n=44)``, or why there is none."""
+    if d is None:
+        return "not compared"
+    ov = d.get("overall")
+    return f"{pct(ov, sign=True)} (n={d.get('items', 0)})" if ov else f"n/a (n={d.get('items', 0)})"
+
+
+PANEL_WORDS = (
+    "Each panel judge (`mcqaudit grade --panel`) graded the rows the primary judge graded; its verdicts sit "
+    "beside the final ones, never in them. Error rate: failed requests of its rows; OTHER rate: of the rows it "
+    "graded; agreement and Cohen's κ with the primary: on the rows both graded. Δ under a judge: the rows it "
+    "graded take its verdict, rows the pre-filter or the rule resolved (and human reviews) keep theirs, rows it "
+    "has no verdict for are ungraded under it. Krippendorff's α (nominal, CORRECT / INCORRECT / OTHER) is over "
+    "every judge, the primary included, on the rows two or more of them graded."
+)
+
+
+def _panel_sections(report: Report) -> list[Section]:
+    """The judge panel: each judge's rates, its agreement with the primary and the Δ under it; or one line
+    saying the study has one judge only."""
+    jp = report.get("judge_panel")
+    head = panel_lines(report)[:1]
+    if not jp:
+        return [Section("Judge panel", paragraphs=head)]
+    deltas = report.get("delta_accuracy") or {}
+    arms = list(deltas)
+    graded = sum(int(c.get("rows", 0)) for c in (report.get("judge_fingerprints") or {}).values())
+    rows = [[f"primary: {primary_label(jp)}", str(graded), "", "", "", "",
+             *[_delta_n(d) for d in deltas.values()]]]  # fmt: skip
+    for fp, e in jp["judges"].items():
+        by = jp["delta_by_judge"].get(fp) or {}
+        rows.append([judge_label(jp, fp), str(e["rows"]), _share_n(e["error_rate"]), _share_n(e["other_rate"]),
+                     _share_n(e["agreement_with_primary"]), _num_n(e["kappa_with_primary"]),
+                     *[_delta_n(by.get(a)) for a in arms]])  # fmt: skip
+    header = ["judge", "rows", "error rate", "OTHER rate", "agreement with primary", "Cohen's κ",
+              *[f"Δaccuracy {a} (pp, n items)" for a in arms]]  # fmt: skip
+    return [Section("Judge panel", paragraphs=[*head, PANEL_WORDS], tables=[Table(header, rows)])]
+
+
+def _reviewer_sections(report: Report) -> list[Section]:
+    ra = report.get("reviewer_agreement")
+    if not ra:
+        return []
+    rows = [[" and ".join(pair.split("|", 1)), str(e["rows"]), _share_n(e["agreement"]), _num_n(e["kappa"])]
+            for pair, e in ra["pairs"].items()]  # fmt: skip
+    words = (
+        "On the rows two or more people reviewed, each person's review in force (their latest not retracted); "
+        "every pair of people on a row is one comparison, κ over them with each pair's verdicts in name order. "
+        "A row whose reviewers disagree is settled by its latest review, which the final verdicts use."
+    )
+    return [Section("Reviewer agreement", paragraphs=[reviewer_words(ra), words],
+                    tables=[Table(["reviewers", "rows", "agreement", "Cohen's κ"], rows)])]  # fmt: skip
+
+
 def _agreement_sections(report: Report) -> list[Section]:
     """Judge vs human, all arms pooled then per arm (:func:`agreement_cells`)."""
     groups = agreement_groups(report)
@@ -856,6 +1125,8 @@ def _agreement_sections(report: Report) -> list[Section]:
            if any(g.get("preliminary") for _, g in groups) else "")
         + f" Each share carries its n (rows); on fewer than {MIN_CI_ROWS} rows only the counts are "
         "shown, with no CI."
+        + (f" Each row's latest review is the one compared; reviewers: {_disagreed_words(ja)}."
+           if ja and "disagreed_rows" in ja else "")
     )  # fmt: skip
     header = ["", "reviewed rows", "agreement", "Cohen's κ", "precision CORRECT", "precision INCORRECT",
               "precision OTHER", "judge-corrected accuracy"]  # fmt: skip
@@ -1056,9 +1327,35 @@ def _split_path(path: str, arms: Sequence[str]) -> list[str]:
     return out
 
 
+def _take(tail: str, names: Sequence[str]) -> tuple[str | None, str]:
+    """The longest of ``names`` that ``tail`` is or continues with (``name.``…), and what follows it."""
+    for n in sorted(names, key=len, reverse=True):
+        if tail == n or tail.startswith(n + "."):
+            return n, tail[len(n) + 1 :]
+    return None, tail
+
+
+def _group_note_label(path: str, report: Report) -> str | None:
+    """A ``by_group.KEY[.VALUE.ARM.metric]`` note in words (keys, values and arms whole, dots and all)."""
+    groups = report.get("by_group") or {}
+    key, rest = _take(path[len("by_group.") :], list(groups))
+    if key is None:
+        return None
+    if not rest:
+        return f"By {key}"
+    value, rest = _take(rest, list(groups[key]))
+    if value is None:
+        return f"By {key}, {_NOTE_WORDS.get(rest, rest.replace('_', ' '))}"
+    arm, rest = _take(rest, [str(a) for a in report.get("arms") or []])
+    what = "Δaccuracy" if rest == "delta_accuracy" else _NOTE_WORDS.get(rest, rest.replace("_", " "))
+    return f"{what} {arm} vs {report.get('control_arm')}, {key} {value}"
+
+
 def note_label(path: str, report: Report) -> str:
     """A note's dotted JSON path in words: ``metrics.steered.rstd`` → ``RStd (steered)``; arm names are
     shown whole, dots and all."""
+    if path.startswith("by_group.") and (said := _group_note_label(path, report)) is not None:
+        return said
     parts = _split_path(path, [str(a) for a in report.get("arms") or []])
     ctrl = report.get("control_arm")
     head, rest = parts[0], parts[1:]

@@ -50,6 +50,8 @@ def figure_svg(fig: Any) -> str:
     layout: dict[str, Any] = dict(spec.get("layout", {}))
     if any(d.get("type") == "heatmap" for d in data):
         return _heatmaps(data, layout)
+    if any(d.get("orientation") == "h" for d in data):
+        return _forest(data, layout)
     return _categorical(data, layout)
 
 
@@ -253,6 +255,87 @@ def _heatmaps(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:
             body.append(f'<text x="{_num(x0 + cw * (c + 0.5))}" y="{_num(MT + ph + 16)}" text-anchor="middle" '
                         f'fill="#444" font-size="10">{_t(x)}</text>')  # fmt: skip
     return _svg(body, title)
+
+
+def _err_x(d: Mapping[str, Any], k: int) -> tuple[float | None, float | None]:
+    return _err({"error_y": d.get("error_x")}, k)
+
+
+_LABEL_CHARS = 40  # a group label longer than this is cut (whole in its tooltip)
+
+
+def _forest(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:
+    """A forest plot (:func:`mcqaudit.plots.fig_group_rates`, ``fig_group_delta``): one row per category of
+    the y axis, first on top, one marker per series side by side within the row, its CI a horizontal
+    whisker; vertical reference lines (``add_vline``) dashed. The height grows with the rows."""
+    title = _title(layout)
+    cats: list[str] = []
+    for d in data:
+        for y in d.get("y") or []:
+            if str(y) not in cats:
+                cats.append(str(y))
+    if not cats:
+        return _svg([f'<text x="{W / 2}" y="40" text-anchor="middle" fill="#666">no data</text>'], title, 80)
+    row_h = 12 + 9 * max(1, len(data))
+    ml = 12 + 6.2 * min(max(len(html.unescape(c)) for c in cats), _LABEL_CHARS + 1)
+    height = MT + row_h * len(cats) + MB
+    lines = [s for s in layout.get("shapes") or [] if s.get("type") == "line" and s.get("x0") == s.get("x1")]
+    vals: list[float] = [float(s["x0"]) for s in lines]
+    for d in data:
+        for k, x in enumerate(d.get("x") or []):
+            if x is not None:
+                p, m = _err_x(d, k)
+                vals += [x + (p or 0.0), x - (m or 0.0)]
+    lo, hi = (min(vals), max(vals)) if vals else (0.0, 1.0)
+    pad = (hi - lo) * 0.06 or 1.0
+    lo, hi = lo - pad, hi + pad
+    pw = W - ml - MR
+
+    def X(v: float) -> float:
+        return ml + pw * (v - lo) / ((hi - lo) or 1.0)
+
+    bottom = MT + row_h * len(cats)
+    body: list[str] = []
+    for tv in _ticks(lo, hi):
+        body.append(f'<line x1="{_num(X(tv))}" x2="{_num(X(tv))}" y1="{MT}" y2="{bottom}" stroke="#e5e9f0"/>'
+                    f'<text x="{_num(X(tv))}" y="{bottom + 16}" text-anchor="middle" fill="#444">{tv:g}</text>')  # fmt: skip
+    xtitle = (layout.get("xaxis") or {}).get("title")
+    xtext = xtitle.get("text") if isinstance(xtitle, Mapping) else xtitle
+    if xtext:
+        body.append(
+            f'<text x="{_num(ml + pw / 2)}" y="{bottom + 36}" text-anchor="middle" fill="#444">{_t(xtext)}</text>'
+        )
+    for r, cat in enumerate(cats):
+        plain = html.unescape(cat)
+        short = plain if len(plain) <= _LABEL_CHARS else plain[: _LABEL_CHARS - 1] + "…"
+        cy = MT + row_h * (r + 0.5)
+        if r % 2:
+            body.append(
+                f'<rect x="{ml}" y="{_num(MT + row_h * r)}" width="{_num(pw)}" height="{_num(row_h)}" fill="#f7f9fb"/>'
+            )
+        body.append(f'<text x="{_num(ml - 6)}" y="{_num(cy + 4)}" text-anchor="end" fill="#444">'
+                    f"<title>{_t(cat)}</title>{_t(short)}</text>")  # fmt: skip
+    for s in lines:
+        xv = X(float(s["x0"]))
+        color = (s.get("line") or {}).get("color", "grey")
+        body.append(f'<line x1="{_num(xv)}" x2="{_num(xv)}" y1="{MT}" y2="{bottom}" stroke="{_t(color)}" '
+                    'stroke-dasharray="3 3"/>')  # fmt: skip
+    n = max(1, len(data))
+    for si, d in enumerate(data):
+        color = PALETTE[si % len(PALETTE)]
+        hov = d.get("hovertext") or []
+        for k, (x, y) in enumerate(zip(d.get("x") or [], d.get("y") or [], strict=False)):
+            if x is None:
+                continue
+            cy = MT + row_h * (cats.index(str(y)) + (si + 1) / (n + 1))
+            p, m = _err_x(d, k)
+            if p is not None and m is not None:
+                a, b = X(x - m), X(x + p)
+                body.append(f'<path d="M{_num(a)} {_num(cy)}H{_num(b)}M{_num(a)} {_num(cy - 3)}v6M{_num(b)} '
+                            f'{_num(cy - 3)}v6" stroke="{color}" fill="none"/>')  # fmt: skip
+            tip = f"<title>{_t(d.get('name', ''))} {_t(y)}: {_t(hov[k] if k < len(hov) else x)}</title>"
+            body.append(f'<circle cx="{_num(X(x))}" cy="{_num(cy)}" r="4.5" fill="{color}">{tip}</circle>')
+    return _svg(body + _legend(data, []), title, int(height))
 
 
 __all__ = ["figure_svg"]

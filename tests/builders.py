@@ -551,6 +551,7 @@ def frames_of(b: StudyBuilder, verdicts: str = "final") -> StudyFrames:
         pending_by_arm={a: int(n) for a, n in zip(arms, by_pending, strict=True) if n},
         parsers=parsers,
         frameworks=frameworks,
+        reviewers=["tester"] if b.reviews else [],  # every review the builder writes is the tester's
     )
     return StudyFrames(info=info, verdicts=verdicts, rows=rows, framework=framework, logprob=logprob)
 

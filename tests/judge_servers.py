@@ -82,6 +82,9 @@ class Garbage:
 
 Action = Reply | Status | Hang | Garbage
 Responder = Callable[[Call], Action]
+# What a reply's ``usage`` says, from the request's body and the reply text: the counts, or None (no usage)
+UsageRule = Callable[[dict[str, Any], str | None], dict[str, int] | None]
+FIXED_USAGE = {"prompt_tokens": 100, "completion_tokens": 1, "total_tokens": 101}
 
 
 def option_match(parsed: ParsedPrompt) -> str:
@@ -147,11 +150,18 @@ class ScriptedJudge:
     """``with ScriptedJudge(responder) as srv:`` … ``srv.base_url``, ``srv.calls``, ``srv.count``."""
 
     def __init__(
-        self, responder: Responder = heuristic, *, model: str = "scripted-judge", latency_s: float = 0.0
+        self,
+        responder: Responder = heuristic,
+        *,
+        model: str = "scripted-judge",
+        latency_s: float = 0.0,
+        usage: UsageRule | None = None,
     ):
+        """``usage``: what each reply's ``usage`` reports (default: a fixed 100 prompt + 1 completion)."""
         self.responder = responder
         self.model = model
         self.latency_s = latency_s
+        self.usage = usage
         self.calls: list[Call] = []
         self._lock = threading.Lock()
         self._seen: Counter[str] = Counter()
@@ -250,7 +260,8 @@ class ScriptedJudge:
     def _completion(
         self, text: str | None, body: dict[str, Any], model: str | None, fp: str | None, finish_reason: str
     ) -> dict[str, Any]:
-        return {
+        usage = FIXED_USAGE if self.usage is None else self.usage(body, text)
+        out = {
             "id": f"chatcmpl-{time.monotonic_ns()}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -263,8 +274,10 @@ class ScriptedJudge:
                     "finish_reason": finish_reason,
                 }
             ],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 1, "total_tokens": 101},
         }
+        if usage is not None:
+            out["usage"] = dict(usage)
+        return out
 
     def __enter__(self) -> ScriptedJudge:
         started = threading.Event()

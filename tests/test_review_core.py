@@ -94,7 +94,7 @@ def test_arm_sizes_and_quotas() -> None:
 
 
 def test_draw_checks_arms_and_label() -> None:
-    with pytest.raises(ReviewError, match="strategy must be uniform or stratified"):
+    with pytest.raises(ReviewError, match="strategy must be uniform, stratified, judges_disagree or second_review"):
         queues.check_draw("random", 5, True)
     with pytest.raises(ReviewError, match="at least one row per arm"):
         queues.check_draw("uniform", 0, True)

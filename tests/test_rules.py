@@ -72,6 +72,10 @@ GRADED_ROWS_COLUMNS = [
     "picked_letter",
     "picked_option",
     "picked_position",
+    "answer",
+    "reasoning",
+    "finish_reason",
+    "truncated",
 ]
 
 

@@ -50,7 +50,15 @@ from mcqaudit.grade.config import (
     resolve_api_key,
 )
 from mcqaudit.grade.lock import one_grader
-from mcqaudit.grade.plan import DryRun, dry_plan, select_work
+from mcqaudit.grade.plan import (
+    BATCH_DISCOUNT,
+    CostEstimate,
+    DryRun,
+    Prices,
+    dry_plan,
+    parse_prices,
+    select_work,
+)
 from mcqaudit.grade.summary import GradeSummary, NullReporter, Reporter, summary_json
 from mcqaudit.judge.client import JudgeClient
 from mcqaudit.judge.prompts import JudgeConfig
@@ -61,12 +69,14 @@ from mcqaudit.store.db import Study, StudyError, disk_failure, write_failure
 from mcqaudit.store.judging import FingerprintSummary
 
 __all__ = [
+    "BATCH_DISCOUNT",
     "NO_JUDGE_MESSAGE",
     "BatchDryRun",
     "BatchOptions",
     "BatchOverview",
     "BatchReporter",
     "BatchSummary",
+    "CostEstimate",
     "DryRun",
     "FingerprintSummary",
     "GradeInterrupted",
@@ -76,6 +86,7 @@ __all__ = [
     "GradeUsageError",
     "JudgeConfig",
     "JudgeSettings",
+    "Prices",
     "Reporter",
     "Resolved",
     "StudyError",
@@ -93,6 +104,7 @@ __all__ = [
     "grade_without_judge",
     "key_in_env",
     "key_variable_plausible",
+    "prices",
     "scrub",
     "summary_json",
 ]
@@ -279,17 +291,26 @@ def grade_without_judge(study: Study, arms: Sequence[str] = ()) -> Resolved:
     return Resolved(counts.get("prefilter", 0), counts.get("rule", 0), counts.get("needs_judge", 0))
 
 
-def dry_run(study: Study, options: GradeOptions) -> DryRun:
-    """`grade --dry-run`: one rendered prompt, the fingerprint and the rows a run would target; nothing is
-    sent or written."""
-    _check_panel(study, options)
-    return dry_plan(study, options)[0]
+def prices(price_in: str | None, price_out: str | None) -> Prices | None:
+    """`--price-in` / `--price-out` (USD per million tokens) checked: both or neither, positive and finite; a
+    bad one is a :class:`GradeUsageError`."""
+    return parse_prices(price_in, price_out)
 
 
-def batch_dry_run(study: Study, options: GradeOptions, batch: BatchOptions) -> BatchDryRun:
-    """`grade --dry-run --batch`: the dry run and what a batch run would submit and poll."""
+def dry_run(study: Study, options: GradeOptions, prices: Prices | None = None) -> DryRun:
+    """`grade --dry-run`: one rendered prompt, the fingerprint, the rows a run would target, and the estimated
+    tokens (and with ``prices`` the cost) of the requests it would send; nothing is sent or written."""
     _check_panel(study, options)
-    return _batch_dry_run(study, options, batch)
+    return dry_plan(study, options, prices)[0]
+
+
+def batch_dry_run(
+    study: Study, options: GradeOptions, batch: BatchOptions, prices: Prices | None = None
+) -> BatchDryRun:
+    """`grade --dry-run --batch`: the dry run and what a batch run would submit and poll, its estimate at the
+    Batch API's discount."""
+    _check_panel(study, options)
+    return _batch_dry_run(study, options, batch, prices)
 
 
 def fingerprints(study: Study) -> list[FingerprintSummary]:

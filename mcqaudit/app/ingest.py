@@ -17,9 +17,10 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from mcqaudit import parsers
+from mcqaudit.app.scored import Taken, take_scored
 from mcqaudit.app.study import open_study
 from mcqaudit.ingest import IMPORTED, Note, check_file, check_input, expand, jsonl, problem, read_records
 from mcqaudit.ingest.errors import InputError, Problem, UsageError
@@ -86,6 +87,7 @@ class IngestResult:
     truncated: int = 0
     problems: list[Problem] = field(default_factory=list)
     problem_count: int = 0
+    scored: Taken = field(default_factory=Taken)  # judge verdicts from an Inspect log's mcq_scorer (§10)
 
 
 class IngestRefused(Exception):
@@ -312,6 +314,7 @@ class _Staged(NamedTuple):
     notes: dict[int, Note]
     blank: int = 0
     header: list[str] | None = None
+    scored: Mapping[int, Sequence[dict[str, Any]]] | None = None  # an Inspect log's mcq_scorer scores
 
 
 def _load_file(loader: Loader, p: Path, o: IngestOptions, progress: Progress | None) -> IngestResult:
@@ -348,8 +351,11 @@ def _load_file(loader: Loader, p: Path, o: IngestOptions, progress: Progress | N
     problems = [
         problem(source, line, fld, reason, staged.unit, staged.notes) for line, fld, reason, _ in res.errors
     ]
+    taken = Taken()
     if not (res.error_count and not o.skip_bad):
         loader.record_ingest(ingest_id, source, kind, res)
+        if staged.scored:
+            taken = take_scored(loader, ingest_id, staged.scored)
     if progress:
         progress("done", res.loaded, res.loaded)
     return IngestResult(
@@ -368,6 +374,7 @@ def _load_file(loader: Loader, p: Path, o: IngestOptions, progress: Progress | N
         truncated=res.truncated,
         problems=problems,
         problem_count=res.error_count,
+        scored=taken,
     )
 
 
@@ -376,7 +383,7 @@ def _stage(loader: Loader, p: Path, kind: str, o: IngestOptions, progress: Progr
     if kind in IMPORTED:
         records = read_records(p, kind, o.arm, o.lm_eval_filter)
         loader.stage_lines([records.batch])
-        return _Staged("text", records.unit, records.notes)
+        return _Staged("text", records.unit, records.notes, scored=records.scored)
     if progress:
         progress("reading", 0, None)
     if kind == "jsonl":

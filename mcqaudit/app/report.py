@@ -7,13 +7,16 @@ dashboard call :func:`build_report` (or :func:`report_from_frames` on frames the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mcqaudit import __version__
 from mcqaudit.metrics import CI_LEVEL, StudyFrames, compute, sort_flags
-from mcqaudit.metrics.results import FingerprintUse, Flag, Report
-from mcqaudit.metrics.rules import ci_method
+from mcqaudit.metrics.accuracy import fingerprint_conflicts
+from mcqaudit.metrics.groups import by_group
+from mcqaudit.metrics.results import FingerprintUse, Flag, GroupArm, GroupFacts, Notes, Report
+from mcqaudit.metrics.rules import MAX_GROUPS, ci_method
 from mcqaudit.native import fast_arrays
 from mcqaudit.report import SCHEMA_VERSION, findings
 
@@ -38,11 +41,60 @@ def verdict_view(value: str) -> VerdictView:
     return views[value]
 
 
-def load_frames(study: str | Path | Study, verdicts: VerdictView = "final") -> StudyFrames:
-    """The study's frames in the ``final`` or ``judge`` verdict view (:mod:`mcqaudit.store.frames`)."""
+GROUP_PREFIX = "metadata."
+
+
+class GroupByError(ValueError):
+    """``--by`` names no metadata key the study's rows have, or is not ``metadata.KEY`` (a usage error)."""
+
+
+def group_keys(by: Sequence[str]) -> list[str]:
+    """The metadata keys of ``--by metadata.KEY`` options, each once; :class:`GroupByError` for another form."""
+    keys: list[str] = []
+    for spec in by:
+        key = spec[len(GROUP_PREFIX) :] if spec.startswith(GROUP_PREFIX) else ""
+        if not key:
+            raise GroupByError(f"--by must be metadata.KEY (e.g. metadata.topic), not {spec!r}")
+        if key not in keys:
+            keys.append(key)
+    return keys
+
+
+def metadata_keys(study: str | Path | Study) -> list[str]:
+    """The top-level keys of the study's row (and item) metadata: what ``--by metadata.KEY`` can name."""
+    from mcqaudit.store.frames import metadata_keys as _keys
+
+    return _keys(open_study(study))
+
+
+def load_frames(
+    study: str | Path | Study, verdicts: VerdictView = "final", by: Sequence[str] = ()
+) -> StudyFrames:
+    """The study's frames in the ``final`` or ``judge`` verdict view (:mod:`mcqaudit.store.frames`); with
+    ``by`` (metadata keys, bare), each row's value of each key too. A key no row has is a
+    :class:`GroupByError` that names the keys the study's metadata does have."""
     from mcqaudit.store.frames import load_frames as _load
 
-    return _load(open_study(study), verdicts)
+    opened = open_study(study)
+    frames = _load(opened, verdicts, by)
+    unknown = [k for k in by if not frames.groups[k].labels]
+    if unknown:
+        have = metadata_keys(opened)
+        raise GroupByError(
+            f"--by metadata.{unknown[0]}: no row's metadata has the key {unknown[0]!r}; "
+            + (
+                f"the study's metadata has: {', '.join(have)}"
+                if have
+                else "the study's rows carry no metadata"
+            )
+        )
+    for k in by:
+        if (n := len(frames.groups[k].labels)) > MAX_GROUPS:
+            raise GroupByError(
+                f"--by metadata.{k}: {n:,} distinct values; results by group take at most {MAX_GROUPS} (a "
+                "subject, a task or a difficulty, not an id)"
+            )
+    return frames
 
 
 def build_report(
@@ -52,11 +104,14 @@ def build_report(
     n_boot: int = 2000,
     seed: int = 0,
     ci: str = "auto",
+    by: Sequence[str] = (),
 ) -> Report:
     """The report dict of a study file (path or open :class:`~mcqaudit.store.db.Study`). ``ci``: how the CIs
-    are computed (``auto``: the item bootstrap, from ``rules.NORMAL_MIN_ITEMS`` items its normal approximation)."""
+    are computed (``auto``: the item bootstrap, from ``rules.NORMAL_MIN_ITEMS`` items its normal approximation).
+    ``by``: ``metadata.KEY`` specs (``report --by``): the report gains ``by_group`` and ``group_by``."""
+    keys = group_keys(by)
     with fast_arrays():
-        frames = load_frames(study, verdicts)
+        frames = load_frames(study, verdicts, keys)
         return report_from_frames(frames, control=control, n_boot=n_boot, seed=seed, ci=ci)
 
 
@@ -115,12 +170,39 @@ def report_from_frames(
         "delta_accuracy_by_parser": res["delta_accuracy_by_parser"],
         "pairwise_delta": res["pairwise_delta"],
         "judge_agreement": res["judge_agreement"],
+        "judge_panel": res.get("judge_panel"),
+        "reviewer_agreement": res.get("reviewer_agreement"),
         "design": res["design"],
         "audit": res["audit"],
         "notes": dict(sorted(res["notes"].items())),
     }
+    if frames.groups:
+        notes: Notes = {}
+        report["by_group"], report["group_by"] = groups_of(
+            frames, res["control_arm"], notes, n_boot, seed, ci
+        )
+        report["notes"] = dict(sorted({**report["notes"], **notes}.items()))
     report["findings"] = findings(report)
     return report
+
+
+def groups_of(
+    frames: StudyFrames,
+    control: str | None,
+    notes: Notes,
+    n_boot: int = 2000,
+    seed: int = 0,
+    ci: str = "auto",
+) -> tuple[dict[str, dict[str, dict[str, GroupArm]]], dict[str, GroupFacts]]:
+    """``by_group`` and ``group_by`` for every key the frames carry (:func:`mcqaudit.metrics.groups.by_group`),
+    against ``control`` (the report's control arm); the dashboard's Group by select calls this alone."""
+    conflicts = fingerprint_conflicts(frames.info, control)
+    out: dict[str, dict[str, dict[str, GroupArm]]] = {}
+    facts: dict[str, GroupFacts] = {}
+    with fast_arrays():
+        for key, grouping in frames.groups.items():
+            out[key], facts[key] = by_group(frames, grouping, control, conflicts, notes, n_boot, seed, ci)
+    return out, facts
 
 
 def flags_for(study: str | Path | Study, n_boot: int = 500, seed: int = 0) -> list[Flag]:

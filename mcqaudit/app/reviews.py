@@ -35,7 +35,21 @@ from mcqaudit.review.log import (
     named_rows,
     parse_log_text,
 )
-from mcqaudit.review.queues import STRATEGIES, UNIFORM, SpotCheck, arm_sizes, check_draw, choose_arms, quotas
+from mcqaudit.review.queues import (
+    EQUAL_CHANCE,
+    JUDGES_DISAGREE,
+    SECOND_REVIEW,
+    STRATEGIES,
+    UNIFORM,
+    SpotCheck,
+    arm_sizes,
+    check_draw,
+    choose_arms,
+    no_first_review,
+    no_judge_disagreement,
+    no_panel_judge,
+    quotas,
+)
 from mcqaudit.review.queues import queue_label as _queue_label
 from mcqaudit.review.rules import (
     CONFIRM,
@@ -55,8 +69,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONFIRM",
+    "JUDGES_DISAGREE",
     "OVERRIDE",
     "RETRACT",
+    "SECOND_REVIEW",
     "STRATEGIES",
     "ImportResult",
     "ReviewError",
@@ -74,6 +90,7 @@ __all__ = [
     "review_counts",
     "review_history",
     "review_log",
+    "first_reviewers",
     "review_log_csv",
     "spot_check_progress",
     "spot_checks",
@@ -154,6 +171,13 @@ def review_counts(study: StudyLike) -> dict[str, int]:
     return sql.review_counts(open_study(study))
 
 
+def first_reviewers(study: StudyLike) -> dict[str, int]:
+    """Each reviewer with rows that they alone have reviewed (what a second review of their rows draws from),
+    and how many, most first."""
+    with open_study(study).connect() as con:
+        return sql.sole_reviewer_rows(con)
+
+
 # --- spot-check queues -------------------------------------------------------------------------------------
 def create_spot_check(
     study: StudyLike,
@@ -165,6 +189,8 @@ def create_spot_check(
     arms: Iterable[str] | None = None,
     name: str | None = None,
     created_by: str | None = None,
+    of_reviewer: str | None = None,
+    of_queue: int | None = None,
 ) -> SpotCheck:
     """Draw and persist a seeded sample of ``size`` rows per arm (``per_arm``) or in total.
 
@@ -172,24 +198,46 @@ def create_spot_check(
     in total, over the chosen arms' rows together, so each arm's share follows its row count. ``stratified``:
     a third each from rows where a parser disagrees with the verdict, rows that are OTHER or ungraded, and
     the rest (for hunting artifacts); in total, the size is first split over arms in proportion to their rows
-    (:func:`~mcqaudit.review.queues.split_total`), then over strata inside each arm. The draw orders rows by
-    ``md5(seed:row_id)``, so the same seed on the same rows gives the same sample; the queue interleaves arms
-    in a seeded order.
+    (:func:`~mcqaudit.review.queues.split_total`), then over strata inside each arm. ``judges_disagree``: as
+    uniform, over the rows where the primary judge's and a panel judge's verdicts differ. ``second_review``:
+    as uniform, over the rows one person alone has reviewed (``of_reviewer``, when given; rows of queue
+    ``of_queue``, when given), for a second reviewer: in its queue a row is reviewed once two people have
+    reviewed it. A strategy with nothing to draw from says why (:class:`ReviewError`). The draw orders rows
+    by ``md5(seed:row_id)``, so the same seed on the same rows gives the same sample; the queue interleaves
+    arms in a seeded order.
     """
-    check_draw(strategy, size, per_arm)
+    of_reviewer = (of_reviewer or "").strip() or None
+    check_draw(strategy, size, per_arm, of_reviewer, of_queue)
     seed, size, per_arm = int(seed), int(size), bool(per_arm)
     s = open_study(study)
     with s.write() as con:
         chosen = choose_arms(arms, sql.study_arms(con))
-        avail = sql.stage_candidates(con, strategy, seed, chosen)
-        first = sql.first_candidates_by_arm(con, size) if not per_arm and strategy == UNIFORM else None
+        if of_queue is not None:
+            sql.live_queue(con, int(of_queue))
+        if strategy == JUDGES_DISAGREE and not sql.panel_judge_count(con):
+            raise ReviewError(no_panel_judge())
+        avail = sql.stage_candidates(con, strategy, seed, chosen, of_reviewer=of_reviewer, of_queue=of_queue)
+        if not any(sum(by.values()) for by in avail.values()):
+            _nothing_to_draw(con, strategy, chosen, of_reviewer, of_queue)
+        first = sql.first_candidates_by_arm(con, size) if not per_arm and strategy in EQUAL_CHANCE else None
         sizes = arm_sizes(strategy, size, per_arm, chosen, avail, first)
         strata = quotas(strategy, sizes, chosen, avail)
-        label = (name or "").strip() or _queue_label(strategy, size, per_arm, seed)
+        label = (name or "").strip() or _queue_label(strategy, size, per_arm, seed, of_reviewer, of_queue)
         qid = sql.insert_queue(con, name=label, strategy=strategy, seed=seed, size=size, arms=chosen,
                                created_by=created_by, created_at=utcnow(), per_arm=per_arm)  # fmt: skip
         n_rows = sql.insert_drawn_rows(con, qid, seed, strata)
-    return SpotCheck(qid, label, strategy, seed, size, chosen, n_rows, strata, per_arm)
+    return SpotCheck(qid, label, strategy, seed, size, chosen, n_rows, strata, per_arm, of_reviewer, of_queue)
+
+
+def _nothing_to_draw(
+    con: sql.Connection, strategy: str, arms: list[str], of_reviewer: str | None, of_queue: int | None
+) -> None:
+    """Raise :class:`ReviewError` saying why a judges_disagree or second_review draw has no row to draw from
+    (a uniform or stratified draw of a study's rows always has some)."""
+    if strategy == JUDGES_DISAGREE:
+        raise ReviewError(no_judge_disagreement(sql.both_judged_count(con, arms), arms))
+    if strategy == SECOND_REVIEW:
+        raise ReviewError(no_first_review(sql.sole_reviewer_rows(con), arms, of_reviewer, of_queue))
 
 
 def rename_spot_check(study: StudyLike, queue_id: int, name: str) -> None:

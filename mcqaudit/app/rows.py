@@ -5,21 +5,27 @@ it, one row's panel, a queue's next unreviewed row — and the rows export. Read
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from mcqaudit.app.study import open_study
+from mcqaudit.files import write_atomic_path
 from mcqaudit.review.filters import RowFilter
 from mcqaudit.store import rows as sql
 from mcqaudit.store.db import Study
+from mcqaudit.store.export import ExportProgress
 from mcqaudit.store.rows import ListPosition, ReviewPanel
 
 __all__ = [
+    "EXPORT_FORMATS",
+    "Exported",
     "ListPosition",
     "ReviewPanel",
     "count_rows",
+    "export_format",
     "export_rows",
     "item_rows",
     "list_position",
@@ -86,6 +92,50 @@ def item_rows(study: StudyLike, item_id: str) -> pd.DataFrame:
     return sql.item_rows(open_study(study), item_id)
 
 
-def export_rows(study: StudyLike, path: str, fmt: str) -> None:
-    """Write every row (final verdicts) to ``path`` as csv or parquet."""
-    sql.export_rows(open_study(study), path, fmt)
+EXPORT_FORMATS = sql.EXPORT_FORMATS
+# what a file's suffix says its format is, when none is named
+_SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What :func:`export_rows` wrote: the file, its format, its rows and its size in bytes."""
+
+    path: Path
+    format: str
+    rows: int
+    bytes: int
+
+
+def export_format(path: str | Path, fmt: str | None = None) -> str:
+    """The format to export to ``path`` in: ``fmt`` when given, else the one its suffix names (``.csv``,
+    ``.parquet`` or ``.pq``, ``.jsonl`` or ``.ndjson``). ``ValueError`` (one line) for an unknown format, or
+    none given and a suffix that names none."""
+    if fmt is None:
+        suffix = Path(path).suffix.lower()
+        if suffix not in _SUFFIXES:
+            raise ValueError(
+                f"cannot tell the format from {Path(path).name!r}: name one of {', '.join(EXPORT_FORMATS)}"
+            )
+        return _SUFFIXES[suffix]
+    if fmt not in EXPORT_FORMATS:
+        raise ValueError(f"the format must be one of {', '.join(EXPORT_FORMATS)}, not {fmt!r}")
+    return fmt
+
+
+def export_rows(
+    study: StudyLike, path: str | Path, fmt: str | None = None, progress: ExportProgress | None = None
+) -> Exported:
+    """Write every row of ``graded_rows`` (final verdicts) to ``path``, whole or not at all: written to a
+    temporary file beside it, then renamed over it (:func:`mcqaudit.files.write_atomic_path`), so a failed
+    export (a full disk, Ctrl-C) leaves no file and an earlier one of that name unchanged, and raises
+    :class:`~mcqaudit.files.WriteFailed` (one line).
+
+    ``fmt`` (default: from the suffix, :func:`export_format`): ``csv`` (the view's columns, options as a JSON
+    array, formula-like cells behind a quote), ``parquet`` or ``jsonl`` (the view's columns and each row's
+    ``reviews`` and ``panel_verdicts``, nested: :mod:`mcqaudit.store.export`). ``progress(done, total)`` is
+    called after each batch of rows. Works on a read-only study."""
+    fmt = export_format(path, fmt)
+    opened = open_study(study)
+    rows = write_atomic_path(path, lambda tmp: sql.export_rows(opened, str(tmp), fmt, progress))
+    return Exported(Path(path), fmt, rows, Path(path).stat().st_size)

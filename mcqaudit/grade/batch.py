@@ -23,7 +23,8 @@ case's (:func:`mcqaudit.app.grade.grade_batch`); :func:`run_batches` is the run 
 of :class:`_BatchRun` each: from the cache, close the answered, start the unstarted, submit, poll, collect.
 
 :func:`batch_dry_run` is ``grade --dry-run --batch``: the same selection, cache, open submissions, encoding and
-split, with nothing sent or written.
+split, with nothing sent or written; its cost estimate counts the prompts it would submit, at the Batch
+API's discount (:data:`~mcqaudit.grade.plan.BATCH_DISCOUNT`).
 
 A collected reply gives a verdict to every row still without an ok verdict whose prompt it answers, in any
 arm (as the cache would on the next run).
@@ -41,7 +42,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 from mcqaudit.endpoint import BAD_RESPONSE, HTTP_ERROR, RATE_LIMITED, SERVER_ERROR, EndpointFatalError
 from mcqaudit.grade.config import GradeOptions, GradeUsageError
-from mcqaudit.grade.plan import DryRun, Work, dry_plan, plan_requests
+from mcqaudit.grade.plan import CostEstimate, DryRun, Prices, Work, dry_plan, estimate_cost, plan_requests
 from mcqaudit.grade.records import outcome_records
 from mcqaudit.grade.summary import STANDIN_NOTE, GradeSummary, summary_json
 from mcqaudit.judge.client import JudgeClient, JudgeOutcome, JudgeRequest, request_body
@@ -636,7 +637,8 @@ class _BatchRun:
 @dataclass(frozen=True)
 class BatchDryRun:
     """What `grade --dry-run --batch` shows: the online dry run (one prompt, the fingerprint, the rows), and
-    what a batch run would do with them. Nothing is sent or written."""
+    what a batch run would do with them, with the cost of the prompts it would submit (``estimate``, at the
+    Batch API's discount). Nothing is sent or written."""
 
     plan: DryRun
     waiting: int  # targeted rows whose prompt is in a submission still open (not sent again)
@@ -645,12 +647,33 @@ class BatchDryRun:
     max_lines: int
     max_bytes: int
     open: list[Submission]  # what a run polls first (those without a batch id it finds or creates first)
+    estimate: CostEstimate
+
+    def to_json(self) -> dict[str, Any]:
+        """`grade --dry-run --batch --json`: the batch estimate's keys, the dry run, the batches."""
+        return {
+            **self.plan.to_json(),
+            **self.estimate.to_json(),
+            "waiting_rows": self.waiting,
+            "batches": [{"lines": n, "bytes": size} for n, size in self.batches],
+            "open_batches": [
+                {
+                    "batch_id": sub.batch_id,
+                    "input_file_id": sub.input_file_id,
+                    "lines": sub.lines,
+                    "status": sub.status,
+                }
+                for sub in self.open
+            ],
+        }
 
 
-def batch_dry_run(study: Study, options: GradeOptions, batch: BatchOptions) -> BatchDryRun:
+def batch_dry_run(
+    study: Study, options: GradeOptions, batch: BatchOptions, prices: Prices | None = None
+) -> BatchDryRun:
     """The same selection, cache, open-submission exclusion, line encoding and split as a real run."""
     batch.validate()
-    shown, work = dry_plan(study, options)
+    shown, work = dry_plan(study, options, prices)
     fp = options.config.fingerprint
     pending = store.open_prompt_hashes(study, fp)
     to_send = work.to_send(skip=pending)
@@ -664,4 +687,5 @@ def batch_dry_run(study: Study, options: GradeOptions, batch: BatchOptions) -> B
         max_lines=batch.max_lines,
         max_bytes=batch.max_bytes,
         open=store.open_submissions(study, fp),
+        estimate=estimate_cost(options.config, to_send, batch=True, prices=prices),
     )

@@ -2,17 +2,19 @@
 
 Rows that render to the same prompt share one request. :func:`select_work` is what every run (online,
 batch, dry) sets out to do: the rows in scope, the plan, the prompts an earlier legal reply answers.
-``dry_run`` is the plan shown, with nothing sent or written.
+``dry_run`` is the plan shown, with nothing sent or written, and what sending it would cost
+(:func:`estimate_cost`: the rendered messages of every request a run would send, counted at characters / 4).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
-from mcqaudit.grade.config import GradeOptions, check_arms
+from mcqaudit.grade.config import GradeOptions, GradeUsageError, check_arms
 from mcqaudit.grade.records import cached_verdicts
 from mcqaudit.judge.client import JudgeRequest
 from mcqaudit.judge.prompts import SYSTEM_PROMPT, JudgeConfig, prompt_hash, render
@@ -96,9 +98,136 @@ def select_work(
     return Work(targets, already_ok, in_scope, standin, planned, cached)
 
 
+# --- what a run would cost (docs/design.md §5 "Cost before and after") ----------------------------------------
+
+# A token is about 4 characters of English text (OpenAI's rule of thumb). Measured on this project's judge
+# prompts (the 800 sample-run rows, both shapes, with and without --rationale, short and long answers), the
+# estimate is 1.05-1.18 times the count of OpenAI's own tokenizers (o200k_base, cl100k_base): about 10 %
+# high. Text in Chinese, code or long digit strings is undercounted (up to 2-3 times for that text).
+CHARS_PER_TOKEN: Final = 4
+MESSAGE_TOKENS: Final = (
+    3  # each chat message's wrapping (role, delimiters), as OpenAI's chat format counts it
+)
+REPLY_TOKENS: Final = 3  # the reply's priming (assistant role)
+BATCH_DISCOUNT: Final = 0.5  # the Batch API's price: half the online price
+TOKEN_COUNTING: Final = (
+    "prompt tokens are the system and user message of every request a run would send, as rendered, at "
+    f"characters / {CHARS_PER_TOKEN}, plus {MESSAGE_TOKENS} a message and {REPLY_TOKENS} a reply for the chat "
+    "format; on English prompts this runs about 10 % above OpenAI's tokenizers (o200k_base, cl100k_base), and "
+    "below them for code, long numbers and non-Latin scripts"
+)
+COMPLETION_ASSUMPTION: Final = (
+    "completion tokens are an upper bound: --max-tokens for every request (a bare-letter reply is 1-3 tokens); "
+    "a reasoning judge's hidden tokens count within that cap; a re-asked illegal reply comes on top"
+)
+
+
+def text_tokens(text: str) -> int:
+    """The estimated tokens of one message text: characters / :data:`CHARS_PER_TOKEN`, rounded up."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def request_tokens(system: str, user: str) -> int:
+    """The estimated prompt tokens of one chat request: its two messages and the chat format's wrapping."""
+    return text_tokens(system) + text_tokens(user) + 2 * MESSAGE_TOKENS + REPLY_TOKENS
+
+
+@dataclass(frozen=True)
+class Prices:
+    """USD per million tokens: prompt (input) and completion (output)."""
+
+    price_in: float
+    price_out: float
+
+
+def _price(flag: str, value: str) -> float:
+    try:
+        x = float(value.strip())
+    except ValueError:
+        x = math.nan
+    if not (math.isfinite(x) and x > 0):
+        raise GradeUsageError(
+            f"{flag} {value!r}: not a price; give USD per million tokens as a positive number, e.g. 2.5"
+        )
+    return x
+
+
+def parse_prices(price_in: str | None, price_out: str | None) -> Prices | None:
+    """`--price-in` / `--price-out` as given: both or neither, each a positive finite number; a bad one is a
+    :class:`GradeUsageError` (one line, exit 2)."""
+    if price_in is None and price_out is None:
+        return None
+    if price_in is None or price_out is None:
+        given, missing = ("--price-in", "--price-out") if price_out is None else ("--price-out", "--price-in")
+        raise GradeUsageError(
+            f"{given} needs {missing} too: the estimate prices prompt and completion tokens "
+            "(USD per million tokens each)"
+        )
+    return Prices(_price("--price-in", price_in), _price("--price-out", price_out))
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """What the requests a run would send cost: estimated tokens, and with :class:`Prices` the cost in USD
+    (with ``batch``, at the Batch API's :data:`BATCH_DISCOUNT`)."""
+
+    requests: int
+    prompt_tokens: int
+    completion_tokens: int  # an upper bound: max_tokens a request
+    max_tokens: int
+    batch: bool = False
+    prices: Prices | None = None
+
+    @property
+    def cost(self) -> float | None:
+        if self.prices is None:
+            return None
+        full = (
+            self.prompt_tokens * self.prices.price_in + self.completion_tokens * self.prices.price_out
+        ) / 1e6
+        return full * (BATCH_DISCOUNT if self.batch else 1.0)
+
+    def to_json(self) -> dict[str, Any]:
+        """The estimate's JSON keys (docs/design.md §5), then what it assumed."""
+        p = self.prices
+        cost = self.cost
+        return {
+            "requests": self.requests,
+            "prompt_tokens_estimate": self.prompt_tokens,
+            "completion_tokens_estimate": self.completion_tokens,
+            "cost_estimate": None if cost is None else round(cost, 6),
+            "price_in_per_million": None if p is None else p.price_in,
+            "price_out_per_million": None if p is None else p.price_out,
+            "batch": self.batch,
+            "batch_discount": BATCH_DISCOUNT if self.batch else None,
+            "token_counting": TOKEN_COUNTING,
+            "completion_assumption": COMPLETION_ASSUMPTION,
+        }
+
+
+def estimate_cost(
+    config: JudgeConfig,
+    requests: Sequence[JudgeRequest],
+    *,
+    batch: bool = False,
+    prices: Prices | None = None,
+) -> CostEstimate:
+    """The estimate for exactly ``requests`` (those a run would send: not the cached ones)."""
+    max_tokens = config.max_tokens or 0
+    return CostEstimate(
+        requests=len(requests),
+        prompt_tokens=sum(request_tokens(SYSTEM_PROMPT, r.user) for r in requests),
+        completion_tokens=max_tokens * len(requests),
+        max_tokens=max_tokens,
+        batch=batch,
+        prices=prices,
+    )
+
+
 @dataclass(frozen=True)
 class DryRun:
-    """What `grade --dry-run` shows: one rendered prompt and the fingerprint; nothing is sent or written."""
+    """What `grade --dry-run` shows: one rendered prompt and the fingerprint, and what the requests a run
+    would send cost (``estimate``, online); nothing is sent or written."""
 
     fingerprint: str
     fingerprint_payload: dict[str, Any]
@@ -110,19 +239,35 @@ class DryRun:
     targeted: int
     cached: int
     would_send: int
+    estimate: CostEstimate
+
+    def to_json(self) -> dict[str, Any]:
+        """`grade --dry-run --json`: the estimate's keys first, then what the dry run shows."""
+        return {
+            **self.estimate.to_json(),
+            "fingerprint": self.fingerprint,
+            "rows_needing_judge": self.in_scope,
+            "already_graded": self.already_ok,
+            "targeted_rows": self.targeted,
+            "cached_rows": self.cached,
+            "row_id": self.row_id,
+            "system": self.system,
+            "user": self.user,
+        }
 
 
-def dry_run(study: Study, options: GradeOptions) -> DryRun:
-    return dry_plan(study, options)[0]
+def dry_run(study: Study, options: GradeOptions, prices: Prices | None = None) -> DryRun:
+    return dry_plan(study, options, prices)[0]
 
 
-def dry_plan(study: Study, options: GradeOptions) -> tuple[DryRun, Work]:
+def dry_plan(study: Study, options: GradeOptions, prices: Prices | None = None) -> tuple[DryRun, Work]:
     """The dry run, with the work it shows (for batch mode's dry run)."""
     options.validate()
     check_arms(study, options.arms)
     config = options.config
     work = select_work(study, config, options.arms, options.limit, panel=options.panel)
     p, cached = work.plan, work.cached
+    to_send = work.to_send()
     shown = DryRun(
         fingerprint=config.fingerprint,
         fingerprint_payload=config.fingerprint_payload(),
@@ -134,6 +279,7 @@ def dry_plan(study: Study, options: GradeOptions) -> tuple[DryRun, Work]:
         already_ok=work.already_ok,
         targeted=len(work.targets),
         cached=sum(len(p.groups[h]) for h in cached),
-        would_send=sum(1 for r in p.requests if r.prompt_hash not in cached),
+        would_send=len(to_send),
+        estimate=estimate_cost(config, to_send, prices=prices),
     )
     return shown, work

@@ -15,7 +15,7 @@ import glob
 import json
 import os
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from mcqaudit.ingest.errors import InputError, Problem, UsageError
 from mcqaudit.ingest.fields import LineBatch
@@ -49,6 +49,8 @@ class Records(NamedTuple):
     unit: str
     batch: LineBatch
     notes: dict[int, Note]
+    # an Inspect log's mcq_scorer scores (their metadata), by record number (fields.Record.scored)
+    scored: dict[int, tuple[dict[str, Any], ...]] = {}
 
 
 def detect_format(path: Path, fmt: str | None = None) -> str:
@@ -98,7 +100,7 @@ def read_records(p: Path, kind: str, arm: str | None, lm_eval_filter: str | None
         [None if r.row is not None else f"{r.field}: {r.reason}".removeprefix("line: ") for r in records],
     )
     notes = {r.number: Note(r.field if r.row is None else "", r.reason, r.label) for r in records}
-    return Records(unit, batch, notes)
+    return Records(unit, batch, notes, {r.number: r.scored for r in records if r.scored})
 
 
 def check_file(p: Path, fmt: str | None, lm_eval_filter: str | None, has_maps: bool) -> str:
@@ -155,7 +157,6 @@ def check_input(p: Path) -> None:
         raise bad("cannot be read: permission denied")
 
 
-
 class _RecordProblem(Problem):
     """A problem in a framework log's record, `FILE:sample 3: field: reason` (Problem says `row` for any
     unit but `line`)."""
@@ -208,5 +209,3 @@ def expand(arg: str | Path) -> list[Path] | None:
         ):
             found.append(mp)
     return list(dict.fromkeys(found))
-
-

@@ -162,3 +162,7 @@ class Record(NamedTuple):
     row: dict[str, Any] | None
     field: str = ""
     reason: str = ""
+    # an Inspect sample: its id in the log, and what mcqaudit's own scorer (mcqaudit.inspect) recorded, one
+    # score's metadata per mcq_scorer score it has (app/scored.py takes them as judge verdicts)
+    sample_id: str | int | None = None
+    scored: tuple[dict[str, Any], ...] = ()

@@ -5,7 +5,8 @@ Inspect versions compress with Zstandard. It is read with the standard library, 
 members, rather than with `inspect_ai` itself: the format is plain JSON in a zip, and a grading tool
 should not pull in an evaluation framework to read one.
 
-What a row takes from a sample (and its last model event, the call that produced the answer):
+What a row takes from a sample (and its last model event, the call that produced the answer; the calls a
+scorer makes, in the sample's `scorers` span, such as mcq_scorer's judge, are not it):
 
 - `options`: the order of the prompt the model was sent, found as Inspect's `multiple_choice` solver
   writes it (`A) text` lines); when no such block is there, the sample's `choices` (refused if the log
@@ -22,8 +23,13 @@ What a row takes from a sample (and its last model event, the call that produced
 - `finish_reason`: the output's `stop_reason` (`max_tokens` and `model_length` read as `length`; others
   kept as given; Inspect's `unknown`, its word for none, is left out); `usage`: its `input_tokens` and
   `output_tokens` as `prompt_tokens` and `completion_tokens`.
-- `item_id`: the sample id; `sample`: epoch − 1; `model` (and the arm, without `--arm`): the eval's model;
-  `metadata`: the sample's metadata.
+- `item_id`: the sample's `metadata.item_id`, else the sample id; `orientation`: from `metadata.orientation`
+  (both written by `mcqaudit.inspect.orientations`; the label is of the sample's `choices`, and becomes the
+  label of the order shown); without one ingest derives it; `sample`: epoch − 1; `model` (and the arm,
+  without `--arm`): the eval's model; `metadata`: the sample's metadata.
+- beside the row (`Record.scored`): the metadata of each `mcq_scorer` score of the sample (marked by
+  `SCORE_KEY`), which ingest stores as judge verdicts (`app/scored.py`); `Record.sample_id`: the sample's
+  id, for `reviews export --inspect`.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from mcqaudit import orient
 from mcqaudit.ingest.errors import InputError, Problem
 from mcqaudit.ingest.fields import Record
 from mcqaudit.reasoning import normalise_finish_reason
@@ -111,10 +118,12 @@ def read_log(path: Path, *, arm: str | None = None) -> tuple[str, list[Record]]:
     out: list[Record] = []
     for n, s in enumerate(samples, start=1):
         label = f"id {s.get('id')}, epoch {s.get('epoch')}"
+        sid = s.get("id") if isinstance(s.get("id"), str | int) else None
         try:
-            out.append(Record(n, label, _row(s, model=model, arm=arm, shuffled_plan=shuffled_plan)))
+            row = _row(s, model=model, arm=arm, shuffled_plan=shuffled_plan)
+            out.append(Record(n, label, row, sample_id=sid, scored=_scored(s)))
         except _Bad as bad:
-            out.append(Record(n, label, None, bad.field, bad.reason))
+            out.append(Record(n, label, None, bad.field, bad.reason, sample_id=sid))
     return UNIT, out
 
 
@@ -284,8 +293,10 @@ def _row(s: JsonObject, *, model: str | None, arm: str | None, shuffled_plan: bo
     if gold_index >= len(choices):
         raise _Bad("gold", f"target {gold_letter!r} is out of range for {len(choices)} choices")
 
+    meta = s.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
     row: dict[str, Any] = {
-        "item_id": str(sid),
+        "item_id": _item_id(meta, sid),
         "question": question,
         "options": shown,
         "gold": shown.index(choices[gold_index]) if choices[gold_index] in shown else gold_index,
@@ -300,10 +311,32 @@ def _row(s: JsonObject, *, model: str | None, arm: str | None, shuffled_plan: bo
     if user_texts:
         row["prompt"] = user_texts[-1]
     row.update(_output_extras(_obj(output), attachments))
-    meta = s.get("metadata")
-    if isinstance(meta, dict) and meta:
+    orientation = _orientation(meta.get("orientation"), choices, shown)
+    if orientation is not None:
+        row["orientation"] = orientation
+    if meta:
         row["metadata"] = meta
     return row
+
+
+def _item_id(meta: JsonObject, sid: str | int) -> str:
+    """The item: ``metadata.item_id`` (what mcqaudit.inspect.orientations writes), else the sample id."""
+    given = meta.get("item_id")
+    if isinstance(given, str | int) and not isinstance(given, bool) and str(given).strip():
+        return str(given)
+    return str(sid)
+
+
+def _orientation(label: Any, choices: list[str], shown: list[str]) -> str | None:
+    """The orientation of the order the model saw, from ``metadata.orientation`` (the label of the sample's
+    ``choices``, as mcqaudit.inspect.orientations writes it); None when the metadata has none. A label that
+    does not fit the choices is kept as given, for ingest to refuse with its reason."""
+    if not isinstance(label, str) or not label.strip():
+        return None
+    try:
+        return orient.derive(orient.unapply(choices, label), shown)
+    except orient.OrientationError:
+        return label
 
 
 def _question(value: Any, attachments: JsonObject) -> str:
@@ -317,13 +350,47 @@ def _question(value: Any, attachments: JsonObject) -> str:
 
 
 def _last_model_event(s: JsonObject) -> JsonObject | None:
+    """The last model call of the solvers: a scorer's own calls (a model-graded scorer's, mcq_scorer's judge)
+    are in a `scorers` span and are not the answer."""
     events = s.get("events")
     if not isinstance(events, list):
         return None
+    spans = {
+        e.get("id"): (e.get("type"), e.get("parent_id"))
+        for e in events
+        if isinstance(e, dict) and e.get("event") == "span_begin"
+    }
     for e in reversed(events):
-        if isinstance(e, dict) and e.get("event") == "model":
+        if isinstance(e, dict) and e.get("event") == "model" and not _in_scoring(e.get("span_id"), spans):
             return e
     return None
+
+
+def _in_scoring(span: Any, spans: dict[Any, tuple[Any, Any]]) -> bool:
+    seen: set[Any] = set()
+    while span is not None and span in spans and span not in seen:
+        seen.add(span)
+        kind, span = spans[span]
+        if kind in ("scorers", "scorer"):
+            return True
+    return False
+
+
+# how mcqaudit.inspect's mcq_scorer marks its scores' metadata (mcqaudit/inspect.py SCORE_KEY)
+SCORE_KEY = "mcqaudit_score"
+
+
+def _scored(s: JsonObject) -> tuple[JsonObject, ...]:
+    """The metadata of each mcq_scorer score of the sample, by score name."""
+    scores = s.get("scores")
+    if not isinstance(scores, dict):
+        return ()
+    out = []
+    for name in sorted(scores, key=str):
+        meta = _obj(_obj(scores[name]).get("metadata"))
+        if meta.get(SCORE_KEY) is not None:
+            out.append({**meta, "score_name": str(name)})
+    return tuple(out)
 
 
 def _event_input(event: JsonObject, s: JsonObject, attachments: JsonObject) -> list[JsonObject]:

@@ -15,8 +15,8 @@ import numpy as np
 
 from mcqaudit.metrics.bootstrap import Sums, ratio, round6, safe_div, summarize
 from mcqaudit.metrics.cells import Families, Rows, group_ids
+from mcqaudit.metrics.facts import design_reasons, gold_shares
 from mcqaudit.metrics.results import Consistency, Design, Family, Metric
-from mcqaudit.metrics.rules import BALANCE_TOLERANCE, IMBALANCE_RATIO
 from mcqaudit.vocab import LETTERS, VerdictCode
 
 Note = Callable[[str, str], None]  # (key under the arm's path, reason)
@@ -102,22 +102,13 @@ def position_chance(
 
 
 def gold_balance(R: Rows) -> tuple[bool, dict[str, dict[str, float]]]:
-    """Whether gold positions are uniform within each option count (all rows), and their shares."""
-    shares: dict[str, dict[str, float]] = {}
-    balanced = True
+    """Whether gold positions are uniform within each option count (all rows), and their shares
+    (:func:`mcqaudit.metrics.facts.gold_shares` over the counts)."""
     if not R.n_opt.size:
-        return True, shares
+        return True, {}
     top = int(R.n_opt.max()) + 1
     counts = np.bincount(R.n_opt * top + np.clip(R.gold, 0, top - 1), minlength=top * top).reshape(top, top)
-    for n in range(2, top):
-        tot = float(counts[n].sum())
-        if tot == 0:
-            continue
-        sh = {LETTERS[p]: float(counts[n, p]) / tot for p in range(n)}
-        shares[str(n)] = {k: round(x, 6) for k, x in sh.items()}
-        if max(abs(x - 1 / n) for x in sh.values()) > BALANCE_TOLERANCE:
-            balanced = False
-    return balanced, shares
+    return gold_shares({n: counts[n].tolist() for n in range(2, top)})
 
 
 def design_of(
@@ -136,32 +127,15 @@ def design_of(
     are the item families (the items sharing one orientation set), within which alone orientations are
     compared and RStd is computed; ``reported`` are those with per-family figures.
     """
-    by_n: dict[int, set[str]] = {}
-    for lab in orients:
-        by_n.setdefault(len(lab), set()).add(lab)
-    one = bool(by_n) and all(len(v) == 1 for v in by_n.values())
-    skewed: list[str] = []
-    for n, sh in gold_share.items():
-        k = int(n)
-        if any(x < (1 - IMBALANCE_RATIO) / k or x > (1 + IMBALANCE_RATIO) / k for x in sh.values()):
-            skewed.append(f"{k} options: " + ", ".join(f"{x} {v * 100:.0f} %" for x, v in sh.items()))
-    reasons, unreadable = [], []
-    if skewed:
-        reasons.append("gold letters are unbalanced across displayed positions (" + "; ".join(skewed) + ")")
-        unreadable += ["position_pick_rate", "first_position_rate", "rstd"]
-    if one:
-        reasons.append(
-            "every item is shown in one orientation only (" + ", ".join(sorted(orients, key=len)) + ")"
-        )
-        unreadable.append("orientation_instability")
+    d = design_reasons(orients, gold_share)
     return {
         "balanced": balanced,
         "gold_position_share": {k: dict(v) for k, v in gold_share.items()},
-        "gold_unbalanced": bool(skewed),
-        "one_orientation": one,
-        "separates_position": not (skewed or one),
-        "unreadable": unreadable,
-        "reason": "; ".join(reasons) or None,
+        "gold_unbalanced": d.gold_unbalanced,
+        "one_orientation": d.one_orientation,
+        "separates_position": not (d.gold_unbalanced or d.one_orientation),
+        "unreadable": d.unreadable,
+        "reason": d.reason,
         "families": {
             lab: _family(families, f, orients, f in reported) for f, lab in enumerate(families.labels)
         },

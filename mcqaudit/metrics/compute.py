@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mcqaudit.metrics import accuracy, agreement, bias, rules
+from mcqaudit.metrics import accuracy, agreement, bias, panel, reviewers, rules
 from mcqaudit.metrics.bootstrap import Column, ItemBootstrap, Sums, ratio, round6, safe_div, summarize
 from mcqaudit.metrics.cells import (
     Cells,
@@ -641,6 +641,73 @@ def _arm_metrics(
     }
 
 
+# the bootstrap columns accuracy.arm_delta reads (paired or unpaired, per family and orientation)
+_DELTA_COLUMNS = frozenset({
+    "acc_num", "acc_den", "acc_or_num", "acc_or_den", "rows", "graded", "other", "correct", "answered", "truncated",
+    "other_kept", "graded_kept", "delta_num", "delta_den", "delta_or_num", "delta_or_den", "delta_part",
+    "fam_acc_num", "fam_acc_den", "fam_graded", "fam_or_num", "fam_or_den", "fam_delta_num", "fam_delta_den",
+    "fam_delta_graded", "fam_delta_or_num", "fam_delta_or_den",
+})  # fmt: skip
+
+
+def _deltas_only(
+    frames: StudyFrames, ctrl: str | None, n_boot: int, seed: int, method: rules.CIMethod, notes: Notes
+) -> dict[str, ArmDelta | None]:
+    """``delta_accuracy`` alone, from frames whose verdicts are one panel judge's (``panel.judge_frames``):
+    the same columns, the same bootstrap draws (same seed and items) and the same Δ as :func:`compute`'s."""
+    info = frames.info
+    R = rows_of(frames)
+    C = cells_of(R)
+    T = _tables(frames, R, C, {})
+    c0 = info.arms.index(ctrl) if ctrl is not None else -1
+    treated, _ = rules.compared_arms(info.arms, ctrl)
+    cmp = _Comparisons(control=c0, treated=[info.arms.index(a) for a in treated], pairs=[], present=T.present)
+    boot = ItemBootstrap(R.n_items, n_boot, seed, method)
+
+    def add(name: Column, values: np.ndarray) -> object:  # only the columns a Δ reads
+        return boot.add(name, values) if isinstance(name, tuple) and name[0] in _DELTA_COLUMNS else None
+
+    _add_arm_columns(add, T, R.n_arms)
+    _add_comparison_columns(add, T, [], cmp, R.n_arms)
+    X = _truncation_tables(R, C)
+    _add_truncation_columns(add, T, X, cmp, R.n_arms)
+    S = boot.run()
+    fp_mixed = accuracy.fingerprint_conflicts(info, ctrl)
+    fam_specs = [(f, T.families.labels[f], T.families.orientations[f]) for f in T.reported]
+    out: dict[str, ArmDelta | None] = {}
+    for t in cmp.treated:
+        arm = info.arms[t]
+        if arm in fp_mixed:
+            out[arm], notes[arm] = None, fp_mixed[arm]
+            continue
+        out[arm] = accuracy.arm_delta(
+            S, info, notes, t, c0, cmp.pairing(t, c0), T.orientations.with_ci, fam_specs
+        )
+    return out
+
+
+def _panel_and_reviewers(
+    frames: StudyFrames, R: Rows, result: Results, n_boot: int, seed: int, method: rules.CIMethod
+) -> None:
+    """``judge_panel`` (with the Δ under each panel judge), ``reviewer_agreement``, and how many of the rows
+    judge_agreement reads were settled by a later reviewer (docs/design.md §7; issue 21)."""
+    notes = result["notes"]
+    jp = panel.judge_panel(frames, R, n_boot, seed, method, notes)
+    if jp is not None:
+        for j, fp in enumerate(frames.info.panel_judges):
+            got: Notes = {}
+            jp["delta_by_judge"][fp] = _deltas_only(
+                panel.judge_frames(frames, R, j), result["control_arm"], n_boot, seed, method, got
+            )
+            for arm in jp["delta_by_judge"][fp]:
+                why = got.get(f"delta_accuracy.{arm}.overall") or got.get(arm)
+                if why:
+                    notes[f"judge_panel.delta_by_judge.{fp}.{arm}"] = why
+    result["judge_panel"] = jp
+    result["reviewer_agreement"] = reviewers.reviewer_agreement(frames, R, n_boot, seed, method, notes)
+    reviewers.add_settled(result, frames, R)
+
+
 def compute(
     frames: StudyFrames, control: str | None = None, n_boot: int = 2000, seed: int = 0, ci: str = "auto"
 ) -> Results:
@@ -728,5 +795,6 @@ def compute(
         "notes": notes,
         "flags": [],
     }
+    _panel_and_reviewers(frames, R, result, n_boot, seed, boot.method)
     result["flags"] = diagnose(info, result, tallies, verdicts=frames.verdicts)
     return result

@@ -8,14 +8,10 @@ drives none); the flags in :data:`FACT_FLAGS` state facts about the study and fi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mcqaudit.formatting import fmt_metric, fmt_value
-from mcqaudit.metrics.bootstrap import clustered_rate
-from mcqaudit.metrics.inputs import StudyInfo
-from mcqaudit.metrics.parsers import MISREAD_WORDS, ParserTally, RateSums
+from mcqaudit.metrics.rates import clustered_rate
 from mcqaudit.metrics.results import ArmDelta, Flag, Metric, Results
 from mcqaudit.metrics.rules import (
     ARTIFACT_PARSERS_EXCLUDED,
@@ -23,9 +19,40 @@ from mcqaudit.metrics.rules import (
     FLAG_PAGES,
     LOGPROB_MISMATCH_MAX,
     MIN_ITEMS,
+    MISREAD_WORDS,
     PARSER_DISAGREEMENT_MAX,
     PARSER_DISAGREEMENT_MIN_ROWS,
 )
+
+if TYPE_CHECKING:
+    from mcqaudit.metrics.inputs import StudyInfo
+
+
+class RateSample(Protocol):
+    """The cluster sums a parser flag reads (``metrics.parsers.RateSums``, or the plain lists of
+    ``metrics.facts``): ``(k, 6)`` rows of ``k, Σn, Σd, Σd², Σd·n, Σn²``, all rows and the uniform spot check."""
+
+    @property
+    def pooled(self) -> Any: ...
+    @property
+    def spot(self) -> Any: ...  # None: no such row
+
+
+class LetterRates(Protocol):
+    @property
+    def rates(self) -> RateSample: ...
+
+
+class Tally(Protocol):
+    """What :func:`parser_disagreement_flags` reads of a parser (``metrics.parsers.ParserTally``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def letters(self) -> LetterRates | None: ...
+    @property
+    def disagreement(self) -> RateSample: ...
+
 
 _UNREADABLE_WORDS = {
     "position_pick_rate": "position pick rates",
@@ -106,8 +133,12 @@ def _orientation_flags(res: Results) -> list[Flag]:
             if fd["overall"] is not None and (ev := orientation_instability(fd)):
                 out.append(
                     _flag(
-                        "orientation_instability", arm, f"within {fam} ({fd['items']} items): {ev}",
-                        fd["items"], fd["rows"], family=fam,
+                        "orientation_instability",
+                        arm,
+                        f"within {fam} ({fd['items']} items): {ev}",
+                        fd["items"],
+                        fd["rows"],
+                        family=fam,
                     )  # fmt: skip
                 )
     return out
@@ -146,6 +177,38 @@ def _artifact_flags(res: Results, verdicts: str) -> list[Flag]:
                         parser=name,
                     )
                 )
+    return out
+
+
+def _judge_sensitive_flags(res: Results) -> list[Flag]:
+    """``judge_sensitive`` per treated arm and panel judge whose Δ tells another story than the primary's
+    (:func:`mcqaudit.metrics.panel.sensitive`: the sign, both CIs excluding 0, or beyond the primary's CI)."""
+    jp = res.get("judge_panel")
+    out: list[Flag] = []
+    if not jp:
+        return out
+    from mcqaudit.metrics.panel import judge_label, primary_label, sensitive  # numpy: the report's path only
+
+    ctrl = res["control_arm"]
+    for fp, by_arm in jp["delta_by_judge"].items():
+        for arm, d in by_arm.items():
+            dp = res["delta_accuracy"].get(arm)
+            if d is None or dp is None or not sensitive(dp["overall"], d["overall"]):
+                continue
+            out.append(
+                _flag(
+                    "judge_sensitive",
+                    arm,
+                    f"under judge {judge_label(jp, fp)} Δaccuracy {arm} vs {ctrl} is "
+                    f"{fmt_metric(d['overall'], pct=True, sign=True)} ({d['items']} items, {d['rows']} rows); "
+                    f"under the primary judge {primary_label(jp)} "
+                    f"{fmt_metric(dp['overall'], pct=True, sign=True)} ({dp['items']} items, {dp['rows']} rows): "
+                    "the finding depends on the judge chosen",
+                    min(d["items"], dp["items"]),
+                    d["rows"],
+                    judge=fp,
+                )
+            )
     return out
 
 
@@ -195,14 +258,21 @@ def _v(m: Metric | None) -> float | None:
     return m["value"] if m else None
 
 
-def _judge_config_flag(info: StudyInfo, n_rows: int) -> Flag | None:
-    used = sorted({fp for fps in info.arm_fingerprints.values() for fp in fps})
+def judge_config_flag(
+    arms: Sequence[str],
+    arm_fingerprints: Mapping[str, Mapping[str, int]],
+    judge_configs: Mapping[str, Mapping[str, Any]],
+    n_items: int,
+    n_rows: int,
+) -> Flag | None:
+    """Arms graded under different judge fingerprints (``arm_fingerprints``: arm -> fingerprint -> rows)."""
+    used = sorted({fp for fps in arm_fingerprints.values() for fp in fps})
     if len(used) <= 1:
         return None
     parts = []
     for fp in used:
-        cfg = info.judge_configs.get(fp, {})
-        arms_ = [a for a in info.arms if fp in info.arm_fingerprints.get(a, {})]
+        cfg = judge_configs.get(fp, {})
+        arms_ = [a for a in arms if fp in arm_fingerprints.get(a, {})]
         parts.append(f"{fp[:12]} ({cfg.get('model', '?')}, {cfg.get('shape', '?')}): {', '.join(arms_)}")
     return _flag(
         "judge_config_mixed",
@@ -210,22 +280,22 @@ def _judge_config_flag(info: StudyInfo, n_rows: int) -> Flag | None:
         "verdicts come from different judge configurations — "
         + "; ".join(parts)
         + ". Differences between arms graded under different fingerprints are not computed.",
-        info.n_items,
+        n_items,
         n_rows,
     )
 
 
-def _flag_sample(sums: RateSums) -> tuple[str, np.ndarray] | None:
+def _flag_sample(sums: RateSample) -> tuple[str, Any] | None:
     """The rows a parser flag reads, and their sums (``(k, 6)``): the uniform spot check when it has enough
     rows, else every row; None when neither has."""
-    if sums.spot is not None and sums.spot[0, 1] >= PARSER_DISAGREEMENT_MIN_ROWS:
+    if sums.spot is not None and sums.spot[0][1] >= PARSER_DISAGREEMENT_MIN_ROWS:
         return "the uniform spot check", sums.spot
-    if sums.pooled[0, 1] >= PARSER_DISAGREEMENT_MIN_ROWS:
+    if sums.pooled[0][1] >= PARSER_DISAGREEMENT_MIN_ROWS:
         return "all graded rows", sums.pooled
     return None
 
 
-def parser_disagreement_flags(tallies: Sequence[ParserTally]) -> list[Flag]:
+def parser_disagreement_flags(tallies: Sequence[Tally]) -> list[Flag]:
     """A parser disagreeing with the verdicts on > 5 % of a ≥ 100-row sample: the uniform spot check
     when it has enough rows, else every graded row. Read on letters (``parser_letters.misread``) where
     that sample has enough rows with a known reference letter, else on verdicts."""
@@ -239,13 +309,14 @@ def parser_disagreement_flags(tallies: Sequence[ParserTally]) -> list[Flag]:
         src, sums = got
         m = clustered_rate(sums[0])
         if not (
-            m and m["value"] is not None and m["value"] > PARSER_DISAGREEMENT_MAX and sums[0, 0] >= MIN_ITEMS
+            m and m["value"] is not None and m["value"] > PARSER_DISAGREEMENT_MAX and sums[0][0] >= MIN_ITEMS
         ):
             continue
         resolved = " it resolved" if p.name == "strict" else ""
         if level == "letter":
             split = ", ".join(
-                f"{w} on {int(round(d))}" for w, d in zip(MISREAD_WORDS.values(), sums[1:, 2], strict=True)
+                f"{w} on {int(round(d))}"
+                for w, d in zip(MISREAD_WORDS.values(), [r[2] for r in sums[1:]], strict=True)
             )
             evidence = (
                 f"the {p.name} parser misreads the answer's letter on {fmt_metric(m, pct=True)} of {m['n']} "
@@ -257,12 +328,12 @@ def parser_disagreement_flags(tallies: Sequence[ParserTally]) -> list[Flag]:
                 f"rows{resolved} ({src})"
             )
         out.append(
-            _flag("parser_disagreement", None, evidence, int(sums[0, 0]), m["n"], parser=p.name, level=level)
+            _flag("parser_disagreement", None, evidence, int(sums[0][0]), m["n"], parser=p.name, level=level)
         )
     return out
 
 
-def _logprob_flag(arm: str, lp: Mapping[str, Any] | None) -> Flag | None:
+def logprob_flag(arm: str, lp: Mapping[str, Any] | None) -> Flag | None:
     """The argmax log-prob letter disagrees with the text's on more than 5 % of rows (the rate's CI low
     above 5 %), or the two accuracies differ by more than 5 pp."""
     if not (lp and lp["items"] >= MIN_ITEMS):
@@ -290,7 +361,7 @@ def _logprob_flag(arm: str, lp: Mapping[str, Any] | None) -> Flag | None:
                  lp["items"], rows)  # fmt: skip
 
 
-def _ungraded_flag(arm: str, rows: int, graded: int, items: int) -> Flag | None:
+def ungraded_flag(arm: str, rows: int, graded: int, items: int) -> Flag | None:
     if rows <= graded:
         return None
     return _flag(
@@ -304,17 +375,20 @@ def _ungraded_flag(arm: str, rows: int, graded: int, items: int) -> Flag | None:
     )
 
 
-def _audit_flag(info: StudyInfo, res: Results, n_rows: int) -> Flag | None:
-    audit = res["audit"]
+def audit_flag(
+    unaudited: bool, n_reviews: int, reviewed_rows: int, required_rows: int, n_items: int, n_rows: int
+) -> Flag | None:
+    """The judge is not audited: graded with --no-judge, no review yet, or fewer than ``required_rows`` rows
+    of a uniform spot check reviewed (``reviewed_rows``)."""
     reasons = []
-    if info.unaudited:
+    if unaudited:
         reasons.append("the study was graded with --no-judge (strict pre-filter only)")
-    if info.n_reviews == 0:
+    if n_reviews == 0:
         reasons.append("no human review yet: no verdict has been spot-checked")
-    elif audit["uniform_reviewed_rows"] < audit["required_rows"]:
+    elif reviewed_rows < required_rows:
         reasons.append(
-            f"{audit['uniform_reviewed_rows']} of the {audit['required_rows']} rows of a uniform spot check that "
-            f"audit the judge are reviewed ({info.n_reviews} reviews in all, of {n_rows} rows); agreement "
+            f"{reviewed_rows} of the {required_rows} rows of a uniform spot check that "
+            f"audit the judge are reviewed ({n_reviews} reviews in all, of {n_rows} rows); agreement "
             "figures are preliminary"
         )
     if not reasons:
@@ -323,21 +397,36 @@ def _audit_flag(info: StudyInfo, res: Results, n_rows: int) -> Flag | None:
         "judge_unaudited",
         None,
         "; ".join(reasons),
-        info.n_items,
+        n_items,
         n_rows,
-        reviewed_rows=audit["uniform_reviewed_rows"],
-        required_rows=audit["required_rows"],
+        reviewed_rows=reviewed_rows,
+        required_rows=required_rows,
     )
 
 
-def diagnose(
-    info: StudyInfo, res: Results, parsers: Sequence[ParserTally], verdicts: str = "final"
-) -> list[Flag]:
+def design_flag(reason: str | None, unreadable: Sequence[str], n_items: int, n_rows: int) -> Flag | None:
+    """The design cannot separate position from content (``design.reason``, :func:`metrics.facts.design_reasons`)."""
+    if not reason:
+        return None
+    return _flag(
+        "design_imbalance",
+        None,
+        f"the design cannot separate position from content: {reason}. Unreadable here: "
+        + ", ".join(_UNREADABLE_WORDS[k] for k in unreadable),
+        n_items,
+        n_rows,
+        unreadable=list(unreadable),
+    )
+
+
+def diagnose(info: StudyInfo, res: Results, parsers: Sequence[Tally], verdicts: str = "final") -> list[Flag]:
     """The named flags of docs/design.md §7, each with its evidence and n (in the order they are checked; the report
-    sorts them with :func:`sort_flags`)."""
+    sorts them with :func:`sort_flags`). ``mcqaudit info`` checks the same flags but those read off CIs from
+    plain counts, in this order too (:func:`mcqaudit.metrics.facts.quick_flags`)."""
     design = res["design"]
     n_rows = sum(info.rows_by_arm.values())
     flags = _artifact_flags(res, verdicts)
+    flags += _judge_sensitive_flags(res)
     if not design["one_orientation"]:
         flags += _orientation_flags(res)
     for arm, d in res["delta_accuracy"].items():
@@ -345,28 +434,26 @@ def diagnose(
             flags.append(f)
         if d is not None and (f := _truncation_flag(arm, d, res)):
             flags.append(f)
-    if f := _judge_config_flag(info, n_rows):
+    if f := judge_config_flag(info.arms, info.arm_fingerprints, info.judge_configs, info.n_items, n_rows):
         flags.append(f)
     flags += parser_disagreement_flags(parsers)
     for arm, m in res["metrics"].items():
-        if f := _logprob_flag(arm, m.get("logprob_crosscheck")):
+        if f := logprob_flag(arm, m.get("logprob_crosscheck")):
             flags.append(f)
     for arm, m in res["metrics"].items():
-        if f := _ungraded_flag(arm, m["rows"], m["graded"], m["items"]):
+        if f := ungraded_flag(arm, m["rows"], m["graded"], m["items"]):
             flags.append(f)
-    if design["reason"]:
-        flags.append(
-            _flag(
-                "design_imbalance",
-                None,
-                f"the design cannot separate position from content: {design['reason']}. Unreadable here: "
-                + ", ".join(_UNREADABLE_WORDS[k] for k in design["unreadable"]),
-                info.n_items,
-                n_rows,
-                unreadable=list(design["unreadable"]),
-            )
-        )
-    if f := _audit_flag(info, res, n_rows):
+    if f := design_flag(design["reason"], design["unreadable"], info.n_items, n_rows):
+        flags.append(f)
+    audit = res["audit"]
+    if f := audit_flag(
+        info.unaudited,
+        info.n_reviews,
+        audit["uniform_reviewed_rows"],
+        audit["required_rows"],
+        info.n_items,
+        n_rows,
+    ):
         flags.append(f)
     return flags
 

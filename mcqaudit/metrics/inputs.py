@@ -81,6 +81,19 @@ class StudyInfo:
     pending_by_arm: dict[str, int] = field(default_factory=dict)
     # `grade --panel` configurations, in the order they were added (index = the ``panel`` frame's ``judge``)
     panel_judges: list[str] = field(default_factory=list)
+    # the people who reviewed rows, by name (index = the ``reviewers`` frame's ``reviewer``)
+    reviewers: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Grouping:
+    """Each row's value of one metadata key (``report --by metadata.KEY``, docs/design.md §7 ``by_group``):
+    ``codes`` (one per row of ``StudyFrames.rows``, in its order) index ``labels``, the key's distinct values
+    as text; -1: the row's metadata lacks the key (or holds null there)."""
+
+    key: str
+    labels: list[str]
+    codes: np.ndarray
 
 
 @dataclass
@@ -96,7 +109,11 @@ class StudyFrames:
     ``logprob``: ``row``, ``lp_pos`` (argmax of option_logprobs). ``panel`` (when the study has panel
     judges): one row per (row, panel judge) verdict record: ``row``, ``judge`` (index into
     ``info.panel_judges``), ``verdict`` (a VerdictCode; NONE when that judge's request failed), ``pick_pos``
-    (-1: none, or a gold-shape judge). Rows a panel judge has no record for are not in it. Each is a :class:`Columns` (what
+    (-1: none, or a gold-shape judge). Rows a panel judge has no record for are not in it.
+    ``reviewers`` (when two or more people reviewed rows): one row per (row, person) with the review of that
+    person in force (their latest that no retraction withdraws): ``row``, ``reviewer`` (index into
+    ``info.reviewers``), ``verdict`` (a VerdictCode), ``k`` (1 for the newest of the row's, which is in force,
+    2 for the one before, …). Each is a :class:`Columns` (what
     :mod:`mcqaudit.store.frames` returns) or a :class:`pandas.DataFrame` with those columns.
     """
 
@@ -106,3 +123,5 @@ class StudyFrames:
     framework: Frame | None = None
     logprob: Frame | None = None
     panel: Frame | None = None
+    reviewers: Frame | None = None
+    groups: dict[str, Grouping] = field(default_factory=dict)

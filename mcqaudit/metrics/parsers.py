@@ -13,13 +13,14 @@ INCORRECT) and disagree as letters: this is why the two families differ.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
 from mcqaudit.metrics.bootstrap import clustered_rate, safe_div
-from mcqaudit.metrics.cells import Cells, Rows, cluster_sums, segment_cluster_sums
+from mcqaudit.metrics.cells import Cells, Rows, cluster_sums
 from mcqaudit.metrics.inputs import StudyFrames, column
 from mcqaudit.metrics.results import (
     Confusion,
@@ -28,6 +29,7 @@ from mcqaudit.metrics.results import (
     ParserDisagreement,
     ParserLetters,
 )
+from mcqaudit.metrics.rules import MISREAD_WORDS as MISREAD_WORDS  # the words live with the rules (no numpy)
 from mcqaudit.vocab import LETTERS, VERDICT_CODES, VerdictCode
 
 ROW_PARSERS = ("strict", "naive", "user")  # parsers with a letter column in the frames' rows
@@ -36,11 +38,6 @@ ROW_PARSERS = ("strict", "naive", "user")  # parsers with a letter column in the
 LetterKind = Literal["misread", "wrong_letter", "fabricated", "missed"]
 LETTER_KINDS: tuple[LetterKind, ...] = ("misread", "wrong_letter", "fabricated", "missed")
 # the three ways of misreading, in words (flag evidence, findings)
-MISREAD_WORDS = {
-    "wrong_letter": "another letter",
-    "fabricated": "a letter where the answer picks none",
-    "missed": "no letter where it picks one",
-}
 # the confusion's key for "no letter": the reference of an OTHER row, or a parser that read none
 NO_LETTER = "none"
 STRICT_COMPARED = "rows the pre-filter resolved; a letter-less row was deferred to the judge"
@@ -60,24 +57,92 @@ class RateSums:
 def rate_sums(d: np.ndarray, cell: np.ndarray, uniform: np.ndarray, R: Rows, C: Cells) -> RateSums:
     """The cluster sums of ``k`` rates over some rows: ``d`` (k, rows) their 0/1 numerators, ``cell`` each
     row's cell, ``uniform`` whether it is in the uniform spot check."""
-    n_arms, n_or, n_items, nc = R.n_arms, R.n_or, R.n_items, C.n
-    k = d.shape[0]
-    n_cell = np.bincount(cell, minlength=nc).astype(np.float64)
-    n_ai = np.bincount(C.arm_item, weights=n_cell, minlength=n_arms * n_items).reshape(n_arms, n_items)
-    by_cell = np.zeros((n_arms * n_or, k, 6))
+    return _rate_sums([np.asarray(x, dtype=bool) for x in d], _rows_base(cell, uniform, R, C), R, C)
+
+
+@dataclass
+class _RowsBase:
+    """What the rate sums over some rows read of the rows alone (no numerator), computed once for every rate
+    over them: each row's cell and spot-check membership, rows per cell and per (arm, item), and the cluster
+    sums' row-only columns (k, Σn, Σn²) per (arm, orientation), per arm and pooled."""
+
+    cell: np.ndarray
+    uniform: np.ndarray
+    n_cell: np.ndarray
+    n_ai: np.ndarray
+    n_pool: np.ndarray
+    by_cell: np.ndarray  # (n_arms * n_or, 3)
+    by_arm: np.ndarray  # (n_arms, 3)
+    pooled: np.ndarray  # (3,)
+    ii_u: np.ndarray | None  # the items of the rows in the uniform spot check (None: no such row)
+    n_u: np.ndarray | None
+
+
+def _rows_base(
+    cell: np.ndarray, uniform: np.ndarray, R: Rows, C: Cells, n_cell: np.ndarray | None = None
+) -> _RowsBase:
+    if n_cell is None:
+        n_cell = np.bincount(cell, minlength=C.n)
+    n_ai = np.bincount(C.arm_item, weights=n_cell, minlength=R.n_arms * R.n_items).reshape(
+        R.n_arms, R.n_items
+    )
+    n_pool = n_ai.sum(axis=0)
+    by_cell = np.zeros((R.n_arms * R.n_or, 3))
+    if C.group_starts.size:
+        for col, w in enumerate((n_cell > 0, n_cell, n_cell * n_cell)):
+            by_cell[C.groups, col] = np.add.reduceat(w.astype(np.int64), C.group_starts)
+    ii_u = n_u = None
+    if uniform.any():
+        ii_u = C.ii[cell[uniform]]
+        n_u = np.bincount(ii_u, minlength=R.n_items).astype(np.float64)
+    return _RowsBase(
+        cell=cell,
+        uniform=uniform,
+        n_cell=n_cell,
+        n_ai=n_ai,
+        n_pool=n_pool,
+        by_cell=by_cell,
+        by_arm=np.stack([(n_ai > 0).sum(axis=-1), n_ai.sum(axis=-1), (n_ai * n_ai).sum(axis=-1)], -1),
+        pooled=np.array([(n_pool > 0).sum(), n_pool.sum(), (n_pool * n_pool).sum()], dtype=np.float64),
+        ii_u=ii_u,
+        n_u=n_u,
+    )
+
+
+def _rate_sums(d: Sequence[np.ndarray], base: _RowsBase, R: Rows, C: Cells) -> RateSums:
+    """:func:`rate_sums` of the 0/1 numerators ``d`` (one boolean row mask per rate) over the rows of ``base``.
+
+    Every sum here is of counts, exact in any order, so each is taken where it is cheapest: what depends on
+    the rows alone once (:class:`_RowsBase`), and each rate's numerator only over the cells where it is not
+    0 (a parser misreads a few rows in ten)."""
+    n_arms, n_or, n_items = R.n_arms, R.n_or, R.n_items
+    k, n_groups = len(d), n_arms * n_or
+    cell, n_cell, n_ai, n_pool = base.cell, base.n_cell, base.n_ai, base.n_pool
+    by_cell = np.zeros((n_groups, k, 6))
     by_arm = np.zeros((n_arms, k, 6))
     pooled = np.zeros((k, 6))
-    spot = np.zeros((k, 6)) if uniform.any() else None
-    ii_u = C.ii[cell[uniform]]
-    n_u = np.bincount(ii_u, minlength=n_items).astype(np.float64)
+    by_cell[:, :, [0, 1, 5]] = base.by_cell[:, None]
+    by_arm[:, :, [0, 1, 5]] = base.by_arm[:, None]
+    pooled[:, [0, 1, 5]] = base.pooled
+    spot = None
+    if base.ii_u is not None and base.n_u is not None:
+        spot = np.zeros((k, 6))
+        for j in range(k):
+            w = d[j][base.uniform]
+            spot[j] = cluster_sums(base.n_u, np.bincount(base.ii_u, weights=w, minlength=n_items))
     for j in range(k):
-        d_cell = np.bincount(cell, weights=d[j], minlength=nc)
-        by_cell[:, j] = segment_cluster_sums(C.group_starts, C.groups, n_cell, d_cell, n_arms * n_or)
-        d_ai = np.bincount(C.arm_item, weights=d_cell, minlength=n_arms * n_items).reshape(n_arms, n_items)
-        by_arm[:, j] = cluster_sums(n_ai, d_ai)
-        pooled[j] = cluster_sums(n_ai.sum(axis=0), d_ai.sum(axis=0))
-        if spot is not None:
-            spot[j] = cluster_sums(n_u, np.bincount(ii_u, weights=d[j][uniform], minlength=n_items))
+        at, dn = np.unique(cell[d[j]], return_counts=True)  # the cells with a numerator, and its count
+        if not at.size:
+            continue
+        ng = n_cell[at]
+        for col, w in ((2, dn), (3, dn * dn), (4, dn * ng)):
+            by_cell[:, j, col] = np.bincount(C.group[at], weights=w, minlength=n_groups)
+        d_ai = np.bincount(C.arm_item[at], weights=dn, minlength=n_arms * n_items).reshape(n_arms, n_items)
+        by_arm[:, j, 2:5] = np.stack(
+            [d_ai.sum(axis=-1), (d_ai * d_ai).sum(axis=-1), (d_ai * n_ai).sum(axis=-1)], -1
+        )
+        d_pool = d_ai.sum(axis=0)
+        pooled[j, 2:5] = [d_pool.sum(), (d_pool * d_pool).sum(), (d_pool * n_pool).sum()]
     return RateSums(by_cell.reshape(n_arms, n_or, k, 6), by_arm, pooled, spot)
 
 
@@ -103,44 +168,90 @@ class ParserTally:
 
 
 def _letter_tally(
-    verdict: np.ndarray, pick: np.ndarray, pos: np.ndarray, cell: np.ndarray, uniform: np.ndarray,
-    R: Rows, C: Cells,
-) -> LetterTally | None:  # fmt: skip
-    """Letters (``pos``, -1 none) against the reference letters of graded rows (``verdict`` not NONE)."""
+    verdict: np.ndarray,
+    pick: np.ndarray,
+    pos: np.ndarray,
+    base: _RowsBase,
+    group: np.ndarray,
+    R: Rows,
+    C: Cells,
+) -> LetterTally | None:
+    """Letters (``pos``, -1 none) against the reference letters of graded rows (``verdict`` not NONE) whose
+    cells and spot-check membership ``base`` holds."""
     other = verdict == VerdictCode.OTHER
     known = other | (pick >= 0)
     if not known.any():
         return None
-    ref = np.where(other, -1, pick)[known]
-    pos, cell, uniform = pos[known], cell[known], uniform[known]
+    cell = base.cell
+    if not known.all():
+        pos, cell, other, pick, group = pos[known], cell[known], other[known], pick[known], group[known]
+        base = _rows_base(cell, base.uniform[known], R, C)
+    ref = np.where(other, -1, pick)
     has_ref, has_pos = ref >= 0, pos >= 0
     wrong = has_ref & has_pos & (pos != ref)
     fabricated = has_pos & ~has_ref
     missed = has_ref & ~has_pos
-    d = np.stack([wrong | fabricated | missed, wrong, fabricated, missed]).astype(np.float64)
     side = int(R.n_opt.max()) + 1
-    key = (C.group[cell] * side + (ref + 1)) * side + (pos + 1)
+    key = (group * side + (ref + 1)) * side + (pos + 1)
     conf = np.bincount(key, minlength=R.n_arms * R.n_or * side * side)
     return LetterTally(
-        rates=rate_sums(d, cell, uniform, R, C),
+        rates=_rate_sums([wrong | fabricated | missed, wrong, fabricated, missed], base, R, C),
         confusion=conf.reshape(R.n_arms, R.n_or, side, side),
     )
 
 
-def _tally(
-    name: str, idx: np.ndarray | None, pos: np.ndarray, R: Rows, C: Cells, letter_only: bool
-) -> ParserTally | None:
-    """``idx``: rows the parser read (indices into R; None = every row), ``pos``: its letter for each
-    (-1: none)."""
-    n_arms, n_or, n_items, nc = R.n_arms, R.n_or, R.n_items, C.n
-    cols: tuple[np.ndarray, ...] = (R.verdict, R.gold, R.n_opt, C.of_row, R.uniform, R.pick)
-    if idx is not None:
-        cols = tuple(c[idx] for c in cols)
-    keep = cols[0] != VerdictCode.NONE
+@dataclass
+class _Graded:
+    """Graded rows some parser read, and what its tally reads of them alone (shared by the parsers that read
+    the same rows: strict, naive and user read every row)."""
+
+    verdict: np.ndarray
+    gold: np.ndarray
+    n_opt: np.ndarray
+    cell: np.ndarray
+    uniform: np.ndarray
+    pick: np.ndarray
+    at: np.ndarray | None  # where they are among the rows asked for (None: all of them)
+    group: np.ndarray  # each row's (arm, orientation) group
+    n_cell: np.ndarray  # rows per cell
+    has: np.ndarray  # the cells with a row
+    arm_item: np.ndarray  # the (arm, item) of each such cell
+    cells_ai: np.ndarray  # cells with a row per (arm, item)
+
+
+def _graded(R: Rows, C: Cells, idx: np.ndarray | None) -> _Graded:
+    """The graded rows among ``idx`` (None: every row)."""
+    graded = R.verdict != VerdictCode.NONE
+    keep = graded if idx is None else graded[idx]
+    at: np.ndarray | None = None
     if not keep.all():
-        cols = tuple(c[keep] for c in cols)
-        pos = pos[keep]
-    ref, gold, n_opt, cell, uniform, pick = cols
+        at = np.flatnonzero(keep)
+    rows = (idx if at is None else idx[at]) if idx is not None else at
+    cols = (R.verdict, R.gold, R.n_opt, C.of_row, R.uniform, R.pick)
+    verdict, gold, n_opt, cell, uniform, pick = cols if rows is None else tuple(c[rows] for c in cols)
+    n_cell = np.bincount(cell, minlength=C.n)
+    has = n_cell > 0
+    arm_item = C.arm_item[has]
+    return _Graded(
+        verdict, gold, n_opt, cell, uniform, pick, at, C.group[cell], n_cell, has, arm_item,
+        np.bincount(arm_item, minlength=R.n_arms * R.n_items),
+    )  # fmt: skip
+
+
+def _tally(
+    name: str, g: _Graded, pos: np.ndarray, R: Rows, C: Cells, letter_only: bool
+) -> ParserTally | None:
+    """``g``: the graded rows the parser read (:func:`_graded`), ``pos``: its letter for each (-1: none)."""
+    n_arms, n_or, n_items, nc = R.n_arms, R.n_or, R.n_items, C.n
+    ref, gold, n_opt, cell, uniform, pick, group = (
+        g.verdict,
+        g.gold,
+        g.n_opt,
+        g.cell,
+        g.uniform,
+        g.pick,
+        g.group,
+    )
     if ref.size == 0:
         return None
     bad = pos >= n_opt  # a letter beyond the displayed options is no letter
@@ -149,27 +260,28 @@ def _tally(
     # the parser's verdicts (vocab.verdict_of over codes): no letter OTHER, the gold one CORRECT, else INCORRECT
     pv = np.full(ref.size, VerdictCode.INCORRECT, dtype=np.int64)
     pv[pos < 0] = VerdictCode.OTHER
-    pv[pos == gold] = VerdictCode.CORRECT
-    # item-weighted accuracy of the parser's verdicts: mean over cells of the CORRECT share
-    n_cell_all = np.bincount(cell, minlength=nc)
-    cell_acc = safe_div(np.bincount(cell, weights=(pv == VerdictCode.CORRECT), minlength=nc), n_cell_all)
-    has = n_cell_all > 0
-    arm_item = C.arm_item
-    acc = safe_div(
-        np.bincount(arm_item[has], weights=cell_acc[has], minlength=n_arms * n_items),
-        np.bincount(arm_item[has], minlength=n_arms * n_items),
-    ).reshape(n_arms, n_items)
+    correct = pos == gold
+    pv[correct] = VerdictCode.CORRECT
+    # item-weighted accuracy of the parser's verdicts: mean over cells of the CORRECT share (the cells
+    # without a row have none)
+    cell_acc = np.bincount(cell, weights=correct, minlength=nc)[g.has] / g.n_cell[g.has]
+    acc = safe_div(np.bincount(g.arm_item, weights=cell_acc, minlength=n_arms * n_items), g.cells_ai).reshape(
+        n_arms, n_items
+    )
     # compared rows: the strict pre-filter only where it gave a letter (a letter-less row was deferred)
+    n_cell: np.ndarray | None = g.n_cell
     if letter_only:
         cmp = pos >= 0
         ref, pv, cell, uniform, pick, pos = ref[cmp], pv[cmp], cell[cmp], uniform[cmp], pick[cmp], pos[cmp]
+        group, n_cell = group[cmp], None
+    base = _rows_base(cell, uniform, R, C, n_cell)
     nv = len(VERDICT_CODES)
-    conf = np.bincount((C.group[cell] * nv + ref) * nv + pv, minlength=n_arms * n_or * nv * nv)
+    conf = np.bincount((group * nv + ref) * nv + pv, minlength=n_arms * n_or * nv * nv)
     return ParserTally(
         name=name,
         confusion=conf.reshape(n_arms, n_or, nv, nv),
-        disagreement=rate_sums((pv != ref).astype(np.float64)[None], cell, uniform, R, C),
-        letters=_letter_tally(ref, pick, pos, cell, uniform, R, C),
+        disagreement=_rate_sums([pv != ref], base, R, C),
+        letters=_letter_tally(ref, pick, pos, base, group, R, C),
         acc=acc,
     )
 
@@ -179,16 +291,27 @@ def parser_tallies(frames: StudyFrames, R: Rows, C: Cells) -> list[ParserTally]:
     out: list[ParserTally] = []
     r = frames.rows
     fw = frames.framework
+    every: _Graded | None = None  # the graded rows, shared by the row parsers
     for name in frames.info.parsers:
         if name in ROW_PARSERS:
+            every = every or _graded(R, C, None)
             pos = column(r, f"{name}_pos").astype(np.int64)
-            agg = _tally(name, None, pos, R, C, name == "strict")
+            agg = _tally(name, every, pos if every.at is None else pos[every.at], R, C, name == "strict")
         else:
             if fw is None or not len(fw) or name not in frames.info.frameworks:
                 continue
             sel = column(fw, "parser") == frames.info.frameworks.index(name)
-            idx = column(fw, "row")[sel].astype(np.int64)
-            agg = _tally(name, idx, column(fw, "pos")[sel].astype(np.int64), R, C, False)
+            idx, pos = column(fw, "row")[sel].astype(np.int64), column(fw, "pos")[sel].astype(np.int64)
+            if idx.size == R.ai.size and (np.bincount(idx, minlength=R.ai.size) == 1).all():
+                # the parser read every row once (as a framework parser usually does): its letters in row order
+                # are the row parsers' case (the order of rows changes no sum: each is of counts per cell)
+                every = every or _graded(R, C, None)
+                in_order = np.empty(R.ai.size, dtype=np.int64)
+                in_order[idx] = pos
+                agg = _tally(name, every, in_order if every.at is None else in_order[every.at], R, C, False)
+            else:
+                g = _graded(R, C, idx)
+                agg = _tally(name, g, pos if g.at is None else pos[g.at], R, C, False)
         if agg is not None:
             out.append(agg)
     return out

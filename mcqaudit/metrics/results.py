@@ -77,6 +77,8 @@ class JudgeAgreement(TypedDict):
     confusion: Confusion  # rows: the automated verdict; columns: the reviewer's
     caveat: NotRequired[str]
     corrected_accuracy: NotRequired[Metric | None]  # per arm only
+    disagreed_rows: NotRequired[int]  # rows whose reviewers disagree (the latest review is the one compared)
+    settled_rows: NotRequired[int]  # ... of which a later review settled (the earlier ones already differed)
 
 
 class LogprobCrosscheck(TypedDict):
@@ -194,6 +196,51 @@ class Flag(TypedDict):
     pending: NotRequired[int]
 
 
+class PanelJudge(TypedDict):
+    """One panel judge of ``judge_panel.judges`` (docs/design.md §7): its verdicts beside the primary's."""
+
+    model: str | None
+    rows: int  # rows it has a verdict record for (ok or failed)
+    graded: int  # ... of which it answered
+    error_rate: Metric | None  # failed requests / rows
+    other_rate: Metric | None  # OTHER / graded rows
+    compared_rows: int  # rows both it and the primary graded
+    agreement_with_primary: Metric | None  # same verdict, on the compared rows
+    kappa_with_primary: Metric | None  # Cohen's κ over CORRECT / INCORRECT / OTHER, on the compared rows
+    confusion: Confusion  # rows: the primary's verdict; columns: this judge's
+
+
+class JudgePanel(TypedDict):
+    """``judge_panel``: the study's panel judges against its primary (``grade --panel``, issue 21)."""
+
+    primary: str | None  # the fingerprint of the final verdicts' judge (the one with most rows, if several)
+    primary_model: str | None
+    judges: dict[str, PanelJudge]
+    alpha: Metric | None  # Krippendorff's α (nominal) over every judge, the primary included; n: rows
+    delta_by_judge: dict[str, dict[str, ArmDelta | None]]  # fingerprint -> treated arm -> Δ under that judge
+
+
+class ReviewerPair(TypedDict):
+    rows: int
+    agreement: Metric | None
+    kappa: Metric | None
+    confusion: Confusion  # rows: the first name's verdict; columns: the second's
+
+
+class ReviewerAgreement(TypedDict):
+    """``reviewer_agreement``: people against each other on the rows two or more of them reviewed."""
+
+    rows: int  # rows reviewed by two or more people
+    reviewers: list[str]
+    preliminary: bool  # fewer than MIN_AUDIT_ROWS such rows
+    pairs_compared: int  # (row, pair of reviewers) comparisons
+    agreement: Metric | None  # share of those comparisons that agree
+    kappa: Metric | None  # Cohen's κ over them, each pair's verdicts in name order
+    disagreed_rows: int  # rows whose reviewers disagree: the latest review is in force
+    settled_rows: int  # ... of which a later review settled (the reviews before it already differed)
+    pairs: dict[str, ReviewerPair]  # "ann|bob" (names in order)
+
+
 class Results(TypedDict):
     """What :func:`~mcqaudit.metrics.compute` returns: the report's computed part."""
 
@@ -208,6 +255,46 @@ class Results(TypedDict):
     design: Design
     audit: Audit
     notes: Notes
+    judge_panel: NotRequired[JudgePanel | None]
+    reviewer_agreement: NotRequired[ReviewerAgreement | None]
+
+
+class GroupDelta(TypedDict):
+    """A treated arm's Δs against the control within one group (``by_group``): each a Δ metric with
+    ``items`` and ``pairing``; ``delta_accuracy`` also ``rows``. ``null`` with the reason in ``notes``."""
+
+    delta_accuracy: Metric | None
+    delta_other_rate: Metric | None
+    delta_truncated_rate: Metric | None
+
+
+class GroupArm(TypedDict):
+    """One arm's figures within one group of ``by_group`` (docs/report-schema.md)."""
+
+    rows: int
+    graded: int
+    items: int
+    small: bool  # the group has fewer than MIN_ITEMS items: no Δ, no flag, no finding
+    accuracy: Metric | None
+    answered_accuracy: Metric | None
+    other_rate: Metric | None
+    truncated_rate: Metric | None
+    accuracy_by_orientation: dict[str, Metric | None]
+    delta_accuracy: NotRequired[Metric | None]  # treated arms compared with the control only
+    delta_other_rate: NotRequired[Metric | None]
+    delta_truncated_rate: NotRequired[Metric | None]
+
+
+class GroupFacts(TypedDict):
+    """What a ``by_group`` key rests on (``group_by``)."""
+
+    path: str  # metadata.KEY, as `report --by` names it
+    control_arm: str | None
+    groups: int
+    items: dict[str, int]  # value -> the group's items (any arm)
+    small: list[str]  # the groups under min_items items
+    missing: str | None  # the name of the group of rows that lack the key; None when every row has it
+    min_items: int
 
 
 class ParserAlso(TypedDict):
@@ -235,10 +322,14 @@ class FindingExtras(TypedDict, total=False):
     pending: int
     also: ParserAlso  # a second parser said in the same sentence (parser, value, ci)
     token_budget: bool  # other_rate, truncation: the token limit (truncation_rise) is named as a cause
+    judges: dict[str, float | None]  # judge_panel: each panel judge's Δ (fingerprint -> value)
+    by: str  # group: the metadata key (`report --by metadata.KEY`)
+    groups: list[str]  # group: the groups whose Δaccuracy CI excludes 0, largest |Δ| first
 
 
 FindingKind = Literal[
     "headline",
+    "group",
     "parser",
     "parser_letters",
     "other_rate",
@@ -248,6 +339,7 @@ FindingKind = Literal[
     "control",
     "design",
     "audit",
+    "judge_panel",
 ]
 
 
@@ -309,3 +401,6 @@ class Report(Results):
     judge_fingerprints: dict[str, FingerprintUse]
     bootstrap: BootstrapFacts
     findings: list[Finding]
+    # with `report --by metadata.KEY` only: {KEY: {value: {arm: {…}}}} and {KEY: facts}
+    by_group: NotRequired[dict[str, dict[str, dict[str, GroupArm]]]]
+    group_by: NotRequired[dict[str, GroupFacts]]

@@ -26,14 +26,25 @@ MAX_ORIENTATIONS_WITH_CI = 48  # beyond this, the rarest orientations get point 
 # else those of at least MIN_ITEMS items, at most this many (the largest). Orientations are compared, and
 # RStd computed, only within a family.
 MAX_FAMILIES = 12
+# `report --by metadata.KEY`: a key with more distinct values than this is not a subject (an id, a free text):
+# grouping by it is a usage error, not thousands of one-item groups.
+MAX_GROUPS = 200
 # From this many items the replicates are drawn from the normal approximation of the item sums (their exact
 # covariance under the item bootstrap) instead of resampling items: there the two give the same CIs to a
 # small fraction of their width (tests/test_ci_method.py), and resampling costs seconds.
 NORMAL_MIN_ITEMS = 10_000
 
+# the three ways a parser misreads a letter, in words (flag evidence, findings; metrics.parsers)
+MISREAD_WORDS = {
+    "wrong_letter": "another letter",
+    "fabricated": "a letter where the answer picks none",
+    "missed": "no letter where it picks one",
+}
+
 # The flags, most important first (the order of every flag list).
 FLAG_ORDER = (
     "suspected_parser_artifact",
+    "judge_sensitive",
     "orientation_instability",
     "other_rate_rise",
     "truncation_rise",
@@ -47,11 +58,18 @@ FLAG_ORDER = (
 # Flags that state a fact about the study rather than an estimate: they fire at any size (with their n).
 FACT_FLAGS = ("judge_config_mixed", "ungraded_rows", "judge_unaudited", "design_imbalance")
 # Flags read off bootstrap CIs: without resamples (``n_boot=0``) they cannot fire.
-CI_FLAGS = ("suspected_parser_artifact", "orientation_instability", "other_rate_rise", "truncation_rise")
+CI_FLAGS = (
+    "suspected_parser_artifact",
+    "orientation_instability",
+    "other_rate_rise",
+    "truncation_rise",
+    "judge_sensitive",
+)
 # The dashboard page that shows each flag's evidence (docs/design.md §8). It is the report JSON's ``page`` key
 # (docs/report-schema.md), so it is part of the contract, not only of the dashboard.
 FLAG_PAGES = {
     "suspected_parser_artifact": "Parsers vs judge",
+    "judge_sensitive": "Overview",
     "orientation_instability": "Orientations",
     "other_rate_rise": "OTHER by arm",
     "truncation_rise": "OTHER by arm",

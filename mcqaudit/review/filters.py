@@ -12,6 +12,17 @@ from mcqaudit.vocab import VERDICTS
 NO_VERDICT = "no verdict yet"  # filter value, not a verdict: rows the judge has not graded (pending or error)
 VERDICT_FILTER_VALUES = (*VERDICTS, NO_VERDICT)
 
+# What two or more reviewers of a row said, read from each person's latest review in force (retracted ones
+# left out; verdicts compared, not letters, as reviewer agreement counts them):
+# - "reviewers disagree": their latest verdicts differ and no one has settled it yet: the row's latest review
+#   is by one of the people who disagree (the reviews before it agree with each other), so a third person's
+#   review is wanted; being the latest, it is the row's final verdict;
+# - "settled": their latest verdicts differ, and the row's latest review came after reviews by other people
+#   that disagreed with each other (a third person, or a later word, decided).
+REVIEWERS_DISAGREE = "reviewers disagree"
+REVIEWERS_SETTLED = "settled"
+REVIEWER_FILTER_VALUES = (REVIEWERS_DISAGREE, REVIEWERS_SETTLED)
+
 
 @dataclass(frozen=True)
 class ConfusionCell:
@@ -62,6 +73,7 @@ class RowFilter:
     judge_statuses: tuple[str, ...] = ()
     disagree_parser: str | None = None  # rows where this parser's verdict differs from the final verdict
     reviewed: bool | None = None  # True: has an effective review; False: has none
+    reviewers: str | None = None  # one of REVIEWER_FILTER_VALUES: what the row's reviewers said
     search: str = ""  # case-insensitive substring of question, generation or item_id; or an exact row_id
     queue_id: int | None = None  # only the rows of this spot-check queue, in queue order
     cell: Cell | None = None  # the rows of one cell of a verdict or a letter confusion matrix

@@ -1,6 +1,18 @@
 """Spot-check queues without SQL: the strategies, the checks on a draw, and its allocation maths —
 :func:`split_total` (a total over arms) and :func:`allocate` (an arm's share over strata) (docs/design.md
-§6). The seeded draw itself (``md5(seed:row_id)`` order) is SQL in :mod:`mcqaudit.store.reviews`. Pure."""
+§6). The seeded draw itself (``md5(seed:row_id)`` order) and which rows each strategy draws from are SQL in
+:mod:`mcqaudit.store.reviews`. Pure.
+
+The strategies:
+
+- ``uniform``: every row equally likely (the sample unbiased judge-agreement figures need);
+- ``stratified``: a third each from parser disagreements, OTHER or ungraded rows, and the rest;
+- ``judges_disagree``: every row on which the primary judge's and some panel judge's verdicts differ (both
+  ``ok``) equally likely (``grade --panel``, docs/design.md §5);
+- ``second_review``: every row that one person alone has reviewed equally likely (only ``of_reviewer``'s,
+  only those of queue ``of_queue``, when given), for a second reviewer, blind to the first review. In such a
+  queue a row counts as reviewed once two or more people have reviewed it (:data:`DONE_BY`).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +24,14 @@ from mcqaudit.review.rules import ReviewError
 
 UNIFORM: Final = "uniform"
 STRATIFIED: Final = "stratified"
-STRATEGIES: Final = (UNIFORM, STRATIFIED)
+JUDGES_DISAGREE: Final = "judges_disagree"
+SECOND_REVIEW: Final = "second_review"
+STRATEGIES: Final = (UNIFORM, STRATIFIED, JUDGES_DISAGREE, SECOND_REVIEW)
+# the strategies that draw every candidate row with the same chance (one stratum, ``all``)
+EQUAL_CHANCE: Final = (UNIFORM, JUDGES_DISAGREE, SECOND_REVIEW)
+# in a second_review queue a row is reviewed once this many people have reviewed it (latest reviews, none
+# retracted); in every other queue, once it has an effective review
+DONE_BY: Final = 2
 # the strata of a stratified draw: a parser disagrees with the final verdict; the verdict is OTHER or there is
 # none yet; the rest (the SQL that puts a row in one is store/reviews.py's _STRATUM). A uniform draw has one: all
 STRATA: Final = ("disagreement", "other", "rest")
@@ -33,6 +52,8 @@ class SpotCheck:
     rows: int
     strata: dict[str, dict[str, int]] = field(default_factory=dict)
     per_arm: bool = True
+    of_reviewer: str | None = None  # a second review's first reviewer, when the draw named one
+    of_queue: int | None = None  # ... and the queue it drew from
 
     @property
     def by_arm(self) -> dict[str, int]:
@@ -40,12 +61,56 @@ class SpotCheck:
         return {a: sum(self.strata.get(a, {}).values()) for a in self.arms}
 
 
-def check_draw(strategy: str, size: int, per_arm: bool) -> None:
-    """Raise :class:`ReviewError` for a draw that cannot be made (unknown strategy, no rows asked for)."""
+def check_draw(
+    strategy: str, size: int, per_arm: bool, of_reviewer: str | None = None, of_queue: int | None = None
+) -> None:
+    """Raise :class:`ReviewError` for a draw that cannot be made (unknown strategy, no rows asked for, a
+    second review's options with another strategy)."""
     if strategy not in STRATEGIES:
-        raise ReviewError(f"strategy must be uniform or stratified, not {strategy!r}")
+        raise ReviewError(
+            f"strategy must be {', '.join(STRATEGIES[:-1])} or {STRATEGIES[-1]}, not {strategy!r}"
+        )
     if size < 1:
         raise ReviewError("a spot check needs at least one row" + (" per arm" if per_arm else ""))
+    if strategy != SECOND_REVIEW and (of_reviewer is not None or of_queue is not None):
+        what = "of_reviewer" if of_reviewer is not None else "of_queue"
+        raise ReviewError(f"{what} goes with the {SECOND_REVIEW} strategy, not {strategy}")
+
+
+def no_panel_judge() -> str:
+    """Why a judges_disagree draw on a study without a panel judge draws nothing."""
+    return (
+        f"{JUDGES_DISAGREE}: the study has no panel judge, so no judges to disagree: grade it with another "
+        "judge configuration and `mcqaudit grade --panel` first"
+    )
+
+
+def no_judge_disagreement(both_graded: int, arms: Sequence[str]) -> str:
+    """Why a judges_disagree draw found no row (``both_graded``: rows of ``arms`` the primary and a panel
+    judge both graded)."""
+    where = f"arm{'s' if len(arms) != 1 else ''} {', '.join(arms)}"
+    if both_graded == 0:
+        return (
+            f"{JUDGES_DISAGREE}: no row of {where} has verdicts from both the primary judge and a panel judge "
+            "yet (run `mcqaudit grade --panel` to the end)"
+        )
+    return (
+        f"{JUDGES_DISAGREE}: the primary and panel judges give the same verdict on every row of {where} they "
+        f"both graded ({both_graded} rows): nothing to draw"
+    )
+
+
+def no_first_review(
+    reviewers: Mapping[str, int], arms: Sequence[str], of_reviewer: str | None, of_queue: int | None
+) -> str:
+    """Why a second_review draw found no row: nobody (or not ``of_reviewer``) reviewed a row of ``arms`` (of
+    queue ``of_queue``) alone. ``reviewers``: each reviewer's rows that they alone reviewed, study-wide."""
+    who = f"by {of_reviewer!r} alone" if of_reviewer else "by one person alone"
+    where = f"arm{'s' if len(arms) != 1 else ''} {', '.join(arms)}" + (
+        f" in queue #{of_queue}" if of_queue is not None else ""
+    )
+    known = ", ".join(f"{name} ({n} rows)" for name, n in reviewers.items()) or "none yet"
+    return f"{SECOND_REVIEW}: no row of {where} was reviewed {who}; reviewers with rows of their own: {known}"
 
 
 def choose_arms(arms: Iterable[str] | None, known: Sequence[str]) -> list[str]:
@@ -59,9 +124,21 @@ def choose_arms(arms: Iterable[str] | None, known: Sequence[str]) -> list[str]:
     return chosen
 
 
-def queue_label(strategy: str, size: int, per_arm: bool, seed: int) -> str:
-    """The default name of a queue, e.g. ``uniform 20 total seed 0``."""
-    return f"{strategy} {size}/arm seed {seed}" if per_arm else f"{strategy} {size} total seed {seed}"
+def queue_label(
+    strategy: str,
+    size: int,
+    per_arm: bool,
+    seed: int,
+    of_reviewer: str | None = None,
+    of_queue: int | None = None,
+) -> str:
+    """The default name of a queue, e.g. ``uniform 20 total seed 0``, ``second review of ann 10/arm seed 0``
+    (a second review's name says whose rows it draws: the queue stores no more of its definition)."""
+    kind = strategy
+    if strategy == SECOND_REVIEW:
+        of = " ".join(x for x in (of_reviewer, f"#{of_queue}" if of_queue is not None else None) if x)
+        kind = "second review" + (f" of {of}" if of else "")
+    return f"{kind} {size}/arm seed {seed}" if per_arm else f"{kind} {size} total seed {seed}"
 
 
 def allocate(size: int, available: Mapping[str, int]) -> dict[str, int]:
@@ -103,12 +180,13 @@ def arm_sizes(
     available: Mapping[str, Mapping[str, int]],
     uniform_first: Mapping[str, int] | None = None,
 ) -> dict[str, int]:
-    """Rows each arm gives a draw: ``size`` each (``per_arm``); of a uniform total, each arm's rows among the
-    first ``size`` of the whole seeded draw (``uniform_first``, counted by the SQL that orders it: taking
-    each arm's first k rows gives the same set); of a stratified total, :func:`split_total` by row counts."""
+    """Rows each arm gives a draw: ``size`` each (``per_arm``); of a total where every candidate has the same
+    chance (:data:`EQUAL_CHANCE`), each arm's rows among the first ``size`` of the whole seeded draw
+    (``uniform_first``, counted by the SQL that orders it: taking each arm's first k rows gives the same
+    set); of a stratified total, :func:`split_total` by row counts."""
     if per_arm:
         return dict.fromkeys(chosen, size)
-    if strategy == UNIFORM:
+    if strategy in EQUAL_CHANCE:
         out = dict.fromkeys(chosen, 0)
         out.update(uniform_first or {})
         return out

@@ -12,11 +12,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-from duckdb import DuckDBPyConnection as Connection
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection as Connection
 
-from mcqaudit.store.db import Study, utcnow
+    from mcqaudit.store.db import Study
+
+
+def _now() -> datetime:
+    # store.db (and duckdb) is imported where a batch is written: `mcqaudit info` reads this module's
+    # dataclasses from its cache without either
+    from mcqaudit.store.db import utcnow
+
+    return utcnow()
 
 
 @dataclass(frozen=True)
@@ -39,13 +48,13 @@ class BatchLine:
     n_options: int
 
 
-_LINES = pa.schema(
-    [
-        ("input_file_id", pa.string()),
-        ("custom_id", pa.string()),
-        ("prompt_hash", pa.string()),
-        ("n_options", pa.int32()),
-    ]
+# the Arrow schema of judge_batch_lines' rows (pyarrow is imported when a batch is recorded: `mcqaudit info`
+# reads this module and need not load it)
+_LINES = (
+    ("input_file_id", "string"),
+    ("custom_id", "string"),
+    ("prompt_hash", "string"),
+    ("n_options", "int32"),
 )
 
 
@@ -59,15 +68,18 @@ def record_upload(
     size: int,
 ) -> None:
     """Record an uploaded input file and its lines (one transaction), before its batch is created."""
+    import pyarrow as pa
+
+    schema = pa.schema([(name, getattr(pa, kind)()) for name, kind in _LINES])
     table = pa.Table.from_pylist(
-        [{"input_file_id": input_file_id, **line.__dict__} for line in lines], schema=_LINES
+        [{"input_file_id": input_file_id, **line.__dict__} for line in lines], schema=schema
     )
     with study.write() as con:
         con.execute(
             """INSERT INTO judge_batches (input_file_id, batch_id, fingerprint, base_url, lines, bytes, status,
                    submitted_at)
                VALUES (?, NULL, ?, ?, ?, ?, 'uploaded', ?)""",
-            [input_file_id, fingerprint, base_url, len(lines), size, utcnow()],
+            [input_file_id, fingerprint, base_url, len(lines), size, _now()],
         )
         con.register("mcq_batch_lines", table)
         con.execute(
@@ -100,7 +112,7 @@ def collected(input_file_id: str, status: str, error: str | None = None) -> Call
     def run(con: Connection) -> None:
         con.execute(
             "UPDATE judge_batches SET status = ?, error = ?, collected_at = ? WHERE input_file_id = ?",
-            [status, error, utcnow(), input_file_id],
+            [status, error, _now(), input_file_id],
         )
 
     return run
@@ -116,7 +128,7 @@ def close_answered(study: Study, input_file_ids: Sequence[str]) -> None:
         con.execute(
             """UPDATE judge_batches SET status = ?, error = ?, collected_at = ?
                WHERE input_file_id IN (SELECT unnest(?::VARCHAR[])) AND collected_at IS NULL""",
-            [ANSWERED, "every row it carries has a verdict under this fingerprint", utcnow(),
+            [ANSWERED, "every row it carries has a verdict under this fingerprint", _now(),
              list(input_file_ids)],
         )
 

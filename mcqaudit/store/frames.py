@@ -16,13 +16,19 @@ taken out. A row without a verdict in the chosen view is ungraded.
 
 from __future__ import annotations
 
-import duckdb
-import numpy as np
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from mcqaudit.metrics.inputs import Columns, StudyFrames, StudyInfo
 from mcqaudit.metrics.rules import arm_order
-from mcqaudit.store.db import Study
 from mcqaudit.vocab import VERDICT_CODES, VerdictCode, VerdictView
+
+if TYPE_CHECKING:  # numpy and the metrics' frames are imported where frames are built: `info` reads this
+    import duckdb  # module's SQL (mcqaudit.store.facts) without them
+    import numpy as np
+
+    from mcqaudit.metrics.inputs import Columns, Grouping, StudyFrames
+    from mcqaudit.store.db import Study
 
 VERDICT_VIEWS: tuple[str, str] = ("final", "judge")
 BASE_PARSERS = ("strict", "naive", "user")
@@ -112,6 +118,23 @@ FROM judge_verdicts v JOIN gen_rows g USING (row_id)
 WHERE v.fingerprint IN (SELECT fingerprint FROM panel_judges)
 """
 
+# each person's review in force on each row (docs/design.md §7 ``reviewer_agreement``): their latest
+# confirm/override that no retraction withdraws — the rule of store.reviews.LATEST_BY_REVIEWER, which the
+# Review page's reviewers filter reads (not imported: that module brings pandas, which the report does without)
+# — ranked newest first per row (k = 1: the row's review in force)
+_REVIEWERS_SQL = f"""
+SELECT g.rowid AS rn, (list_position(?::VARCHAR[], r.reviewer) - 1)::SMALLINT AS reviewer,
+    {verdict_code_sql("r.verdict")} AS verdict,
+    (row_number() OVER (PARTITION BY r.row_id ORDER BY r.created_at DESC, r.review_id DESC))::SMALLINT AS k
+FROM (
+    SELECT row_id, reviewer, verdict, created_at, review_id FROM reviews
+    WHERE action <> 'retract' AND verdict IS NOT NULL
+      AND review_id NOT IN (SELECT retracts FROM reviews WHERE action = 'retract' AND retracts IS NOT NULL)
+    QUALIFY row_number() OVER (PARTITION BY row_id, reviewer ORDER BY created_at DESC, review_id DESC) = 1
+) r JOIN gen_rows g USING (row_id)
+"""
+_REVIEWER_NAMES_SQL = "SELECT DISTINCT reviewer FROM reviews WHERE action <> 'retract' ORDER BY 1"
+
 _UNIFORM_SQL = """
 SELECT DISTINCT g.rowid AS rn FROM spot_check_rows s
 JOIN spot_checks q USING (queue_id) JOIN gen_rows g USING (row_id)
@@ -132,6 +155,65 @@ FROM (
 )
 GROUP BY rn
 """
+
+# A metadata key's value per row (`report --by metadata.KEY`): the row's own metadata, else its item's (an
+# items file's metadata), as text; NULL where neither has the key (or holds null there). Read only when asked.
+_GROUP_VALUES_SQL = """
+SELECT g.rowid AS rn, coalesce(json_extract_string(g.metadata, $path), json_extract_string(i.metadata, $path)) AS val
+FROM gen_rows g LEFT JOIN items i USING (item_id)
+"""
+_GROUP_SQL = f"""
+WITH v AS ({_GROUP_VALUES_SQL})
+SELECT rn, (coalesce(list_position($labels::VARCHAR[], val), 0) - 1)::INTEGER AS gi FROM v
+"""
+_GROUP_LABELS_SQL = f"SELECT DISTINCT val FROM ({_GROUP_VALUES_SQL}) WHERE val IS NOT NULL"
+_METADATA_KEYS_SQL = """
+SELECT DISTINCT k FROM (
+    SELECT unnest(json_keys(metadata)) AS k FROM gen_rows WHERE json_type(metadata) = 'OBJECT'
+    UNION ALL SELECT unnest(json_keys(metadata)) FROM items WHERE json_type(metadata) = 'OBJECT'
+) ORDER BY k
+"""
+
+
+def json_key_path(key: str) -> str:
+    """The JSONPath of top-level key ``key``, quoted: a key with dots, spaces or quotes is one key."""
+    return '$."' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _label_order(labels: list[str]) -> list[str]:
+    """A key's values in reading order: numerically when every value is a number, else by text."""
+    try:
+        return sorted(labels, key=lambda v: (float(v), v))
+    except ValueError:
+        return sorted(labels)
+
+
+def metadata_keys(study: Study) -> list[str]:
+    """Every top-level key any row's (or item's) metadata has, sorted: what ``report --by metadata.KEY``
+    can group by."""
+    with study.connect() as con:
+        return [str(r[0]) for r in con.execute(_METADATA_KEYS_SQL).fetchall()]
+
+
+def _groupings(
+    con: duckdb.DuckDBPyConnection, keys: Sequence[str], lookup: np.ndarray, n: int
+) -> dict[str, Grouping]:
+    """Each key's :class:`Grouping` of the frames' rows (``lookup``: rowid -> position in the rows)."""
+    import numpy as np
+
+    from mcqaudit.metrics.inputs import Grouping
+
+    out: dict[str, Grouping] = {}
+    for key in dict.fromkeys(keys):
+        path = json_key_path(key)
+        labels = _label_order([str(r[0]) for r in con.execute(_GROUP_LABELS_SQL, {"path": path}).fetchall()])
+        got = _fetch(con, _GROUP_SQL, {"path": path, "labels": labels})
+        codes = np.full(n, -1, dtype=np.int32)
+        pos = lookup[got["rn"].astype(np.int64)] if len(got) else np.zeros(0, dtype=np.int64)
+        keep = pos >= 0
+        codes[pos[keep]] = got["gi"][keep]
+        out[key] = Grouping(key=key, labels=labels, codes=codes)
+    return out
 
 
 def _rows_sql(view: VerdictView, single_fingerprint: bool) -> str:
@@ -154,52 +236,114 @@ def _scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | Non
     return int(row[0]) if row and row[0] is not None else 0
 
 
-def _fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> Columns:
+def _fetch(
+    con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | dict[str, object] | None = None
+) -> Columns:
     """numpy columns, no pandas (the CLI's report need not import it)."""
+    import numpy as np
+
+    from mcqaudit.metrics.inputs import Columns
+
     cols = con.execute(sql, params or []).fetchnumpy()
     return Columns({k: np.asarray(v) for k, v in cols.items()})
 
 
-def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
-    """Study facts and the per-row frame, in one short-lived connection."""
+def _reviewers(con: duckdb.DuckDBPyConnection) -> tuple[list[str], Columns | None]:
+    """The people who reviewed rows, by name, and (with two or more) each one's review in force per row."""
+    names = [r[0] for r in con.execute(_REVIEWER_NAMES_SQL).fetchall()]
+    return names, (_fetch(con, _REVIEWERS_SQL, [names]) if len(names) > 1 else None)
+
+
+def _row_lookup(rowids: np.ndarray) -> np.ndarray:
+    """rowid -> position in the rows frame (-1: none); DuckDB rowids are dense but need not be ordered in the
+    result."""
+    import numpy as np
+
+    rn = rowids.astype(np.int64)
+    lookup = np.full(int(rn.max()) + 1 if rn.size else 0, -1, dtype=np.int64)
+    lookup[rn] = np.arange(rn.size)
+    return lookup
+
+
+def _judge_configs(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, object]]:
+    return {
+        fp: {"model": model, "shape": shape, "temperature": temp, "standin": bool(standin)}
+        for fp, model, shape, temp, standin in con.execute(
+            "SELECT fingerprint, model, shape, temperature, standin FROM judge_configs ORDER BY fingerprint"
+        ).fetchall()
+    }
+
+
+@dataclass
+class Facts:
+    """What :func:`load_frames` (and ``info``'s flags, :mod:`mcqaudit.store.facts`) read besides the rows."""
+
+    meta: dict[str, str | None]
+    arms: list[str]
+    orientations: list[str]
+    configs: dict[str, dict[str, Any]]
+    panel_fps: list[str]
+    all_fps: list[str]
+    fps: list[str]  # the final verdicts' configurations
+    frameworks: list[str]
+    n_reviews: int
+
+
+def study_facts(con: duckdb.DuckDBPyConnection) -> Facts:
+    meta = dict(con.execute("SELECT key, value FROM study_meta").fetchall())
+    listed = con.execute(_ARMS_SQL).fetchall()
+    panel_fps = [
+        r[0]
+        for r in con.execute("SELECT fingerprint FROM panel_judges ORDER BY added_at, fingerprint").fetchall()
+    ]
+    all_fps = [
+        r[0] for r in con.execute("SELECT DISTINCT fingerprint FROM judge_verdicts ORDER BY 1").fetchall()
+    ]
+    frameworks = [
+        r[0]
+        for r in con.execute(
+            "SELECT DISTINCT parser FROM parser_letters WHERE parser NOT IN ('strict', 'naive', 'user') ORDER BY 1"
+        ).fetchall()
+    ]
+    return Facts(
+        meta=meta,
+        arms=arm_order([a for a, _ in listed], {a: int(o) for a, o in listed if o is not None}),
+        orientations=[r[0] for r in con.execute(_ORIENTATIONS_SQL).fetchall()],
+        configs=_judge_configs(con),
+        panel_fps=panel_fps,
+        all_fps=all_fps,
+        fps=[fp for fp in all_fps if fp not in panel_fps],
+        frameworks=frameworks,
+        n_reviews=_scalar(con, "SELECT count(*) FROM effective_reviews"),
+    )
+
+
+def rows_sql(verdicts: VerdictView, facts: Facts) -> tuple[str, list[object]]:
+    """The per-row SQL of the frames (one narrow row of codes per generation) and its parameters."""
+    return _rows_sql(verdicts, len(facts.all_fps) <= 1), [facts.arms, facts.orientations, facts.fps]
+
+
+def load_frames(study: Study, verdicts: VerdictView = "final", by: Sequence[str] = ()) -> StudyFrames:
+    """Study facts and the per-row frame, in one short-lived connection. ``by``: metadata keys whose value
+    per row the frames also carry (``StudyFrames.groups``); none by default, and then no metadata is read."""
+    import numpy as np
+
+    from mcqaudit.metrics.inputs import StudyFrames, StudyInfo
+
     if verdicts not in VERDICT_VIEWS:
         raise ValueError(f"verdicts must be one of {', '.join(VERDICT_VIEWS)}, not {verdicts!r}")
     with study.connect() as con:
-        meta = dict(con.execute("SELECT key, value FROM study_meta").fetchall())
-        listed = con.execute(_ARMS_SQL).fetchall()
-        arms = arm_order([a for a, _ in listed], {a: int(o) for a, o in listed if o is not None})
-        orientations = [r[0] for r in con.execute(_ORIENTATIONS_SQL).fetchall()]
-        configs = {
-            fp: {"model": model, "shape": shape, "temperature": temp, "standin": bool(standin)}
-            for fp, model, shape, temp, standin in con.execute(
-                "SELECT fingerprint, model, shape, temperature, standin FROM judge_configs ORDER BY fingerprint"
-            ).fetchall()
-        }
-        panel_fps = [
-            r[0]
-            for r in con.execute("SELECT fingerprint FROM panel_judges ORDER BY added_at, fingerprint").fetchall()
-        ]
-        all_fps = [
-            r[0] for r in con.execute("SELECT DISTINCT fingerprint FROM judge_verdicts ORDER BY 1").fetchall()
-        ]
-        fps = [fp for fp in all_fps if fp not in panel_fps]  # the final verdicts' configurations
-        frameworks = [
-            r[0]
-            for r in con.execute(
-                "SELECT DISTINCT parser FROM parser_letters WHERE parser NOT IN ('strict', 'naive', 'user') ORDER BY 1"
-            ).fetchall()
-        ]
-        rows = _fetch(con, _rows_sql(verdicts, len(all_fps) <= 1), [arms, orientations, fps])
+        f = study_facts(con)
+        meta, arms, orientations, configs = f.meta, f.arms, f.orientations, f.configs
+        panel_fps, fps, frameworks, n_reviews = f.panel_fps, f.fps, f.frameworks, f.n_reviews
+        rows = _fetch(con, *rows_sql(verdicts, f))
         panel = _fetch(con, _PANEL_SQL, [panel_fps]) if panel_fps else None
         framework = _fetch(con, _FRAMEWORK_SQL, [frameworks]) if frameworks else None
         uniform = _fetch(con, _UNIFORM_SQL)
         logprob = _fetch(con, _LOGPROB_SQL)
-        n_reviews = _scalar(con, "SELECT count(*) FROM effective_reviews")
-
-    # rowid -> position in `rows`; DuckDB rowids are dense but need not be ordered in the result
-    rn = rows.pop("rn").astype(np.int64)
-    lookup = np.full(int(rn.max()) + 1 if rn.size else 0, -1, dtype=np.int64)
-    lookup[rn] = np.arange(rn.size)
+        reviewer_names, reviewers = _reviewers(con)
+        lookup = _row_lookup(rows.pop("rn"))
+        groups = _groupings(con, by, lookup, len(rows)) if by else {}
 
     def to_row(df: Columns | None) -> Columns | None:
         if df is None:
@@ -212,6 +356,7 @@ def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
     framework = to_row(framework)
     panel_rows = to_row(panel)
     logprob_rows = to_row(logprob)
+    reviewer_rows = to_row(reviewers)
     uniform_rows = to_row(uniform)
     in_uniform = np.zeros(len(rows), dtype=bool)
     if uniform_rows is not None and len(uniform_rows):
@@ -254,7 +399,7 @@ def load_frames(study: Study, verdicts: VerdictView = "final") -> StudyFrames:
         parsers=parsers,
         frameworks=frameworks,
         panel_judges=panel_fps,
+        reviewers=reviewer_names,
     )
-    return StudyFrames(
-        info=info, verdicts=verdicts, rows=rows, framework=framework, logprob=logprob_rows, panel=panel_rows
-    )
+    return StudyFrames(info=info, verdicts=verdicts, rows=rows, framework=framework, logprob=logprob_rows,
+                       panel=panel_rows, reviewers=reviewer_rows, groups=groups)  # fmt: skip

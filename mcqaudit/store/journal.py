@@ -58,8 +58,9 @@ from mcqaudit.files import os_reason
 from mcqaudit.store import judging
 from mcqaudit.store.db import Study, StudyError
 from mcqaudit.store.judging import ReplyRecord, VerdictRecord
+from mcqaudit.store.sidecars import JOURNAL_SUFFIX as JOURNAL_SUFFIX
+from mcqaudit.store.sidecars import journal_dir as journal_dir
 
-JOURNAL_SUFFIX = ".journal"
 SEGMENT_SUFFIX = ".jsonl"
 RESERVE_PREFIX = ".reserve-"
 VERSION = 1
@@ -67,11 +68,6 @@ JUDGED = "judged"
 # Room a grade run sets aside for the replies in flight when the disk fills: a record is well under 2 KB
 # (one reply, the verdicts of the rows that share its prompt), so this holds a few hundred.
 RESERVE_BYTES = 512 * 1024
-
-
-def journal_dir(study_path: str | Path) -> Path:
-    p = Path(study_path)
-    return p.with_name(p.name + JOURNAL_SUFFIX)
 
 
 # --- writing ----------------------------------------------------------------------------------------------

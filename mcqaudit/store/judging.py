@@ -7,19 +7,23 @@ table, not one per row, which keeps a 64-reply batch in the low milliseconds.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import duckdb
-import pyarrow as pa
 
 from mcqaudit.judge.prompts import JudgeConfig
+from mcqaudit.judge.replies import REPLY_ERROR_KINDS
 from mcqaudit.store.db import Study, set_meta, utcnow
 from mcqaudit.store.schema import CURRENT_JUDGE_COLUMNS, ROWS_IN_LIST, refresh_current_judge
 from mcqaudit.vocab import OK
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 UNAUDITED_KEY = "unaudited"
 
@@ -79,42 +83,51 @@ class VerdictRecord:
     judged_at: datetime
 
 
-_TS = pa.timestamp("us", tz="UTC")
-_REPLY_SCHEMA = pa.schema(
-    [
-        ("fingerprint", pa.string()),
-        ("prompt_hash", pa.string()),
-        ("status", pa.string()),
-        ("reply", pa.string()),
-        ("value", pa.string()),
-        ("rationale", pa.string()),
-        ("error", pa.string()),
-        ("base_url", pa.string()),
-        ("tokens_in", pa.int32()),
-        ("tokens_out", pa.int32()),
-        ("received_at", _TS),
-    ]
-)
-_VERDICT_SCHEMA = pa.schema(
-    [
-        ("row_id", pa.string()),
-        ("fingerprint", pa.string()),
-        ("status", pa.string()),
-        ("letter", pa.string()),
-        ("verdict", pa.string()),
-        ("reply", pa.string()),
-        ("rationale", pa.string()),
-        ("error", pa.string()),
-        ("prompt_hash", pa.string()),
-        ("base_url", pa.string()),
-        ("attempts", pa.int32()),
-        ("judged_at", _TS),
-    ]
-)
+@functools.cache
+def _schemas() -> dict[str, pa.Schema]:
+    """The Arrow schemas of the reply and verdict records a batch registers (pyarrow is imported on first use:
+    `mcqaudit info` reads this module and need not load it)."""
+    import pyarrow as pa
+
+    ts = pa.timestamp("us", tz="UTC")
+    reply = pa.schema(
+        [
+            ("fingerprint", pa.string()),
+            ("prompt_hash", pa.string()),
+            ("status", pa.string()),
+            ("reply", pa.string()),
+            ("value", pa.string()),
+            ("rationale", pa.string()),
+            ("error", pa.string()),
+            ("base_url", pa.string()),
+            ("tokens_in", pa.int32()),
+            ("tokens_out", pa.int32()),
+            ("received_at", ts),
+        ]
+    )
+    verdict = pa.schema(
+        [
+            ("row_id", pa.string()),
+            ("fingerprint", pa.string()),
+            ("status", pa.string()),
+            ("letter", pa.string()),
+            ("verdict", pa.string()),
+            ("reply", pa.string()),
+            ("rationale", pa.string()),
+            ("error", pa.string()),
+            ("prompt_hash", pa.string()),
+            ("base_url", pa.string()),
+            ("attempts", pa.int32()),
+            ("judged_at", ts),
+        ]
+    )
+    return {"reply": reply, "verdict": verdict}
 
 
-def _table(records: Sequence[Any], schema: pa.Schema) -> pa.Table:
-    return pa.Table.from_pylist([r.__dict__ for r in records], schema=schema)
+def _table(records: Sequence[Any], schema: str) -> pa.Table:
+    import pyarrow as pa
+
+    return pa.Table.from_pylist([r.__dict__ for r in records], schema=_schemas()[schema])
 
 
 # --- selection ----------------------------------------------------------------------------------------
@@ -265,26 +278,30 @@ def cached_replies(study: Study, fingerprint: str, hashes: Iterable[str]) -> dic
 def register_config(study: Study, config: JudgeConfig) -> None:
     """Record the frozen configuration under its fingerprint (first use wins; the payload is immutable)."""
     with study.write() as con:
-        con.execute(
-            """
+        _register_config(con, config)
+
+
+def _register_config(con: duckdb.DuckDBPyConnection, config: JudgeConfig) -> None:
+    con.execute(
+        """
             INSERT INTO judge_configs
                 (fingerprint, model, shape, temperature, max_tokens, seed, template_version, config,
                  standin, first_used)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, false, ?)
             ON CONFLICT (fingerprint) DO NOTHING
             """,
-            [
-                config.fingerprint,
-                config.model,
-                config.shape,
-                config.temperature,
-                config.max_tokens,
-                config.seed,
-                config.fingerprint_payload()["template_version"],
-                json.dumps(config.fingerprint_payload(), sort_keys=True, ensure_ascii=False),
-                utcnow(),
-            ],
-        )
+        [
+            config.fingerprint,
+            config.model,
+            config.shape,
+            config.temperature,
+            config.max_tokens,
+            config.seed,
+            config.fingerprint_payload()["template_version"],
+            json.dumps(config.fingerprint_payload(), sort_keys=True, ensure_ascii=False),
+            utcnow(),
+        ],
+    )
 
 
 def _mark_standin(con: duckdb.DuckDBPyConnection, fingerprint: str) -> None:
@@ -307,53 +324,100 @@ def write_judged(
     ``error`` verdict is replaced by whatever the later attempt got. ``also`` runs in the same transaction
     (batch mode marks a submission collected with the results it brought).
     """
+    with study.write() as con:
+        _write_judged(con, replies, verdicts)
+        if standin_fingerprint is not None:
+            _mark_standin(con, standin_fingerprint)
+        if also is not None:
+            also(con)
+
+
+def _write_judged(
+    con: duckdb.DuckDBPyConnection, replies: Sequence[ReplyRecord], verdicts: Sequence[VerdictRecord]
+) -> None:
     # One statement cannot update the same key twice: keep one record per key, preferring ok.
     by_key: dict[tuple[str, str], VerdictRecord] = {}
     for v in verdicts:
         key = (v.row_id, v.fingerprint)
         if key not in by_key or v.status == OK:
             by_key[key] = v
-    with study.write() as con:
-        if replies:
-            con.register("mcq_batch_replies", _table(replies, _REPLY_SCHEMA))
-            con.execute(
-                """
-                INSERT INTO judge_replies
-                    (fingerprint, prompt_hash, status, reply, value, rationale, error, base_url,
-                     tokens_in, tokens_out, received_at)
-                SELECT fingerprint, prompt_hash, status, reply, value, rationale, error, base_url,
-                       tokens_in, tokens_out, received_at
-                FROM mcq_batch_replies
-                """
-            )
-            con.unregister("mcq_batch_replies")
-        if by_key:
-            con.register("mcq_batch_verdicts", _table(list(by_key.values()), _VERDICT_SCHEMA))
-            written = con.execute(
-                """
-                INSERT INTO judge_verdicts
-                    (row_id, fingerprint, status, letter, verdict, reply, rationale, error, prompt_hash,
-                     base_url, attempts, judged_at)
-                SELECT row_id, fingerprint, status, letter, verdict, reply, rationale, error, prompt_hash,
-                       base_url, attempts, judged_at
-                FROM mcq_batch_verdicts
-                ON CONFLICT (row_id, fingerprint) DO UPDATE SET
-                    status = excluded.status, letter = excluded.letter, verdict = excluded.verdict,
-                    reply = excluded.reply, rationale = excluded.rationale, error = excluded.error,
-                    prompt_hash = excluded.prompt_hash, base_url = excluded.base_url,
-                    attempts = excluded.attempts, judged_at = excluded.judged_at
-                WHERE judge_verdicts.status <> 'ok'
-                RETURNING row_id, fingerprint, judged_at
-                """
-            ).fetchall()
-            con.unregister("mcq_batch_verdicts")
-            panel = {r[0] for r in con.execute("SELECT fingerprint FROM panel_judges").fetchall()}
-            # a panel judge's verdicts are stored beside the final ones, never in them
-            _advance_current(con, [(by_key[(r, fp)], at) for r, fp, at in written if fp not in panel])
-        if standin_fingerprint is not None:
-            _mark_standin(con, standin_fingerprint)
-        if also is not None:
-            also(con)
+    if replies:
+        con.register("mcq_batch_replies", _table(replies, "reply"))
+        con.execute(
+            """
+            INSERT INTO judge_replies
+                (fingerprint, prompt_hash, status, reply, value, rationale, error, base_url,
+                 tokens_in, tokens_out, received_at)
+            SELECT fingerprint, prompt_hash, status, reply, value, rationale, error, base_url,
+                   tokens_in, tokens_out, received_at
+            FROM mcq_batch_replies
+            """
+        )
+        con.unregister("mcq_batch_replies")
+    if by_key:
+        con.register("mcq_batch_verdicts", _table(list(by_key.values()), "verdict"))
+        written = con.execute(
+            """
+            INSERT INTO judge_verdicts
+                (row_id, fingerprint, status, letter, verdict, reply, rationale, error, prompt_hash,
+                 base_url, attempts, judged_at)
+            SELECT row_id, fingerprint, status, letter, verdict, reply, rationale, error, prompt_hash,
+                   base_url, attempts, judged_at
+            FROM mcq_batch_verdicts
+            ON CONFLICT (row_id, fingerprint) DO UPDATE SET
+                status = excluded.status, letter = excluded.letter, verdict = excluded.verdict,
+                reply = excluded.reply, rationale = excluded.rationale, error = excluded.error,
+                prompt_hash = excluded.prompt_hash, base_url = excluded.base_url,
+                attempts = excluded.attempts, judged_at = excluded.judged_at
+            WHERE judge_verdicts.status <> 'ok'
+            RETURNING row_id, fingerprint, judged_at
+            """
+        ).fetchall()
+        con.unregister("mcq_batch_verdicts")
+        panel = {r[0] for r in con.execute("SELECT fingerprint FROM panel_judges").fetchall()}
+        # a panel judge's verdicts are stored beside the final ones, never in them
+        _advance_current(con, [(by_key[(r, fp)], at) for r, fp, at in written if fp not in panel])
+
+
+# --- verdicts that come with the input (mcqaudit.inspect's scorer, docs/design.md §10) -----------------
+
+
+@dataclass(frozen=True)
+class LoadedRow:
+    """A row one load wrote, with what its judge prompt is rendered from (docs/design.md §5)."""
+
+    row_id: str
+    line: int  # the row's line (a framework log's record number) in its file
+    question: str
+    options: tuple[str, ...]
+    gold_letter: str
+    answer: str
+    needs_judge: bool  # neither the pre-filter nor the rule resolved it
+
+
+def loaded_rows(con: duckdb.DuckDBPyConnection, ingest_id: int) -> dict[int, LoadedRow]:
+    """The rows load ``ingest_id`` wrote, by line (inside the load's transaction)."""
+    got = con.execute(
+        """SELECT row_id, source_line, question, options, gold_letter, coalesce(answer, generation),
+                  needs_judge(strict_letter, is_blank)
+           FROM gen_rows WHERE ingest_id = ? AND source_line IS NOT NULL""",
+        [ingest_id],
+    ).fetchall()
+    return {int(r[1]): LoadedRow(r[0], int(r[1]), r[2], tuple(r[3]), r[4], r[5], bool(r[6])) for r in got}
+
+
+def write_imported(
+    con: duckdb.DuckDBPyConnection,
+    configs: Sequence[JudgeConfig],
+    replies: Sequence[ReplyRecord],
+    verdicts: Sequence[VerdictRecord],
+) -> None:
+    """Judge verdicts that came with the input, in the load's own transaction: each configuration registered
+    under its fingerprint, the raw replies appended, the verdicts upserted as :func:`write_judged` does (an
+    ok verdict is never replaced)."""
+    for config in configs:
+        _register_config(con, config)
+    _write_judged(con, replies, verdicts)
 
 
 # Above this many rows a batch re-derives current_judge with one scan of judge_verdicts; below it, by index
@@ -409,7 +473,7 @@ def _advance_current(
     if new:
         marks = ", ".join("?" * len(new))
         con.execute(f"DELETE FROM current_judge WHERE row_id IN ({marks})", [v.row_id for v in new])
-        con.register("mcq_batch_current", _table(new, _VERDICT_SCHEMA))
+        con.register("mcq_batch_current", _table(new, "verdict"))
         con.execute(
             f"INSERT INTO current_judge ({CURRENT_JUDGE_COLUMNS}) SELECT {CURRENT_JUDGE_COLUMNS} FROM mcq_batch_current"
         )
@@ -533,5 +597,59 @@ def fingerprint_summary(study: Study) -> list[FingerprintSummary]:
                 rows_ok=int(d["rows_ok"]),
                 rows_error=int(d["rows_error"]),
             )
+        )
+    return out
+
+
+class JudgeUsage(TypedDict):
+    """What one judge configuration's replies cost, as the endpoint reported it (a row of
+    :func:`usage_by_fingerprint`): tokens summed over the replies that reported ``usage``; a reply without it
+    is counted in ``requests_without_usage``, never as 0 tokens; ``requests_failed`` got no reply at all."""
+
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    requests: int
+    requests_without_usage: int
+    requests_failed: int
+
+
+def usage_by_fingerprint(study: Study) -> dict[str, JudgeUsage]:
+    """Per judge fingerprint (oldest first), the ``usage`` its replies reported (``judge_replies``: every reply
+    ever received, a re-ask and a batch line each one; rows answered from the cache sent nothing and are not
+    here). A reply is a record with a legal value, a reply text, tokens, or an illegal-reply error kind; the
+    rest are requests that failed without one (HTTP errors, timeouts, failed batch lines). A reply that
+    reported only one of its two counts is counted without usage."""
+    sql = """
+        WITH r AS (
+            SELECT fingerprint, tokens_in, tokens_out,
+                   status = 'ok' OR reply IS NOT NULL OR tokens_in IS NOT NULL OR tokens_out IS NOT NULL
+                       OR list_contains(?, split_part(coalesce(error, ''), ':', 1)) AS replied
+            FROM judge_replies
+        ), agg AS (
+            SELECT fingerprint,
+                   sum(tokens_in) FILTER (WHERE replied AND tokens_in IS NOT NULL AND tokens_out IS NOT NULL)
+                       AS prompt_tokens,
+                   sum(tokens_out) FILTER (WHERE replied AND tokens_in IS NOT NULL AND tokens_out IS NOT NULL)
+                       AS completion_tokens,
+                   count(*) FILTER (WHERE replied) AS requests,
+                   count(*) FILTER (WHERE replied AND (tokens_in IS NULL OR tokens_out IS NULL)) AS without_usage,
+                   count(*) FILTER (WHERE NOT replied) AS failed
+            FROM r GROUP BY fingerprint
+        )
+        SELECT c.fingerprint, c.model, coalesce(a.prompt_tokens, 0), coalesce(a.completion_tokens, 0),
+               coalesce(a.requests, 0), coalesce(a.without_usage, 0), coalesce(a.failed, 0)
+        FROM judge_configs c LEFT JOIN agg a USING (fingerprint)
+        ORDER BY c.first_used, c.fingerprint
+    """
+    out: dict[str, JudgeUsage] = {}
+    for fp, model, p_tok, c_tok, n, unknown, failed in study.query(sql, [list(REPLY_ERROR_KINDS)]):
+        out[fp] = JudgeUsage(
+            model=model,
+            prompt_tokens=int(p_tok),
+            completion_tokens=int(c_tok),
+            requests=int(n),
+            requests_without_usage=int(unknown),
+            requests_failed=int(failed),
         )
     return out

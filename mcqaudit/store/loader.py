@@ -18,7 +18,9 @@ from pathlib import Path
 import duckdb
 
 from mcqaudit.ingest.fields import LineBatch
+from mcqaudit.judge.prompts import JudgeConfig
 from mcqaudit.orient import Item
+from mcqaudit.store import judging
 from mcqaudit.store import loading as sql
 from mcqaudit.store.db import Study, set_meta
 from mcqaudit.store.loading import LoadResult, StageError
@@ -237,3 +239,17 @@ class Loader:
 
     def record_ingest(self, ingest_id: int, source: str, fmt: str, res: LoadResult) -> None:
         sql.record_ingest(self._con, ingest_id, source, fmt, res)
+
+    # --- judge verdicts that came with the file (mcqaudit.inspect's scorer) ---------------------------
+    def loaded_rows(self, ingest_id: int) -> dict[int, judging.LoadedRow]:
+        """The rows this load wrote, by line (store/judging.py `loaded_rows`)."""
+        return judging.loaded_rows(self._con, ingest_id)
+
+    def write_verdicts(
+        self,
+        configs: Sequence[JudgeConfig],
+        replies: Sequence[judging.ReplyRecord],
+        verdicts: Sequence[judging.VerdictRecord],
+    ) -> None:
+        """Store judge verdicts in this load's transaction (store/judging.py `write_imported`)."""
+        judging.write_imported(self._con, configs, replies, verdicts)

@@ -24,7 +24,7 @@ import duckdb
 import pandas as pd
 
 from mcqaudit.review.log import LogQueue, LogRow, RowKey, StoredReview
-from mcqaudit.review.queues import STRATIFIED
+from mcqaudit.review.queues import DONE_BY, JUDGES_DISAGREE, SECOND_REVIEW, STRATIFIED
 from mcqaudit.review.rules import NewReview, ReviewError, RowState
 from mcqaudit.store.db import Study, StudyError
 from mcqaudit.store.schema import ROWS_IN_LIST, refresh_effective_reviews
@@ -149,6 +149,34 @@ def review_counts(study: Study) -> dict[str, int]:
     return {"reviews": int(rec[0]), "reviewed_rows": int(rec[1]), "reviewers": int(rec[2])}
 
 
+# --- each person's review of a row ---------------------------------------------------------------------
+# Each reviewer's review in force of each row: their latest confirm/override that no retraction withdraws (by
+# created_at, ties to the later review_id: the effective review's rule, per person). The row's effective
+# review is the latest of these. What "reviewers disagree", a second review and reviewer agreement read.
+LATEST_BY_REVIEWER = """
+SELECT row_id, reviewer, verdict, picked_letter, created_at, review_id FROM reviews
+WHERE action <> 'retract'
+  AND review_id NOT IN (SELECT retracts FROM reviews WHERE action = 'retract' AND retracts IS NOT NULL)
+QUALIFY row_number() OVER (PARTITION BY row_id, reviewer ORDER BY created_at DESC, review_id DESC) = 1
+"""
+# rows that DONE_BY or more people have reviewed: a second_review queue's reviewed rows
+SECOND_REVIEWED = f"SELECT row_id FROM ({LATEST_BY_REVIEWER}) GROUP BY row_id HAVING count(*) >= {DONE_BY}"
+# rows that one person alone has reviewed, with who: what a second review draws from
+_ONE_REVIEWER = f"""
+SELECT row_id, any_value(reviewer) AS reviewer FROM ({LATEST_BY_REVIEWER}) GROUP BY row_id HAVING count(*) = 1
+"""
+
+
+def sole_reviewer_rows(con: Connection) -> dict[str, int]:
+    """Each reviewer and the rows that they alone have reviewed, most rows first."""
+    return {
+        str(who): int(n)
+        for who, n in con.execute(
+            f"SELECT reviewer, count(*) FROM ({_ONE_REVIEWER}) GROUP BY 1 ORDER BY 2 DESC, 1"
+        ).fetchall()
+    }
+
+
 # --- spot-check queues -------------------------------------------------------------------------------------
 # A row is in the "disagreement" stratum when the naive parser or the user's own parser gives a verdict other
 # than the final one, in the "other" stratum when its final verdict is OTHER or it has none yet
@@ -160,23 +188,71 @@ CASE WHEN g.final_verdict IS NULL OR g.final_verdict = 'OTHER' THEN 'other'
      THEN 'disagreement'
      ELSE 'rest' END"""
 
+# rows on which the primary judge (the row's current judge outcome, which never is a panel judge's) and a
+# panel judge both gave an ok verdict: "both graded"; with different verdicts: a judges_disagree candidate
+_BOTH_JUDGED = """
+SELECT c.row_id, c.verdict AS primary_verdict, p.verdict AS panel_verdict
+FROM current_judge c JOIN judge_verdicts p USING (row_id)
+WHERE c.status = 'ok' AND p.status = 'ok' AND p.fingerprint IN (SELECT fingerprint FROM panel_judges)
+"""
+JUDGES_DISAGREE_ROWS = f"SELECT DISTINCT row_id FROM ({_BOTH_JUDGED}) WHERE panel_verdict <> primary_verdict"
+
 
 def study_arms(con: Connection) -> list[str]:
     """The study's arms, sorted."""
     return [str(r[0]) for r in con.execute("SELECT DISTINCT arm FROM gen_rows ORDER BY arm").fetchall()]
 
 
+def panel_judge_count(con: Connection) -> int:
+    """How many panel judges the study has (`grade --panel`)."""
+    got = con.execute("SELECT count(*) FROM panel_judges").fetchone()
+    return int(got[0]) if got else 0
+
+
+def both_judged_count(con: Connection, arms: Sequence[str]) -> int:
+    """Rows of ``arms`` that the primary judge and some panel judge both graded (ok verdicts)."""
+    got = con.execute(
+        f"""SELECT count(DISTINCT b.row_id) FROM ({_BOTH_JUDGED}) b JOIN gen_rows g USING (row_id)
+            WHERE g.arm IN (SELECT unnest(?))""",
+        [list(arms)],
+    ).fetchone()
+    return int(got[0]) if got else 0
+
+
+def _candidate_rows(strategy: str, of_reviewer: str | None, of_queue: int | None) -> tuple[str, list[object]]:
+    """The condition on ``g.row_id`` a strategy draws from (SQL from fixed pieces; values as parameters)."""
+    if strategy == JUDGES_DISAGREE:
+        return f"AND g.row_id IN ({JUDGES_DISAGREE_ROWS})", []
+    if strategy != SECOND_REVIEW:
+        return "", []
+    cond = f"AND g.row_id IN (SELECT row_id FROM ({_ONE_REVIEWER}) WHERE (CAST(? AS VARCHAR) IS NULL OR reviewer = ?))"
+    params: list[object] = [of_reviewer, of_reviewer]
+    if of_queue is not None:
+        cond += " AND g.row_id IN (SELECT row_id FROM spot_check_rows WHERE queue_id = ?)"
+        params.append(int(of_queue))
+    return cond, params
+
+
 def stage_candidates(
-    con: Connection, strategy: str, seed: int, arms: Sequence[str]
+    con: Connection,
+    strategy: str,
+    seed: int,
+    arms: Sequence[str],
+    *,
+    of_reviewer: str | None = None,
+    of_queue: int | None = None,
 ) -> dict[str, dict[str, int]]:
-    """Stage the rows of ``arms`` as a draw's candidates (temp table ``mq_cand``: each row's stratum and its
-    seeded draw order ``md5(seed:row_id)``); returns the candidates per arm and stratum."""
+    """Stage the rows of ``arms`` that ``strategy`` draws from as a draw's candidates (temp table ``mq_cand``:
+    each row's stratum and its seeded draw order ``md5(seed:row_id)``); returns the candidates per arm and
+    stratum. ``judges_disagree``: rows where the primary's and a panel judge's ok verdicts differ;
+    ``second_review``: rows one person alone reviewed (``of_reviewer``; rows of queue ``of_queue``)."""
+    cond, params = _candidate_rows(strategy, of_reviewer, of_queue)
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE mq_cand AS
             SELECT g.row_id, g.arm, {_STRATUM if strategy == STRATIFIED else "'all'"} AS stratum,
                    md5(?::VARCHAR || ':' || g.row_id) AS draw
-            FROM graded_rows g WHERE g.arm IN (SELECT unnest(?))""",
-        [str(seed), list(arms)],
+            FROM graded_rows g WHERE g.arm IN (SELECT unnest(?)) {cond}""",
+        [str(seed), list(arms), *params],
     )
     avail: dict[str, dict[str, int]] = {}
     for arm, stratum, n in con.execute("SELECT arm, stratum, count(*) FROM mq_cand GROUP BY ALL").fetchall():
@@ -265,39 +341,51 @@ def mark_queue_deleted(con: Connection, queue_id: int, deleted_at: datetime, del
     )
 
 
+def _reviewed_in_queue(strategy: str) -> str:
+    """A queue's row is reviewed when it has an effective review; in a second_review queue, once two or more
+    people have reviewed it (``strategy``: the queue's strategy column; e: effective_reviews and d:
+    SECOND_REVIEWED, left-joined on the row)."""
+    return f"CASE WHEN {strategy} = '{SECOND_REVIEW}' THEN d.row_id IS NOT NULL ELSE e.row_id IS NOT NULL END"
+
+
 def spot_checks(study: Study) -> pd.DataFrame:
-    """Every queue that is not deleted, with its progress: rows, and rows with an effective review.
+    """Every queue that is not deleted, with its progress: rows, and rows with an effective review (in a
+    second_review queue: rows two or more people have reviewed).
 
     Columns: queue_id, name, strategy, seed, size, per_arm, arms, created_by, created_at, rows, reviewed.
     """
     return study.query_df(
-        """SELECT s.queue_id, s.name, s.strategy, s.seed, s.size, s.per_arm, s.arms, s.created_by, s.created_at,
-                  count(r.row_id) AS rows, count(e.row_id) AS reviewed
+        f"""SELECT s.queue_id, s.name, s.strategy, s.seed, s.size, s.per_arm, s.arms, s.created_by, s.created_at,
+                  count(r.row_id) AS rows, count(r.row_id) FILTER ({_reviewed_in_queue("s.strategy")}) AS reviewed
            FROM spot_checks s
            LEFT JOIN spot_check_rows r USING (queue_id)
            LEFT JOIN effective_reviews e ON e.row_id = r.row_id
+           LEFT JOIN ({SECOND_REVIEWED}) d ON d.row_id = r.row_id
            WHERE s.deleted_at IS NULL
            GROUP BY ALL ORDER BY s.queue_id"""
     )
 
 
 def spot_check_progress(study: Study, queue_id: int | None = None) -> pd.DataFrame:
-    """Per queue (not deleted; or only ``queue_id``) and arm: rows drawn and rows with an effective review.
+    """Per queue (not deleted; or only ``queue_id``) and arm: rows drawn and rows reviewed (an effective review;
+    in a second_review queue, reviews by two or more people).
 
     Columns: queue_id, arm, rows, reviewed; every arm the queue was drawn over appears (with 0 rows when a
     small total left it none), in the queue's arm order.
     """
     return study.query_df(
-        """WITH qa AS (
-               SELECT s.queue_id, a.arm, a.k
+        f"""WITH qa AS (
+               SELECT s.queue_id, s.strategy, a.arm, a.k
                FROM spot_checks s, unnest(s.arms) WITH ORDINALITY AS a(arm, k)
                WHERE s.deleted_at IS NULL AND (CAST(? AS INTEGER) IS NULL OR s.queue_id = ?)
            )
-           SELECT qa.queue_id, qa.arm, count(r.row_id) AS rows, count(e.row_id) AS reviewed
+           SELECT qa.queue_id, qa.arm, count(r.row_id) AS rows,
+                  count(r.row_id) FILTER ({_reviewed_in_queue("qa.strategy")}) AS reviewed
            FROM qa
            LEFT JOIN (spot_check_rows r JOIN gen_rows g USING (row_id))
                   ON r.queue_id = qa.queue_id AND g.arm = qa.arm
            LEFT JOIN effective_reviews e ON e.row_id = r.row_id
+           LEFT JOIN ({SECOND_REVIEWED}) d ON d.row_id = r.row_id
            GROUP BY qa.queue_id, qa.arm, qa.k ORDER BY qa.queue_id, qa.k""",
         [queue_id, queue_id],
     )

@@ -12,13 +12,26 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import duckdb
 import pandas as pd
 
-from mcqaudit.review.filters import NO_LETTER, NO_VERDICT, LetterCell, RowFilter
+from mcqaudit.review.filters import (
+    NO_LETTER,
+    NO_VERDICT,
+    REVIEWER_FILTER_VALUES,
+    REVIEWERS_SETTLED,
+    LetterCell,
+    RowFilter,
+)
 from mcqaudit.review.log import FORMULA_CELL
+from mcqaudit.review.queues import SECOND_REVIEW
+from mcqaudit.store import export
 from mcqaudit.store.db import Study
+from mcqaudit.store.export import ExportProgress
+from mcqaudit.store.reviews import LATEST_BY_REVIEWER, SECOND_REVIEWED, review_history
 from mcqaudit.vocab import LETTERS, OTHER, PARSER_NAIVE, PARSER_STRICT, PARSER_USER, VERDICTS
 
 # letters stored on gen_rows (and so on graded_rows); any other parser name lives in parser_letters
@@ -97,6 +110,24 @@ class _Query:
         return cond
 
 
+def _reviewers_rows(value: str) -> str:
+    """The rows whose reviewers disagree, or settled a disagreement (``value``, see
+    :data:`~mcqaudit.review.filters.REVIEWER_FILTER_VALUES`): over each person's latest review in force,
+    ranked newest first per row (k = 1 is the row's effective review), the latest verdicts differ; settled
+    when the reviews before the newest (k > 1) already differ among themselves."""
+    if value not in REVIEWER_FILTER_VALUES:
+        raise ValueError(f"a reviewers filter is one of {', '.join(REVIEWER_FILTER_VALUES)}, not {value!r}")
+    ranked = (
+        "SELECT row_id, verdict, row_number() OVER (PARTITION BY row_id ORDER BY created_at DESC, review_id DESC) "
+        f"AS k FROM ({LATEST_BY_REVIEWER})"
+    )
+    settled = "count(DISTINCT verdict) FILTER (k > 1) >= 2"
+    return (
+        f"SELECT row_id FROM ({ranked}) GROUP BY row_id HAVING count(DISTINCT verdict) >= 2 "
+        f"AND {'' if value == REVIEWERS_SETTLED else 'NOT '}({settled})"
+    )
+
+
 def _build(f: RowFilter) -> _Query:
     q = _Query()
 
@@ -121,6 +152,8 @@ def _build(f: RowFilter) -> _Query:
         any_of("g.judge_status", f.judge_statuses)
     if f.reviewed is not None:
         q.where.append("g.review_verdict IS NOT NULL" if f.reviewed else "g.review_verdict IS NULL")
+    if f.reviewers:
+        q.where.append(f"g.row_id IN ({_reviewers_rows(f.reviewers)})")
     if f.search.strip():
         s = f.search.strip()
         like = "%" + s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
@@ -315,20 +348,30 @@ def _row_at(study: Study, f: RowFilter, position: int) -> str | None:
     return str(rec[0][0]) if rec else None
 
 
+def _reviewed_rows(con: Any, queue_id: int) -> str:
+    """The rows that count as reviewed in this queue, as SQL: those with an effective review; in a
+    second_review queue, those that two or more people have reviewed."""
+    rec = con.execute("SELECT strategy FROM spot_checks WHERE queue_id = ?", [int(queue_id)]).fetchone()
+    return f"({SECOND_REVIEWED})" if rec is not None and rec[0] == SECOND_REVIEW else "effective_reviews"
+
+
 def next_unreviewed(study: Study, queue_id: int, after: str | None = None) -> str | None:
-    """The queue's first row without an effective review after ``after`` (in queue order), wrapping
-    round to the start, ``after`` itself left out; None when no other row of the queue is unreviewed."""
-    rec = study.query(
-        """SELECT q.row_id FROM spot_check_rows q
-           LEFT JOIN effective_reviews e ON e.row_id = q.row_id
-           WHERE q.queue_id = ? AND e.row_id IS NULL AND q.row_id IS DISTINCT FROM ?
-           ORDER BY q.position <= coalesce(
-                       (SELECT position FROM spot_check_rows WHERE queue_id = ? AND row_id = ?), -1),
-                    q.position
-           LIMIT 1""",
-        [int(queue_id), after, int(queue_id), after],
-    )
-    return str(rec[0][0]) if rec else None
+    """The queue's first row not reviewed yet (no effective review; in a second_review queue, not reviewed by
+    two people) after ``after`` (in queue order), wrapping round to the start, ``after`` itself left out;
+    None when no other row of the queue is unreviewed."""
+    with study.connect() as con:
+        done = _reviewed_rows(con, queue_id)
+        rec = con.execute(
+            f"""SELECT q.row_id FROM spot_check_rows q
+               LEFT JOIN {done} e ON e.row_id = q.row_id
+               WHERE q.queue_id = ? AND e.row_id IS NULL AND q.row_id IS DISTINCT FROM ?
+               ORDER BY q.position <= coalesce(
+                           (SELECT position FROM spot_check_rows WHERE queue_id = ? AND row_id = ?), -1),
+                        q.position
+               LIMIT 1""",
+            [int(queue_id), after, int(queue_id), after],
+        ).fetchone()
+    return str(rec[0]) if rec else None
 
 
 @dataclass(frozen=True)
@@ -407,10 +450,11 @@ def queue_progress(study: Study, queue_id: int) -> pd.DataFrame:
                 }
             )
         arms, per_arm, arm_of = got
+        reviewed = _reviewed_rows(con, queue_id)
         reviewed_ids = [
             r[0]
             for r in con.execute(
-                """SELECT r.row_id FROM spot_check_rows r JOIN effective_reviews e USING (row_id)
+                f"""SELECT r.row_id FROM spot_check_rows r JOIN {reviewed} e USING (row_id)
                    WHERE r.queue_id = ?""",
                 [int(queue_id)],
             ).fetchall()
@@ -451,9 +495,8 @@ def row_ids(study: Study, f: RowFilter, limit: int | None = None) -> list[str]:
 
 def row_detail(study: Study, row_id: str) -> dict[str, Any] | None:
     """Everything about one row: its ``graded_rows`` columns, every parser's letter, the judge's
-    configuration and error, and its review history (oldest first). None when the row is unknown."""
-    from mcqaudit.store.reviews import review_history
-
+    configuration and error, every judge's verdict (:func:`row_judges`), and its review history (oldest
+    first). None when the row is unknown."""
     with study.connect() as con:
         cur = con.execute("SELECT * FROM graded_rows WHERE row_id = ?", [row_id])
         names = [d[0] for d in cur.description]
@@ -502,8 +545,43 @@ def row_detail(study: Study, row_id: str) -> dict[str, Any] | None:
                 judge = dict(zip(keys, j, strict=True))
                 judge["standin"] = bool(judge["standin"])
         row["judge"] = judge
+        row["judges"] = row_judges(con, row)
     row["history"] = review_history(study, row_id)
     return row
+
+
+JUDGE_KEYS = ("fingerprint", "model", "role", "status", "verdict", "letter", "reply", "standin")
+
+
+def row_judges(con: Any, row: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every judge's verdict of one row (``row``: its ``graded_rows`` columns and ``judge``): the primary
+    judge's (the one its final verdict comes from: role ``primary``) first, then each panel judge's
+    (``grade --panel``, role ``panel``, in the order they were added), as dicts of :data:`JUDGE_KEYS`. A panel
+    judge that has not graded a row the primary judge graded is listed with status None; with no panel judge
+    the list is the primary's alone (no query), and it is empty when no judge graded the row."""
+    out: list[dict[str, Any]] = []
+    primary = row["judge_fingerprint"]
+    if primary is not None:
+        j = row.get("judge") or {}
+        out.append(dict(zip(JUDGE_KEYS, (primary, j.get("model"), "primary", row["judge_status"],
+                                         row["judge_verdict"], row["judge_letter"], row["judge_reply"],
+                                         bool(j.get("standin"))), strict=True)))  # fmt: skip
+    panel = con.execute("SELECT fingerprint FROM panel_judges ORDER BY added_at, fingerprint").fetchall()
+    if not panel:
+        return out
+    recs = con.execute(
+        """SELECT p.fingerprint, c.model, v.status, v.verdict, v.letter, v.reply, coalesce(c.standin, false)
+           FROM panel_judges p LEFT JOIN judge_configs c USING (fingerprint)
+           LEFT JOIN judge_verdicts v ON v.fingerprint = p.fingerprint AND v.row_id = ?
+           ORDER BY p.added_at, p.fingerprint""",
+        [row["row_id"]],
+    ).fetchall()
+    graded = row["judge_status"] == "ok"
+    for fp, model, status, verdict, letter, reply, standin in recs:
+        if status is not None or graded:
+            out.append(dict(zip(JUDGE_KEYS, (fp, model, "panel", status, verdict, letter, reply, bool(standin)),
+                                strict=True)))  # fmt: skip
+    return out
 
 
 def verdict_counts(study: Study) -> pd.DataFrame:
@@ -544,33 +622,44 @@ def study_choices(study: Study) -> dict[str, list[str]]:
     }
 
 
-def export_rows(study: Study, path: str, fmt: str) -> None:
-    """Write every row of ``graded_rows`` (final verdicts) to ``path`` as csv or parquet (options as a
-    JSON array in CSV). In CSV a text cell that a spreadsheet would run as a formula (it starts with = + -
-    @, a tab or a carriage return; a generation can) is written behind a single quote, as the review log's
-    cells are (:func:`mcqaudit.store.reviews.neutralise_cell`); Parquet keeps every value exact."""
-    if fmt not in ("csv", "parquet"):
-        raise ValueError(f"format must be csv or parquet, not {fmt!r}")
+EXPORT_FORMATS = ("csv", "parquet", "jsonl")
+
+
+def export_rows(study: Study, path: str, fmt: str, progress: ExportProgress | None = None) -> int:
+    """Write every row of ``graded_rows`` (final verdicts) to ``path`` as csv, parquet or jsonl; the number of
+    rows written. Parquet and JSON Lines add each row's ``reviews`` and ``panel_verdicts`` beside the view's
+    columns (:mod:`mcqaudit.store.export`: nested lists of structs, arrays of objects), and say ``progress``
+    after each batch. CSV keeps the view's columns alone (options as a JSON array). In CSV a text cell that a
+    spreadsheet would run as a formula (it starts with = + - @, a tab or a carriage return; a generation can)
+    is written behind a single quote, as the review log's cells are
+    (:func:`mcqaudit.store.reviews.neutralise_cell`); Parquet and JSON keep every value exact. A write the OS
+    refused (a full disk) is raised as that ``OSError``."""
+    if fmt not in EXPORT_FORMATS:
+        raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}, not {fmt!r}")
+    if fmt == "parquet":
+        return export.write_parquet(study, Path(path), progress)
+    if fmt == "jsonl":
+        return export.write_jsonl(study, Path(path), progress)
     # COPY cannot take the target as a parameter; the path is ours (a temp file), quoted defensively
     target = "'" + path.replace("'", "''") + "'"
-    options = "(FORMAT csv, HEADER true)" if fmt == "csv" else "(FORMAT parquet)"
     order = "FROM graded_rows ORDER BY arm, item_id, orientation, sample"
     with study.connect() as con:
-        select = f"SELECT * {order}"
-        if fmt == "csv":
-            # the view's own text columns (names from our schema, never from input)
-            text = [
-                str(c[0])
-                for c in con.execute("DESCRIBE SELECT * FROM graded_rows").fetchall()
-                if c[1] == "VARCHAR"
-            ]
-            neutral = [
-                f'CASE WHEN regexp_matches("{c}", ?) THEN \'\'\'\' || "{c}" ELSE "{c}" END AS "{c}"'
-                for c in text
-            ]
-            select = (
-                f"SELECT * REPLACE ({', '.join([*neutral, 'to_json(options)::VARCHAR AS options'])}) {order}"
-            )
-            con.execute(f"COPY ({select}) TO {target} {options}", [FORMULA_CELL] * len(text))
-            return
-        con.execute(f"COPY ({select}) TO {target} {options}")
+        # the view's own text columns (names from our schema, never from input)
+        text = [
+            str(c[0])
+            for c in con.execute("DESCRIBE SELECT * FROM graded_rows").fetchall()
+            if c[1] == "VARCHAR"
+        ]
+        neutral = [
+            f'CASE WHEN regexp_matches("{c}", ?) THEN \'\'\'\' || "{c}" ELSE "{c}" END AS "{c}"' for c in text
+        ]
+        select = f"SELECT * REPLACE ({', '.join([*neutral, 'to_json(options)::VARCHAR AS options'])}) {order}"
+        try:
+            con.execute(f"COPY ({select}) TO {target} (FORMAT csv, HEADER true)", [FORMULA_CELL] * len(text))
+        except duckdb.Error as exc:
+            export.reraise_os(exc)
+            raise
+        rows = int((con.execute("SELECT count(*) FROM gen_rows").fetchone() or (0,))[0])
+    if progress is not None:
+        progress(rows, rows)
+    return rows

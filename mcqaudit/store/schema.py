@@ -132,39 +132,11 @@ FROM picked;
 """
 
 # graded_rows as migrations 4 and 6 made it, before gen_rows had the answer's columns (migration 9)
-GRADED_ROWS_VIEW_V8 = """
-CREATE OR REPLACE VIEW graded_rows AS
-WITH base AS (
-    SELECT
-        g.row_id, g.arm, g.item_id, g.orientation, g.sample, g.question, g.options, g.gold_letter,
-        g.options[ascii(g.gold_letter) - 64] AS gold_option,
-        g.generation, g.prompt, g.user_letter, g.naive_letter, g.strict_letter, g.is_blank,
-        j.letter AS judge_letter,
-        CASE WHEN j.status = 'ok' THEN j.verdict END AS judge_verdict,
-        coalesce(j.status, CASE WHEN needs_judge(g.strict_letter, g.is_blank) THEN 'pending' ELSE 'skipped' END)
-            AS judge_status,
-        j.reply AS judge_reply, j.rationale AS judge_rationale, j.fingerprint AS judge_fingerprint,
-        r.verdict AS review_verdict, r.reviewer, r.created_at AS reviewed_at,
-        r.picked_letter AS review_letter
-    FROM gen_rows g
-    LEFT JOIN current_judge j USING (row_id)
-    LEFT JOIN effective_reviews r USING (row_id)
-), picked AS (
-    SELECT *,
-        final_verdict(review_verdict, judge_verdict, strict_letter, gold_letter, is_blank) AS final_verdict,
-        verdict_source(review_verdict, judge_verdict, strict_letter, is_blank) AS verdict_source,
-        picked_letter(review_verdict, review_letter, judge_verdict, judge_letter, strict_letter) AS picked_letter
-    FROM base
-)
-SELECT
-    row_id, arm, item_id, orientation, sample, question, options, gold_letter, gold_option,
-    generation, prompt, user_letter, naive_letter, strict_letter, judge_letter, judge_verdict, judge_status,
-    judge_reply, judge_rationale, judge_fingerprint, review_verdict, reviewer, reviewed_at, final_verdict,
-    verdict_source, picked_letter,
-    CASE WHEN picked_letter IS NOT NULL THEN options[ascii(picked_letter) - 64] END AS picked_option,
-    CASE WHEN picked_letter IS NOT NULL THEN ascii(picked_letter) - 65 END AS picked_position
-FROM picked;
-"""
+_REASONING_BASE = "        coalesce(g.answer, g.generation) AS answer, g.reasoning, g.finish_reason, g.truncated,\n"
+_REASONING_OUT = ",\n    answer, reasoning, finish_reason, truncated\nFROM picked;"
+GRADED_ROWS_VIEW_V8 = GRADED_ROWS_VIEW.replace(_REASONING_BASE, "").replace(_REASONING_OUT, "\nFROM picked;")
+if "answer" in GRADED_ROWS_VIEW_V8:
+    raise AssertionError("GRADED_ROWS_VIEW changed: update GRADED_ROWS_VIEW_V8")
 
 # The current judge outcome and the effective review of each row, as the tables of migration 6 hold them.
 # Writers keep them up to date in the transaction that changes judge_verdicts or reviews

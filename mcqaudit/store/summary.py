@@ -1,12 +1,27 @@
-"""SQL behind `mcqaudit info`: what a study holds."""
+"""SQL behind `mcqaudit info`: what a study holds, as plain tables (no pandas: `info` starts fast)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:
+    from mcqaudit.store.db import Study
 
-from mcqaudit.store.db import Study
+
+@dataclass
+class Table:
+    """A small result table: column names and rows of plain values (str, int, float, None)."""
+
+    columns: list[str]
+    rows: list[list[Any]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def _table(cur: Any) -> Table:
+    return Table([d[0] for d in cur.description], [list(r) for r in cur.fetchall()])
 
 
 @dataclass
@@ -19,12 +34,11 @@ class StudySummary:
     items: int
     rows: int
     orientations: list[str]
-    rows_by_arm_orientation: pd.DataFrame  # arm x orientation counts
-    parser_coverage: pd.DataFrame  # parser, rows with a letter, share
-    verdicts: pd.DataFrame  # arm x verdict_source/judge_status counts
-    rejected: pd.DataFrame  # source, line, field, reason (latest first, capped)
+    rows_by_arm_orientation: Table  # arm, then one column of counts per orientation
+    parser_coverage: Table  # parser, rows with a letter, share
+    verdicts: Table  # arm x verdict_source/judge_status counts
+    rejected: Table  # source, line, field, reason (latest first, capped)
     rejected_total: int
-    ingests: pd.DataFrame
 
 
 def summarise(study: Study, rejected_cap: int = 20) -> StudySummary:
@@ -43,9 +57,10 @@ def summarise(study: Study, rejected_cap: int = 20) -> StudySummary:
             SELECT g.arm, g.orientation, count(*) AS n, min(a.ordinal) AS ord FROM gen_rows g JOIN arms a USING (arm)
             GROUP BY g.arm, g.orientation ORDER BY ord, length(g.orientation), g.orientation
             """
-        ).df()
-        cov = con.execute(
-            """
+        ).fetchall()
+        cov = _table(
+            con.execute(
+                """
             SELECT parser, count(letter) AS rows_with_letter, count(*) AS rows,
                    round(count(letter) / count(*), 4) AS share
             FROM (
@@ -55,9 +70,11 @@ def summarise(study: Study, rejected_cap: int = 20) -> StudySummary:
                 UNION ALL SELECT parser, letter FROM parser_letters
             ) GROUP BY parser ORDER BY parser
             """
-        ).df()
-        verdicts = con.execute(
-            """
+            )
+        )
+        verdicts = _table(
+            con.execute(
+                """
             SELECT arm, coalesce(verdict_source, 'ungraded (' || judge_status || ')') AS source,
                    count(*) FILTER (final_verdict = 'CORRECT') AS correct,
                    count(*) FILTER (final_verdict = 'INCORRECT') AS incorrect,
@@ -65,22 +82,16 @@ def summarise(study: Study, rejected_cap: int = 20) -> StudySummary:
                    count(*) AS rows
             FROM graded_rows GROUP BY ALL ORDER BY arm, source
             """
-        ).df()
+            )
+        )
         rejected_total = con.execute("SELECT count(*) FROM rejected_rows").fetchone()[0]  # type: ignore[index]
-        rejected = con.execute(
-            "SELECT source, line, field, reason FROM rejected_rows ORDER BY ingest_id DESC, line LIMIT ?",
-            [rejected_cap],
-        ).df()
-        ingests = con.execute(
-            "SELECT ingest_id, source, format, rows_loaded, rows_unchanged, rows_replaced, rows_rejected, finished_at "
-            "FROM ingests ORDER BY ingest_id"
-        ).df()
+        rejected = _table(
+            con.execute(
+                "SELECT source, line, field, reason FROM rejected_rows ORDER BY ingest_id DESC, line LIMIT ?",
+                [rejected_cap],
+            )
+        )
         meta = dict(con.execute("SELECT key, value FROM study_meta").fetchall())
-    if not by.empty:
-        # counts stay integers (a mean-aggregating pivot printed 299.0)
-        by = by.pivot_table(
-            index="arm", columns="orientation", values="n", aggfunc="sum", fill_value=0, sort=False
-        ).astype("int64")
     return StudySummary(
         path=str(study.path),
         created=meta.get("created"),
@@ -90,10 +101,20 @@ def summarise(study: Study, rejected_cap: int = 20) -> StudySummary:
         items=int(items),
         rows=int(rows),
         orientations=orientations,
-        rows_by_arm_orientation=by,
+        rows_by_arm_orientation=_pivot(by),
         parser_coverage=cov,
         verdicts=verdicts,
         rejected=rejected,
         rejected_total=int(rejected_total),
-        ingests=ingests,
     )
+
+
+def _pivot(by: list[tuple[Any, ...]]) -> Table:
+    """``(arm, orientation, n, ...)`` rows as one row per arm and one column per orientation, both in the order
+    they first appear (missing cells 0)."""
+    arms: dict[str, dict[str, int]] = {}
+    orients: dict[str, None] = {}
+    for arm, orientation, n, *_ in by:
+        arms.setdefault(arm, {})[orientation] = arms.get(arm, {}).get(orientation, 0) + int(n)
+        orients[orientation] = None
+    return Table(["arm", *orients], [[arm, *(c.get(o, 0) for o in orients)] for arm, c in arms.items()])

@@ -84,7 +84,13 @@ def analysis(
 
 
 def report(path: str, version: Version, n_boot: int, control: str | None = None) -> Report:
-    return analysis(path, version, n_boot, control)[0]
+    return _analysis(path, version, n_boot, control)[0]
+
+
+def _analysis(path: str, version: Version, n_boot: int, control: str | None) -> tuple[Report, pd.DataFrame]:
+    """:func:`analysis` with every argument spelt out: ``st.cache_data`` keys an entry by the arguments as
+    passed (a default left out is another key), so every caller reaches the same entry this way."""
+    return analysis(path, version, n_boot, control, "final")
 
 
 def counts_of(frames: StudyFrames) -> pd.DataFrame:
@@ -180,7 +186,7 @@ def queue_progress(path: str, version: Version) -> pd.DataFrame:
 
 def verdict_counts(path: str, version: Version) -> pd.DataFrame:
     """Final-verdict counts per arm and orientation: the cached analysis's (no second scan of the study)."""
-    return analysis(path, version, bootstrap())[1]
+    return _analysis(path, version, bootstrap(), None)[1]
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -191,6 +197,11 @@ def queues(path: str, version: Version) -> pd.DataFrame:
 @st.cache_data(show_spinner=False, max_entries=8)
 def review_counts(path: str, version: Version) -> dict[str, int]:
     return rv.review_counts(get_study(path))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def first_reviewers(path: str, version: Version) -> dict[str, int]:
+    return rv.first_reviewers(get_study(path))
 
 
 def filter_json(f: RowFilter) -> str:
@@ -229,6 +240,7 @@ _AFTER_REVIEW: tuple[Callable[..., Any], ...] = (
     queues,
     queue_progress,
     review_counts,
+    first_reviewers,
 )
 STALE_AFTER: dict[str, tuple[Callable[..., Any], ...]] = {
     "review": _AFTER_REVIEW,

@@ -22,6 +22,7 @@ F_VERDICTS = "f_verdicts"
 F_STATUSES = "f_statuses"
 F_DISAGREE = "f_disagree"  # parser name or None
 F_REVIEWED = "f_reviewed"  # one of REVIEWED_CHOICES
+F_REVIEWERS = "f_reviewers"  # one of mcqaudit.review.filters.REVIEWER_FILTER_VALUES, or None
 F_SEARCH = "f_search"
 F_CELL = "f_cell"  # a confusion cell handed over from Parsers vs judge (dict) or None
 ROW = "row"  # row_id shown on Review (None: the list's first row, or the queue's first unreviewed one)
@@ -32,6 +33,7 @@ PARSER_ARM = "parser_arm"
 PARSER_ORIENT = "parser_orient"
 CELL = "cell"  # the selected confusion cell: dict(parser, verdict, parser_verdict, arm, orientation)
 OTHER_ARM = "other_arm"  # arm whose OTHER rows are listed on OTHER by arm
+GROUP_BY = "group_by"  # the metadata key the Group by select breaks figures down by (None: no grouping)
 FLASH = "flash"  # (kind, message) shown once after a write
 
 ALL_ORIENTATIONS = "all orientations"
@@ -47,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     F_STATUSES: [],
     F_DISAGREE: None,
     F_REVIEWED: REVIEWED_CHOICES[0],
+    F_REVIEWERS: None,
     F_SEARCH: "",
     F_CELL: None,
     ROW: None,
@@ -57,6 +60,7 @@ DEFAULTS: dict[str, Any] = {
     PARSER_ORIENT: ALL_ORIENTATIONS,
     CELL: None,
     OTHER_ARM: None,
+    GROUP_BY: None,
     FLASH: None,
 }
 

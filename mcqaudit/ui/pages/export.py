@@ -1,5 +1,6 @@
 """Export: the report (HTML, Markdown, JSON), rows with final verdicts (CSV, Parquet), the review log (CSV);
-and importing a review log (as `mcqaudit reviews import` does)."""
+what grading cost so far (the tokens each judge reply's usage reported, per judge configuration); and
+importing a review log (as `mcqaudit reviews import` does)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+import pandas as pd
 import streamlit as st
 
+from mcqaudit.app.info import JudgeUsage
 from mcqaudit.app.reviews import StudyError
 from mcqaudit.metrics.results import Report
 from mcqaudit.review.log import ReviewImportError
@@ -84,8 +87,81 @@ def render_export(report: Report, meta: Mapping[str, str | None], path: str) -> 
         key="dl_reviews",
         on_click="ignore",
     )
+    render_cost(usage(path, data.study_version(path)))
     render_import(path)
     components.flash()
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def usage(path: str, version: data.Version) -> dict[str, JudgeUsage]:
+    """Per judge fingerprint, the usage its replies reported (``info --json``'s ``judge_usage``)."""
+    from mcqaudit.app.info import judge_usage
+
+    return judge_usage(data.get_study(path))
+
+
+COST_COLUMNS = [
+    "fingerprint",
+    "model",
+    "replies",
+    "prompt tokens",
+    "completion tokens",
+    "replies without usage",
+    "requests failed",
+]
+
+
+def cost_frame(
+    usage: Mapping[str, JudgeUsage], price_in: float = 0.0, price_out: float = 0.0
+) -> pd.DataFrame:
+    """One row per judge configuration: its replies (n), the tokens those that reported usage reported, how
+    many did not (unknown, not counted), requests that got no reply, and with both prices the cost of the
+    counted tokens in USD ("or more" when some replies reported no usage)."""
+    rows = []
+    for fp, u in usage.items():
+        row: dict[str, object] = {
+            "fingerprint": fp,
+            "model": u["model"],
+            "replies": f"{u['requests']:,}",
+            "prompt tokens": f"{u['prompt_tokens']:,}",
+            "completion tokens": f"{u['completion_tokens']:,}",
+            "replies without usage": f"{u['requests_without_usage']:,}",
+            "requests failed": f"{u['requests_failed']:,}",
+        }
+        if price_in > 0 and price_out > 0:
+            cost = (u["prompt_tokens"] * price_in + u["completion_tokens"] * price_out) / 1e6
+            row["cost (USD)"] = f"{cost:,.4f}" + (" or more" if u["requests_without_usage"] else "")
+        rows.append(row)
+    return pd.DataFrame(
+        rows, columns=[*COST_COLUMNS, *(["cost (USD)"] if price_in > 0 and price_out > 0 else [])]
+    )
+
+
+def render_cost(usage: Mapping[str, JudgeUsage]) -> None:
+    """What grading cost so far: the tokens per judge configuration, as the endpoint reported them."""
+    st.subheader("What grading cost so far")
+    if not usage:
+        st.caption("No judge has been run on this study: no tokens spent.")
+        return
+    unknown = sum(u["requests_without_usage"] for u in usage.values())
+    st.caption(
+        "Tokens as the judge endpoint reported them in each reply's `usage` (`mcqaudit info --json`: "
+        "`judge_usage`), summed per judge configuration over its replies (re-asks and batch lines each one; rows "
+        "answered from earlier replies sent nothing); the tokens are those of the replies that reported them. "
+        + (
+            f"**{unknown:,}** replies reported no usage: their tokens are unknown and not counted (never as 0). "
+            if unknown
+            else "Every reply reported its usage. "
+        )
+        + "The study holds no prices: give yours to see the cost (the Batch API bills half; this does not know "
+        "which replies came through it)."
+    )
+    c1, c2 = st.columns(2)
+    p_in = c1.number_input("USD per million prompt tokens", min_value=0.0, value=0.0, step=0.5, key="cost_in")
+    p_out = c2.number_input(
+        "USD per million completion tokens", min_value=0.0, value=0.0, step=0.5, key="cost_out"
+    )
+    st.dataframe(cost_frame(usage, float(p_in), float(p_out)), hide_index=True, width="stretch")
 
 
 def render_import(path: str) -> None:

@@ -8,11 +8,11 @@ import streamlit as st
 
 from mcqaudit import plots
 from mcqaudit.metrics.results import Report
-from mcqaudit.ui import components, tables
+from mcqaudit.ui import components, groups, tables
 from mcqaudit.ui.pages import load
 
 
-def render_orientations(report: Report, meta: Mapping[str, str | None]) -> None:
+def render_orientations(report: Report, meta: Mapping[str, str | None], path: str) -> None:
     st.title("Orientations")
     components.provenance(report, meta)
     components.flags(report["flags"], only=["design_imbalance", "orientation_instability"], links=False)
@@ -50,8 +50,9 @@ def render_orientations(report: Report, meta: Mapping[str, str | None]) -> None:
     st.subheader("Circular accuracy")
     st.caption("Share of items CORRECT in every orientation they were shown in (MMBench CircularEval).")
     st.dataframe(tables.circular(report), hide_index=True, key="circular")
+    groups.orientations_block(report, path)
 
 
 def page() -> None:
     c = load()
-    render_orientations(c.report, c.meta)
+    render_orientations(c.report, c.meta, c.path)

@@ -12,7 +12,7 @@ from mcqaudit import plots
 from mcqaudit.metrics.results import Report
 from mcqaudit.reading import any_truncated
 from mcqaudit.review.filters import RowFilter
-from mcqaudit.ui import components, data, state, tables
+from mcqaudit.ui import components, data, groups, state, tables
 from mcqaudit.ui.pages import load
 from mcqaudit.ui.pages.review import send_to_review
 from mcqaudit.vocab import OTHER
@@ -52,6 +52,7 @@ def render_other(
         st.dataframe(truncation_by_orientation(report), hide_index=True, key="truncation_by_orientation")
     st.subheader("By arm and orientation")
     st.dataframe(tables.rates_by_orientation(counts), hide_index=True, key="rates_by_orientation")
+    groups.other_block(report, path)
 
     st.subheader("The OTHER rows")
     arms = list(report["arms"])

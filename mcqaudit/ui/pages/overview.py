@@ -8,8 +8,8 @@ import streamlit as st
 
 from mcqaudit.formatting import md_rich, pairing_words
 from mcqaudit.metrics.results import Report
-from mcqaudit.report import ci_words, names_in, note_label
-from mcqaudit.ui import components, data, tables
+from mcqaudit.report import ci_words, names_in, note_label, panel_lines
+from mcqaudit.ui import components, data, groups, tables
 from mcqaudit.ui.pages import load
 
 
@@ -17,6 +17,11 @@ def render_findings(report: Report) -> None:
     """The study's story in a few sentences, each with its number, CI and n (written by the report)."""
     found = report.get("findings") or []
     st.subheader("Findings")
+    # news first: whether the finding holds under every judge, how far the reviewers agree; a study with one
+    # judge and no second reviewer gets its one line (a caveat) under the findings, which keep the first screen
+    news_first = bool(report.get("judge_panel") or report.get("reviewer_agreement"))
+    if news_first or not found:
+        render_judges(report)
     if not found:
         st.caption("Nothing to report yet: no arm can be compared with the control.")
         return
@@ -30,12 +35,21 @@ def render_findings(report: Report) -> None:
     if quiet:
         with st.expander(f"{len(quiet)} more finding(s): checks that found the result holds"):
             st.markdown("\n".join(f"- {md_rich(' '.join(f['text'].split()), names)}" for f in quiet))
+    if not news_first:
+        render_judges(report)
 
 
 def _is_quiet(f: Mapping[str, object]) -> bool:
     return (f.get("kind") == "orientation" and f.get("holds") is True) or (
         f.get("kind") == "parser" and f.get("artifact") is False
     )
+
+
+def render_judges(report: Report) -> None:
+    """Whether the finding holds under every judge on the panel (with Krippendorff's α), or that the study has
+    one judge only; and how far the reviewers agree — each with its n (:func:`mcqaudit.report.panel_lines`)."""
+    names = names_in(report)
+    st.caption("  \n".join(md_rich(" ".join(line.split()), names) for line in panel_lines(report)))
 
 
 def render_cards(report: Report) -> None:
@@ -96,6 +110,7 @@ def render_overview(
             f"Δ vs control ({tables.md_escape(ctrl)}), in percentage points, {tables.md_escape(how)}:"
         )
         st.dataframe(d, hide_index=True, key="deltas")
+    groups.overview_block(report, path)
 
     st.subheader("Judge")
     fps = tables.fingerprints(report)

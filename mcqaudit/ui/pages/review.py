@@ -36,7 +36,7 @@ from mcqaudit.reasoning import FINISH_LENGTH
 from mcqaudit.review.filters import NO_VERDICT, VERDICT_FILTER_VALUES, Cell, RowFilter, cell_of
 from mcqaudit.review.queues import STRATEGIES
 from mcqaudit.review.rules import CONFIRM, OVERRIDE, ReviewError
-from mcqaudit.ui import components, data, review_keys, state, tables
+from mcqaudit.ui import agreement, components, data, review_keys, state, tables
 from mcqaudit.vocab import LETTERS, PARSER_STRICT, PARSER_USER, VERDICTS, is_blank, verdict_of
 
 UNGRADED = (
@@ -66,6 +66,7 @@ def send_to_review(
         (state.F_STATUSES, []),
         (state.F_DISAGREE, None),
         (state.F_REVIEWED, state.REVIEWED_CHOICES[0]),
+        (state.F_REVIEWERS, None),
         (state.F_SEARCH, ""),
         (state.F_CELL, asdict(cell) if cell else None),
         (state.QUEUE, None),
@@ -91,6 +92,7 @@ def current_filter(blind: bool) -> RowFilter:
         judge_statuses=() if blind else tuple(s.get(state.F_STATUSES) or ()),
         disagree_parser=None if blind else s.get(state.F_DISAGREE),
         reviewed=reviewed,
+        reviewers=s.get(state.F_REVIEWERS),
         search=s.get(state.F_SEARCH) or "",
         cell=None if blind or not cell else cell_of(cell),
     )
@@ -168,6 +170,7 @@ def render_queues(path: str, choices: Mapping[str, list[str]], queues: pd.DataFr
     )
     with c2.popover("Spot-check queues", icon=":material/playlist_add_check:", width="stretch"):
         render_queue_manager(path, choices, queues, reviewer)
+    agreement.second_review_notice(queues, active)
 
 
 def render_queue_manager(
@@ -199,8 +202,11 @@ def render_queue_manager(
             horizontal=True,
             help="uniform: every row equally likely (unbiased judge-agreement figures). stratified: a third "
             "each from parser disagreements, OTHER/ungraded rows and the rest (hunting artifacts); in total, "
-            "each arm keeps its share of the study's rows.",
+            "each arm keeps its share of the study's rows. judges_disagree: rows where the primary and a "
+            "panel judge give different verdicts. second_review: rows one person alone reviewed, for a "
+            "second reviewer (opens in blind mode).",
         )
+        second = agreement.second_review_inputs(data.first_reviewers(path, data.study_version(path)), queues)
         arms = st.multiselect("Arms", choices["arms"], default=choices["arms"], key="q_arms")
         name = st.text_input("Name (optional)", key="q_name")
         if st.form_submit_button("Draw sample", disabled=data.read_only(path)):
@@ -214,12 +220,14 @@ def render_queue_manager(
                     arms=arms,
                     name=name,
                     created_by=reviewer or None,
+                    **second.options(str(strategy)),
                 )
             except (ReviewError, StudyError) as exc:
                 st.error(tables.md_escape(str(exc)))
             else:
                 state.set_value(state.QUEUE, sc.queue_id)
                 st.session_state[state.ROW] = None
+                agreement.drawn(sc.strategy)
                 shares = ", ".join(f"{tables.md_escape(a)}: {sum(v.values())}" for a, v in sc.strata.items())
                 state.flash(
                     "success",
@@ -312,6 +320,7 @@ def render_filters(choices: Mapping[str, list[str]], blind: bool) -> None:
         args=(state.F_SEARCH,),
         placeholder="text in question or generation, item id, or a row id",
     )
+    agreement.render_reviewers_filter(_filter_changed)
 
 
 def _active_filters(f: RowFilter) -> str:
@@ -331,6 +340,8 @@ def _filter_parts(f: RowFilter) -> list[str]:
         parts.append(f"{f.disagree_parser} disagrees")
     if f.reviewed is not None:
         parts.append("reviewed" if f.reviewed else "unreviewed")
+    if f.reviewers:
+        parts.append(f.reviewers)
     if f.search.strip():
         parts.append(f"search “{f.search.strip()}”")
     if f.cell is not None:
@@ -942,6 +953,7 @@ def review_panel(path: str, has_user: bool) -> None:
             st.markdown("**Parsers**")
             st.dataframe(parser_table(row, has_user), hide_index=True, key="parser_letters")
             render_judge(row)
+            agreement.render_judges(row)
     st.divider()
     render_context(row, panel.item, hidden=hidden)
     render_history(path, row, blind=blind, reviewer=reviewer)

@@ -1,0 +1,84 @@
+"""``info``'s cache beside a study (``<study>.info.json``): what ``mcqaudit info`` last computed from the file,
+valid only while the file is exactly as it was then. No duckdb: a hit is read without opening the study.
+
+A study changes only through DuckDB, and every committed change writes the study file or its write-ahead
+log (``<study>.wal``): their size, modification and change times and inode are the cache's *stamp*, taken
+after the study was opened (migrated, its journal replayed) and before it was read, and checked again
+after; a cache is written only when the two agree, and read only when the stamp still matches and the code
+that wrote it is the code reading it (:func:`code_key`: the package's source files, by name, size and
+modification time). A folder that cannot be written keeps no cache; anything unreadable is a miss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from mcqaudit.store.sidecars import info_cache_path
+
+FORMAT = 1
+Stamp = list[list[int] | None]
+
+
+def stamp(study_path: str | Path) -> Stamp:
+    """The study file's and its write-ahead log's size, mtime, ctime (ns) and inode (None: no such file)."""
+    out: Stamp = []
+    p = Path(study_path)
+    for f in (p, p.with_name(p.name + ".wal")):
+        try:
+            st = os.stat(f)
+        except FileNotFoundError:
+            out.append(None)
+            continue
+        out.append([st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino])
+    return out
+
+
+@functools.cache
+def code_key() -> str:
+    """The package's source files (relative name, size, mtime): any change to the code is a new key."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256(str(FORMAT).encode())
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(dirpath, name))
+                h.update(
+                    f"{os.path.relpath(os.path.join(dirpath, name), root)}:{st.st_size}:{st.st_mtime_ns};".encode()
+                )
+    return h.hexdigest()[:32]
+
+
+def load(study_path: str | Path) -> dict[str, Any] | None:
+    """The cached payload, when the cache was written by this code for the study file as it is now."""
+    try:
+        data = json.loads(info_cache_path(study_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("code") != code_key() or data.get("stamp") != stamp(study_path):
+        return None
+    payload = data.get("payload")
+    return payload if isinstance(payload, dict) else None
+
+
+def save(study_path: str | Path, taken: Stamp, payload: dict[str, Any]) -> bool:
+    """Keep ``payload``, computed from the study as it was at stamp ``taken``, unless the file has changed
+    since (then nothing is kept). Written whole or not at all; a folder that cannot be written keeps none."""
+    if stamp(study_path) != taken:
+        return False
+    path = info_cache_path(study_path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps({"code": code_key(), "stamp": taken, "payload": payload}), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        return False
+    return True
