@@ -53,42 +53,23 @@ class WriteFailed(OSError):
 def write_atomic(path: Path | str, content: str | bytes | Iterable[str] | Callable[[IO[str]], None]) -> None:
     """Write ``content`` (text, bytes, lines of text, or a function writing to a text file) to ``path``.
 
-    All or nothing: raises :class:`WriteFailed` on an OS error, with the target untouched.
+    All or nothing: raises :class:`WriteFailed` on an OS error, with the target untouched (the temporary
+    file, its fsync and the rename are :func:`write_atomic_path`'s).
     """
-    path = Path(path)
-    if path.is_dir():
-        raise WriteFailed(path, IsADirectoryError(errno.EISDIR, "is a directory"))
-    tmp: str | None = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+
+    def write(tmp: Path) -> None:
         if isinstance(content, bytes):
-            with os.fdopen(fd, "wb") as bfh:
-                bfh.write(content)
-                bfh.flush()
-                os.fsync(bfh.fileno())
-        else:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                if isinstance(content, str):
-                    fh.write(content)
-                elif callable(content):
-                    content(fh)
-                else:
-                    fh.writelines(content)
-                fh.flush()
-                os.fsync(fh.fileno())
-        with contextlib.suppress(OSError):  # the mode a plain open() would have given it
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-        tmp = None
-        _fsync_dir(path.parent)
-    except OSError as exc:
-        raise WriteFailed(path, exc) from exc
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+            tmp.write_bytes(content)
+            return
+        with tmp.open("w", encoding="utf-8") as fh:
+            if isinstance(content, str):
+                fh.write(content)
+            elif callable(content):
+                content(fh)
+            else:
+                fh.writelines(content)
+
+    write_atomic_path(path, write)
 
 
 def write_atomic_path(path: Path | str, write: Callable[[Path], T]) -> T:
