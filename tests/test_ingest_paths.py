@@ -258,3 +258,36 @@ def test_framework_sql_matches_python_on_tricky_texts(n: int) -> None:
     for i, g in enumerate(TRICKY):
         for name, fp in parsers.FRAMEWORK_PARSERS.items():
             assert got[(str(i), name)] == fp.parse(g, n), (g, name)
+
+
+def test_key_mentions_never_count_below_the_names_in_the_file(tmp_path: Path, monkeypatch) -> None:
+    """The fast path's duplicate-key screen (issue 23: counted over the quotes with numpy) counts each key's
+    quoted name at least as often as a plain substring count does, on names inside texts, escaped quotes,
+    non-ASCII and one-letter names, and across chunk boundaries; and a key said twice is still refused."""
+    from mcqaudit.ingest import jsonl
+
+    lines = [
+        '{"item_id": "a", "item_id": "b", "note": "he said \\"arm\\": x", "arm": "arm"}',
+        '{"ü": "\\"ü\\"", "a": "\\"a\\"\\"a\\"", "gold": "gold", "x": ["gold", "generation"]}',
+        '"arm"',
+        '{"options":["options","Options","optionz","opt\\"ions"],"a":"","": ""}',
+        '{"k": "' + "q" * 5000 + '", "prompt":"' + '"prompt"' * 0 + 'p"}',
+    ]
+    path = tmp_path / "k.jsonl"
+    path.write_text("\n".join(lines * 40) + "\n", encoding="utf-8")
+    keys = ["item_id", "arm", "ü", "a", "gold", "generation", "options", "prompt", "", "missing", 'q"t']
+    raw = path.read_bytes()
+    plain = {k: raw.count(json.dumps(k, ensure_ascii=False).encode()) for k in keys}
+    for chunk in (64, 1000, jsonl.CHUNK_BYTES):
+        monkeypatch.setattr(jsonl, "CHUNK_BYTES", chunk)
+        got: dict[str, int] = {}
+        jsonl.key_mentions(path, keys, got)
+        assert all(got[k] >= plain[k] for k in keys), (chunk, got, plain)
+        assert got["missing"] == 0 and got["item_id"] == plain["item_id"] == 80
+    study = Study(tmp_path / "s.duckdb", create=True)
+    good = json.dumps(row(item_id="z"))
+    dup = good[:-1] + ', "gold": "A"}'
+    path.write_text(good + "\n" + dup + "\n")
+    with pytest.raises(Exception) as exc:
+        ingest_file(study, path)
+    assert 'k.jsonl:2: line: duplicate key "gold"' in str(exc.value)

@@ -499,12 +499,16 @@ def _as_read(v: str) -> str:
     )
 
 
-# a cheap guard before _as_read on every option (the flag pass reads every row): ASCII options without runs
-# of whitespace are told apart by lower(trim(v)) alone
+# a cheap guard before _as_read (over each distinct options list): ASCII options without runs of whitespace,
+# tabs or newlines, or a space at an option's start or end, are told apart by lower() alone; no lambda (a
+# lambda per option costs more than the string functions over the list joined by a unit separator, which
+# splits back into n_opt parts unless an option holds one)
+_JOINED = "array_to_string(opts, chr(31))"
 _MAY_LOOK_ALIKE = (
-    "strlen(array_to_string(opts, '')) <> length(array_to_string(opts, '')) "
-    "OR regexp_matches(array_to_string(opts, chr(31)), '\\s\\s|[\\t\\n\\r\\f\\v]') "
-    "OR len(list_distinct(list_transform(opts, lambda v: lower(trim(v))))) < n_opt"
+    f"strlen({_JOINED}) <> length({_JOINED}) "
+    f"OR regexp_matches({_JOINED}, '\\s\\s|[\\t\\n\\r\\f\\v]|(?:^|\\x{{1f}}) | (?:\\x{{1f}}|$)') "
+    f"OR len(string_split(lower({_JOINED}), chr(31))) <> n_opt "
+    f"OR len(list_distinct(string_split(lower({_JOINED}), chr(31)))) < n_opt"
 )
 
 
@@ -584,21 +588,20 @@ def _option_checks() -> list[Check]:
         ),
         Check(
             "options",
-            f"{_ARR} AND json_array_length(options) > 0 AND opts IS NULL",
+            f"{_ARR} AND o_nonempty AND opts IS NULL",
             "'every option must be a string'",
         ),
         Check("options", f"{_ARR_N} AND n_opt < 2", "'needs at least 2 options, got ' || n_opt"),
         Check("options", f"{_ARR_N} AND n_opt > {_MAX}", f"'at most {_MAX} options, got ' || n_opt"),
         Check(
             "options",
-            f"{_ARR_N} AND len(list_distinct(opts)) < n_opt",
+            f"{_ARR_N} AND o_dup",
             "'duplicate option texts: ' || array_to_string(list_filter(list_distinct(opts), "
             "lambda v: len(list_filter(opts, lambda w: w = v)) > 1), ', ')",
         ),
         Check(
             "options",
-            f"{_ARR_N} AND len(list_distinct(opts)) = n_opt AND ({_MAY_LOOK_ALIKE}) AND "
-            f"len(list_distinct(list_transform(opts, lambda v: {_as_read('v')}))) < n_opt",
+            f"{_ARR_N} AND o_alike",
             f"(SELECT 'options ' || chr((64 + list_position(r, r[j]))::INTEGER) || ' and ' || chr((64 + j)::INTEGER) || ' look the "
             "same to a reader (' || to_json(opts[list_position(r, r[j])])::VARCHAR || ' and ' || "
             "to_json(opts[j])::VARCHAR || '): they differ only in case, spaces, invisible characters or "
@@ -608,8 +611,7 @@ def _option_checks() -> list[Check]:
         Check(
             "options",
             # (a non-UTF-8 option of a Parquet list<binary> is staged empty: its own reason says why)
-            f"{_ARR_N} AND list_bool_or(list_transform(opts, lambda v: trim(v) = '')) "
-            "AND NOT coalesce(list_contains(bad_utf8, 'options'), false)",
+            f"{_ARR_N} AND o_empty AND NOT coalesce(list_contains(bad_utf8, 'options'), false)",
             "'an option text is empty'",
         ),
     ]
@@ -730,13 +732,27 @@ def _validation_cte() -> str:
         FROM stg
     ), x1 AS (
         SELECT *, {_jtype("options")} AS t_options, {strings} FROM x0
+    ), o AS (
+        -- what the checks need of the options, once per distinct list (rows share them: every arm and
+        -- sample of an item in one orientation shows the same list)
+        SELECT o_key, opts, n_opt, o_nonempty,
+            len(list_distinct(opts)) < n_opt AS o_dup,
+            -- (CASE, not AND: a projection's AND evaluates the lambda on every row)
+            CASE WHEN len(list_distinct(opts)) = n_opt AND ({_MAY_LOOK_ALIKE})
+                 THEN len(list_distinct(list_transform(opts, lambda v: {_as_read('v')}))) < n_opt
+                 ELSE false END AS o_alike,
+            list_bool_or(list_transform(opts, lambda v: trim(v) = '')) AS o_empty
+        FROM (
+            SELECT o_key, json_array_length(o_key) > 0 AS o_nonempty,
+                CASE WHEN json_array_length(o_key) = 0 OR list_distinct(json_type(o_key, '$[*]')) = ['VARCHAR']
+                     THEN from_json(o_key, '["VARCHAR"]') END AS opts,
+                len(opts)::INTEGER AS n_opt
+            FROM (SELECT DISTINCT options::VARCHAR::JSON AS o_key FROM x1 WHERE jt = 'OBJECT' AND t_options = 'ARRAY')
+        )
     ), x AS (
-        SELECT *,
-            CASE WHEN jt = 'OBJECT' AND t_options = 'ARRAY'
-                  AND (json_array_length(options) = 0 OR list_distinct(json_type(options, '$[*]')) = ['VARCHAR'])
-                 THEN from_json(options, '["VARCHAR"]') END AS opts,
-            len(opts)::INTEGER AS n_opt
-        FROM x1
+        SELECT x1.*, o.* EXCLUDE (o_key)
+        -- (only an array's text can equal a key: the rows that are not arrays find none)
+        FROM x1 LEFT JOIN o ON x1.options::VARCHAR = o.o_key::VARCHAR
     )
     """
 
