@@ -104,6 +104,10 @@ BAD_LINES: list[tuple[str, str, str]] = [
     (json.dumps(row(gold=4)), "gold", "index 4 is out of range for 4 options"),
     (json.dumps(row(gold=True)), "gold", "must be a letter or a 0-based index, got a boolean"),
     (json.dumps(row(orientation="ABCE")), "orientation", "is not an orientation label"),
+    # labels are checked once per distinct label (issue 23): a repeated letter, lower case, a short label
+    (json.dumps(row(orientation="ABBA")), "orientation", "is not an orientation label"),
+    (json.dumps(row(orientation="dcba")), "orientation", "is not an orientation label"),
+    (json.dumps(row(orientation="CBA")), "orientation", "is not an orientation label"),
     (json.dumps(row(sample="one")), "sample", "must be a non-negative integer"),
     (json.dumps(row(parsed_letter="F")), "parsed_letter", "'F' is not a letter in A..D"),
     (json.dumps(row(option_logprobs={"A": "high"})), "option_logprobs", "values must be numbers"),

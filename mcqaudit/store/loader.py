@@ -191,6 +191,7 @@ class Loader:
 
     def end_staging(self) -> None:
         """Drop the staged fields, unless they are where a row's raw text comes from (CSV, Parquet)."""
+        self._con.execute("DROP TABLE IF EXISTS _labels")
         if self._raw_table != "stg":
             self._con.execute("DROP TABLE stg")
 

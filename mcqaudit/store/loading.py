@@ -695,7 +695,7 @@ def _value_checks() -> list[Check]:
         Check(
             "orientation",
             f"{_N_OK} AND t_orientation = 'VARCHAR' AND (length(s_orientation) <> n_opt OR "
-            f"array_to_string(list_sort(string_split(s_orientation, '')), '') <> left('{LETTERS}', n_opt))",
+            "s_orientation NOT IN (SELECT label FROM _labels))",
             "'''' || s_orientation || ''' is not an orientation label for ' || n_opt || "
             f"' options (a permutation of ' || left('{LETTERS}', n_opt) || ')'",
         ),
@@ -757,14 +757,42 @@ def _validation_cte() -> str:
     """
 
 
+_GUARDS = (_N_OK, _ARR_N, _ARR, _OK)  # longest first: a predicate is grouped under the longest it starts with
+
+
 def _any_problem(cs: Sequence[Check]) -> str:
-    return " OR ".join(f"coalesce({c.predicate}, false)" for c in cs)
+    """One flag for any of the checks: the checks that share a guard (the row is an object, its options a
+    list of a good length, ...) are grouped under it, so each guard is evaluated once per row, not once
+    per check (the same truth: G AND r1 OR G AND r2 is G AND (r1 OR r2))."""
+    groups: dict[str, list[str]] = {}
+    for c in cs:
+        guard = next((g for g in _GUARDS if c.predicate.startswith(g + " AND ")), "")
+        rest = c.predicate[len(guard) + len(" AND ") :] if guard else c.predicate
+        groups.setdefault(guard, []).append(f"coalesce({rest}, false)")
+    return " OR ".join(
+        f"coalesce({guard} AND ({' OR '.join(rests)}), false)" if guard else " OR ".join(rests)
+        for guard, rests in groups.items()
+    )
+
+
+def _orientation_labels(con: duckdb.DuckDBPyConnection) -> None:
+    """``_labels``: the distinct orientation labels staged that are a permutation of the first letters (as
+    many as the label is long), for the orientation check: a few labels checked once, not every row."""
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _labels AS
+        SELECT label FROM (SELECT DISTINCT orientation->>'$' AS label FROM stg
+                           WHERE jt = 'OBJECT' AND left(orientation::VARCHAR, 1) = '"')
+        WHERE array_to_string(list_sort(string_split(label, '')), '') = left('{LETTERS}', length(label))
+        """
+    )
 
 
 def flagged(con: duckdb.DuckDBPyConnection, default_arm: str | None) -> int:
     """One pass over every staged row: ``parsed``, the typed values of every row with a flag ``bad`` for any
     problem visible within the row (:data:`checks`); returns how many rows are flagged."""
     con.execute("SET VARIABLE default_arm = ?", [default_arm])
+    _orientation_labels(con)
     typed_rows(con, bad=_any_problem(checks(default_arm)))
     return _count(con, "SELECT count(*) FROM parsed WHERE bad")
 
@@ -772,6 +800,7 @@ def flagged(con: duckdb.DuckDBPyConnection, default_arm: str | None) -> int:
 def diagnose(con: duckdb.DuckDBPyConnection, default_arm: str | None) -> None:
     """The reasons (``errs``: line, field, reason) of every row with a problem visible within the row."""
     con.execute("SET VARIABLE default_arm = ?", [default_arm])
+    _orientation_labels(con)
     cs = checks(default_arm)
     con.execute(
         f"""
