@@ -722,37 +722,43 @@ def _validation_cte() -> str:
         for n in FIELDS
         if n not in _JSON_FIELDS
     )
+    as_list = (
+        "CASE WHEN {t} = 'OBJECT' AND (json_keys({v}) = [] OR list_bool_and(list_transform(json_keys({v}), "
+        "lambda k, i: k = chr((64 + i)::INTEGER)))) THEN to_json(json_extract({v}, '$.*')) ELSE {v} END"
+    )
     return f"""
     WITH x0 AS (
-        SELECT * REPLACE (
-            CASE WHEN {_jtype("options")} = 'OBJECT' AND (json_keys(options) = [] OR
-                      list_bool_and(list_transform(json_keys(options), lambda k, i: k = chr((64 + i)::INTEGER))))
-                 THEN to_json(json_extract(options, '$.*')) ELSE options END AS options
-        ), options AS o_raw, {raw}
+        SELECT * REPLACE ({as_list.format(t=_jtype("options"), v="options")} AS options), options AS o_raw, {raw}
         FROM stg
     ), x1 AS (
         SELECT *, {_jtype("options")} AS t_options, {strings} FROM x0
     ), o AS (
-        -- what the checks need of the options, once per distinct list (rows share them: every arm and
-        -- sample of an item in one orientation shows the same list)
-        SELECT o_key, opts, n_opt, o_nonempty,
-            len(list_distinct(opts)) < n_opt AS o_dup,
+        -- what the checks need of the options, once per distinct list as given (rows share them: every arm
+        -- and sample of an item in one orientation shows the same list), read from stg itself so that x0
+        -- streams (a CTE read twice is materialized)
+        SELECT o_key, opts, n_opt, o_nonempty, nd < n_opt AS o_dup,
             -- (CASE, not AND: a projection's AND evaluates the lambda on every row)
-            CASE WHEN len(list_distinct(opts)) = n_opt AND ({_MAY_LOOK_ALIKE})
+            CASE WHEN nd = n_opt AND ({_MAY_LOOK_ALIKE})
                  THEN len(list_distinct(list_transform(opts, lambda v: {_as_read('v')}))) < n_opt
                  ELSE false END AS o_alike,
             list_bool_or(list_transform(opts, lambda v: trim(v) = '')) AS o_empty
         FROM (
-            SELECT o_key, json_array_length(o_key) > 0 AS o_nonempty,
-                CASE WHEN json_array_length(o_key) = 0 OR list_distinct(json_type(o_key, '$[*]')) = ['VARCHAR']
-                     THEN from_json(o_key, '["VARCHAR"]') END AS opts,
-                len(opts)::INTEGER AS n_opt
-            FROM (SELECT DISTINCT options::VARCHAR::JSON AS o_key FROM x1 WHERE jt = 'OBJECT' AND t_options = 'ARRAY')
+            SELECT *, len(list_distinct(opts)) AS nd FROM (
+                SELECT o_key, json_array_length(a) > 0 AS o_nonempty,
+                    CASE WHEN json_array_length(a) = 0 OR list_distinct(json_type(a, '$[*]')) = ['VARCHAR']
+                         THEN from_json(a, '["VARCHAR"]') END AS opts,
+                    len(opts)::INTEGER AS n_opt
+                FROM (
+                    SELECT o_key, {as_list.format(t=_jtype("o_key"), v="o_key")} AS a
+                    FROM (SELECT DISTINCT options AS o_key FROM stg WHERE jt = 'OBJECT' AND options IS NOT NULL)
+                )
+                WHERE {_jtype("a")} = 'ARRAY'
+            )
         )
     ), x AS (
         SELECT x1.*, o.* EXCLUDE (o_key)
-        -- (only an array's text can equal a key: the rows that are not arrays find none)
-        FROM x1 LEFT JOIN o ON x1.options::VARCHAR = o.o_key::VARCHAR
+        -- (only the options of a row whose options read as a list find their key)
+        FROM x1 LEFT JOIN o ON t_options = 'ARRAY' AND x1.o_raw::VARCHAR = o.o_key::VARCHAR
     )
     """
 
@@ -781,8 +787,8 @@ def _orientation_labels(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _labels AS
-        SELECT label FROM (SELECT DISTINCT orientation->>'$' AS label FROM stg
-                           WHERE jt = 'OBJECT' AND left(orientation::VARCHAR, 1) = '"')
+        SELECT label FROM (SELECT o->>'$' AS label FROM (SELECT DISTINCT orientation AS o FROM stg WHERE jt = 'OBJECT')
+                           WHERE left(o::VARCHAR, 1) = '"')
         WHERE array_to_string(list_sort(string_split(label, '')), '') = left('{LETTERS}', length(label))
         """
     )
