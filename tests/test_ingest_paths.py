@@ -278,8 +278,8 @@ def test_key_mentions_never_count_below_the_names_in_the_file(tmp_path: Path, mo
     keys = ["item_id", "arm", "ü", "a", "gold", "generation", "options", "prompt", "", "missing", 'q"t']
     raw = path.read_bytes()
     plain = {k: raw.count(json.dumps(k, ensure_ascii=False).encode()) for k in keys}
-    for chunk in (64, 1000, jsonl.CHUNK_BYTES):
-        monkeypatch.setattr(jsonl, "CHUNK_BYTES", chunk)
+    for chunk in (64, 1000, jsonl.KEY_CHUNK_BYTES):
+        monkeypatch.setattr(jsonl, "KEY_CHUNK_BYTES", chunk)
         got: dict[str, int] = {}
         jsonl.key_mentions(path, keys, got)
         assert all(got[k] >= plain[k] for k in keys), (chunk, got, plain)

@@ -29,6 +29,7 @@ from mcqaudit.ingest.items import read_items
 from mcqaudit.orient import Item
 from mcqaudit.store.db import Study, StudyError
 from mcqaudit.store.loader import Loader, LoadFailed, StageError, load_transaction
+from mcqaudit.store.loading import INGEST_MEMORY_LIMIT, memory_for_line
 
 __all__ = [
     "Group",
@@ -322,7 +323,7 @@ def _load_file(loader: Loader, p: Path, o: IngestOptions, progress: Progress | N
     written nothing of that file's rows, but the caller must roll back: staging and ids were used."""
     kind = check_file(p, o.fmt, o.lm_eval_filter, bool(o.maps))
     source = str(p)
-    loader.begin_file(os.environ.get("MCQAUDIT_INGEST_MEMORY_LIMIT") or "800MB")
+    loader.begin_file(os.environ.get("MCQAUDIT_INGEST_MEMORY_LIMIT") or INGEST_MEMORY_LIMIT)
     staged = _stage(loader, p, kind, o, progress)
     if loader.staged_count() == 0:
         raise InputError([Problem(source, None, "file", "the file has no rows")])
@@ -430,6 +431,9 @@ def _stage_jsonl_fast(loader: Loader, path: Path, maps: Mapping[str, str]) -> bo
     count, longest = jsonl.scan_lines(path)
     if longest > jsonl.MAX_LINE_BYTES:
         return False
+    if longest and not os.environ.get("MCQAUDIT_INGEST_MEMORY_LIMIT"):
+        # a line of tens of MB: DuckDB's JSON functions allocate buffers of several times its size
+        loader.set_memory_limit(memory_for_line(longest))
     # the key names are counted in a thread while DuckDB reads the file (it releases the GIL)
     mentions: dict[str, int] = {}
     counter = threading.Thread(

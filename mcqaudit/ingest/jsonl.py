@@ -21,6 +21,8 @@ Progress = Callable[[str, int, int | None], None]  # (stage, done, total)
 
 BATCH_LINES = 100_000
 CHUNK_BYTES = 32 << 20
+# key_mentions' chunk: its numpy arrays (a flag per byte, the quotes' offsets) are a few times its size
+KEY_CHUNK_BYTES = 8 << 20
 # the longest line (one row) ingest reads; a longer one is that line's error (`--skip-bad` rejects just it)
 MAX_LINE_BYTES = 256 << 20
 BOM = "\ufeff"
@@ -198,7 +200,7 @@ def key_mentions(path: Path, keys: Sequence[str], out: dict[str, int]) -> None:
     with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         start = 0
         while start < size:  # chunks of whole lines (no name straddles two), read in place
-            end = min(start + CHUNK_BYTES, size)
+            end = min(start + KEY_CHUNK_BYTES, size)
             if end < size:
                 cut = mm.rfind(b"\n", start, end)
                 end = cut + 1 if cut >= 0 else (mm.find(b"\n", end) + 1 or size)
@@ -208,6 +210,9 @@ def key_mentions(path: Path, keys: Sequence[str], out: dict[str, int]) -> None:
                 data = np.frombuffer(mm, np.uint8, end - start, start)
                 _count_names(data, want, sigs, out)
                 del data  # (the map cannot close while an array views it)
+            if hasattr(mmap, "MADV_DONTNEED"):  # out of this process's resident set (the page cache keeps it)
+                first = start - start % mmap.PAGESIZE
+                mm.madvise(mmap.MADV_DONTNEED, first, end - first)
             start = end
 
 

@@ -82,7 +82,7 @@ def _write_failure(exc: BaseException, path: Path) -> str:
         else:
             reason = (
                 f"out of memory ({reason.removeprefix('Out of Memory Error: ')}): raise "
-                "MCQAUDIT_INGEST_MEMORY_LIMIT (default 800MB) or free memory"
+                f"MCQAUDIT_INGEST_MEMORY_LIMIT (default {sql.INGEST_MEMORY_LIMIT}) or free memory"
             )
     return f"cannot be written: {reason}; nothing was written"
 
@@ -128,6 +128,9 @@ class Loader:
         sql.create_errors(self._con)
         self._con.execute("DROP TABLE IF EXISTS staged")
         self._raw_table = None
+
+    def set_memory_limit(self, memory_limit: str) -> None:
+        sql.bounded_memory(self._con, memory_limit)
 
     def stage_lines(self, batches: Iterable[LineBatch], columns: Mapping[str, str] | None = None) -> None:
         """Stage raw JSON lines (each field read from its key, ``columns`` as for `--map`); replaces what

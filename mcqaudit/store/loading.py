@@ -120,7 +120,18 @@ def _path(column: str) -> str:
 
 
 
-def bounded_memory(con: duckdb.DuckDBPyConnection, memory_limit: str = "800MB") -> None:
+# DuckDB's memory limit for one ingest (MCQAUDIT_INGEST_MEMORY_LIMIT overrides it): at 1 M rows 650MB
+# keeps the whole process under 0.9 GiB at the speed of 800MB (benchmarks/RESULTS.md)
+INGEST_MEMORY_LIMIT = "650MB"
+
+
+def memory_for_line(longest_line: int) -> str:
+    """The memory limit for a file whose longest line is this long (bytes): the default, plus four times
+    the line (a 50 MB generation needs a 512 MB buffer beside what the load holds)."""
+    return f"{int(INGEST_MEMORY_LIMIT.removesuffix('MB')) + 4 * (longest_line >> 20)}MB"
+
+
+def bounded_memory(con: duckdb.DuckDBPyConnection, memory_limit: str = INGEST_MEMORY_LIMIT) -> None:
     """DuckDB spills the big intermediate tables to disk beyond this limit."""
     con.execute("SET memory_limit = ?", [memory_limit])
 

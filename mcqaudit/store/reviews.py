@@ -19,15 +19,18 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import duckdb
-import pandas as pd
 
 from mcqaudit.review.log import LogQueue, LogRow, RowKey, StoredReview
 from mcqaudit.review.queues import DONE_BY, JUDGES_DISAGREE, SECOND_REVIEW, STRATIFIED
 from mcqaudit.review.rules import NewReview, ReviewError, RowState
 from mcqaudit.store.db import Study, StudyError
 from mcqaudit.store.schema import ROWS_IN_LIST, refresh_effective_reviews
+
+if TYPE_CHECKING:  # (ingest and grade import this module: pandas only where a frame is asked for)
+    import pandas as pd
 
 Connection = duckdb.DuckDBPyConnection
 
