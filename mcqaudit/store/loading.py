@@ -510,17 +510,18 @@ def _as_read(v: str) -> str:
     )
 
 
-# a cheap guard before _as_read (over each distinct options list): ASCII options without runs of whitespace,
-# tabs or newlines, or a space at an option's start or end, are told apart by lower() alone; no lambda (a
-# lambda per option costs more than the string functions over the list joined by a unit separator, which
-# splits back into n_opt parts unless an option holds one)
-_JOINED = "array_to_string(opts, chr(31))"
+# a cheap guard before _as_read, over each row's options as DuckDB's compact JSON text (``o_txt``: an options
+# list of strings, non-ASCII characters unescaped): ASCII options without a run of spaces, a tab or newline
+# or other control character (escaped in JSON), or a space at an option's start or end (next to a quote),
+# are told apart by lower() alone; no lambda (a lambda per option costs more than string functions over
+# the list's text, and lower() of that text is the JSON of the lowered options: escapes keep their meaning)
 _MAY_LOOK_ALIKE = (
-    f"strlen({_JOINED}) <> length({_JOINED}) "
-    f"OR regexp_matches({_JOINED}, '\\s\\s|[\\t\\n\\r\\f\\v]|(?:^|\\x{{1f}}) | (?:\\x{{1f}}|$)') "
-    f"OR len(string_split(lower({_JOINED}), chr(31))) <> n_opt "
-    f"OR len(list_distinct(string_split(lower({_JOINED}), chr(31)))) < n_opt"
+    "strlen(o_txt) <> length(o_txt) "
+    "OR regexp_matches(o_txt, '  |\\\\[^\\\\\"/]|\" | \"') "
+    "OR len(list_distinct(from_json(lower(o_txt), '[\"VARCHAR\"]'))) < n_opt"
 )
+# the list joined by a unit separator, for the empty-option guard
+_JOINED = "array_to_string(opts, chr(31))"
 
 
 def checks(default_arm: str | None) -> list[Check]:
@@ -743,33 +744,27 @@ def _validation_cte() -> str:
         FROM stg
     ), x1 AS (
         SELECT *, {_jtype("options")} AS t_options, {strings} FROM x0
-    ), o AS (
-        -- what the checks need of the options, once per distinct list as given (rows share them: every arm
-        -- and sample of an item in one orientation shows the same list), read from stg itself so that x0
-        -- streams (a CTE read twice is materialized)
-        SELECT o_key, opts, n_opt, o_nonempty, nd < n_opt AS o_dup,
+    ), x2 AS (
+        SELECT *,
+            CASE WHEN jt = 'OBJECT' AND t_options = 'ARRAY'
+                  AND (json_array_length(options) = 0 OR list_distinct(json_type(options, '$[*]')) = ['VARCHAR'])
+                 THEN from_json(options, '["VARCHAR"]') END AS opts,
+            len(opts)::INTEGER AS n_opt,
+            t_options = 'ARRAY' AND json_array_length(options) > 0 AS o_nonempty
+        FROM x1
+    ), x3 AS (
+        SELECT *, len(list_distinct(opts)) AS nd, options::VARCHAR AS o_txt FROM x2
+    ), x AS (
+        -- what the checks need of the options, per row (no join: a study has about as many distinct lists
+        -- as rows / arms, and a join on them spills at 10 M rows)
+        SELECT * EXCLUDE (nd, o_txt), nd < n_opt AS o_dup,
             -- (CASE, not AND: a projection's AND evaluates the lambda on every row)
             CASE WHEN nd = n_opt AND ({_MAY_LOOK_ALIKE})
                  THEN len(list_distinct(list_transform(opts, lambda v: {_as_read('v')}))) < n_opt
                  ELSE false END AS o_alike,
-            list_bool_or(list_transform(opts, lambda v: trim(v) = '')) AS o_empty
-        FROM (
-            SELECT *, len(list_distinct(opts)) AS nd FROM (
-                SELECT o_key, json_array_length(a) > 0 AS o_nonempty,
-                    CASE WHEN json_array_length(a) = 0 OR list_distinct(json_type(a, '$[*]')) = ['VARCHAR']
-                         THEN from_json(a, '["VARCHAR"]') END AS opts,
-                    len(opts)::INTEGER AS n_opt
-                FROM (
-                    SELECT o_key, {as_list.format(t=_jtype("o_key"), v="o_key")} AS a
-                    FROM (SELECT DISTINCT options AS o_key FROM stg WHERE jt = 'OBJECT' AND options IS NOT NULL)
-                )
-                WHERE {_jtype("a")} = 'ARRAY'
-            )
-        )
-    ), x AS (
-        SELECT x1.*, o.* EXCLUDE (o_key)
-        -- (only the options of a row whose options read as a list find their key)
-        FROM x1 LEFT JOIN o ON t_options = 'ARRAY' AND x1.o_raw::VARCHAR = o.o_key::VARCHAR
+            CASE WHEN n_opt > 0 AND regexp_matches({_JOINED}, '(?:^|\\x{{1f}}) *(?:\\x{{1f}}|$)')
+                 THEN list_bool_or(list_transform(opts, lambda v: trim(v) = '')) ELSE false END AS o_empty
+        FROM x3
     )
     """
 
