@@ -665,7 +665,9 @@ LOOK_ALIKE: list[tuple[dict, str, str]] = [
     (row(options=["a\tb", "a b"]), "options", "options A and B look the same to a reader"),
     (row(options=[" Lyon", "Nice", "lyon"]), "options", "options A and C look the same to a reader"),
     (row(options=["x\u001fY", "x\u001fy"]), "options", "options A and B look the same to a reader"),
-    # the guard reads the options' JSON text: an escaped quote or backslash inside an option
+    # the guard reads the options' JSON text: an escaped quote or backslash inside an option; non-ASCII
+    # options that differ only in case
+    (row(options=["Ärger", "Freude", "ärger"]), "options", "options A and C look the same to a reader"),
     (row(options=['say "hi"', 'Say "Hi"']), "options", "options A and B look the same to a reader"),
     (row(options=["C:\\dir", "c:\\DIR"]), "options", "options A and B look the same to a reader"),
     (

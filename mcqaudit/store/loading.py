@@ -511,13 +511,15 @@ def _as_read(v: str) -> str:
 
 
 # a cheap guard before _as_read, over each row's options as DuckDB's compact JSON text (``o_txt``: an options
-# list of strings, non-ASCII characters unescaped): ASCII options without a run of spaces, a tab or newline
-# or other control character (escaped in JSON), or a space at an option's start or end (next to a quote),
-# are told apart by lower() alone; no lambda (a lambda per option costs more than string functions over
-# the list's text, and lower() of that text is the JSON of the lowered options: escapes keep their meaning)
+# list of strings, non-ASCII characters unescaped). Options without an invisible character, a run of
+# spaces, a tab or newline or other control character (escaped in JSON), a space at an option's start or
+# end (next to a quote), and already in NFC (the text is NFC exactly when each option is: a quote blocks
+# composition), read as lower(v) alone, so a collision under lower() on the list's text (the JSON of the
+# lowered options: escapes keep their meaning) is the only look-alike left. No lambda: a lambda per option
+# costs more than string functions over the list's text.
 _MAY_LOOK_ALIKE = (
-    "strlen(o_txt) <> length(o_txt) "
-    "OR regexp_matches(o_txt, '  |\\\\[^\\\\\"/]|\" | \"') "
+    f"regexp_matches(o_txt, '{_INVISIBLE}|  |\\\\[^\\\\\"/]|\" | \"') "
+    "OR (strlen(o_txt) <> length(o_txt) AND nfc_normalize(o_txt) <> o_txt) "
     "OR len(list_distinct(from_json(lower(o_txt), '[\"VARCHAR\"]'))) < n_opt"
 )
 # the list joined by a unit separator, for the empty-option guard
