@@ -291,3 +291,25 @@ def test_key_mentions_never_count_below_the_names_in_the_file(tmp_path: Path, mo
     with pytest.raises(Exception) as exc:
         ingest_file(study, path)
     assert 'k.jsonl:2: line: duplicate key "gold"' in str(exc.value)
+
+
+def test_fast_path_lines_are_the_file_lines_when_duckdb_reads_in_parallel(tmp_path: Path) -> None:
+    """The fast path numbers its rows by their place in the staged table, not by a window (issue 23): on a
+    file big enough for DuckDB to read in parallel (several 16 MB buffers, lines of varied length), every
+    stored row's source_line is its line in the file."""
+    src = tmp_path / "many.jsonl"
+    con = duckdb.connect()
+    con.execute(
+        f"""
+        COPY (SELECT 'i' || i AS item_id, 'base' AS arm, 'Q' || i || '?' AS question, ['yes', 'no'] AS options,
+                     'A' AS gold, repeat('x', (i * 7919) % 900) || ' so A' AS generation
+              FROM range(1, 120001) t(i) ORDER BY i) TO '{src}' (FORMAT JSON)
+        """
+    )
+    con.close()
+    assert src.stat().st_size > 48 << 20
+    study = Study(tmp_path / "s.duckdb", create=True)
+    assert ingest_file(study, src).loaded == 120_000
+    assert study.query(
+        "SELECT count(*), count(*) FILTER (WHERE source_line <> CAST(substr(item_id, 2) AS BIGINT)) FROM gen_rows"
+    ) == [(120_000, 0)]

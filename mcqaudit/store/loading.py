@@ -228,7 +228,7 @@ def stage_jsonl_fast(
         con.execute(
             f"""
             CREATE OR REPLACE TEMP TABLE stg AS
-            SELECT (row_number() OVER ())::BIGINT AS line, NULL::VARCHAR AS pre_error, NULL::VARCHAR[] AS bad_utf8,
+            SELECT NULL::BIGINT AS line, NULL::VARCHAR AS pre_error, NULL::VARCHAR[] AS bad_utf8,
                 'OBJECT' AS jt, {fields}
             FROM read_json(?, format = 'newline_delimited', records = true, columns = {spec},
                            ignore_errors = true, maximum_object_size = ?)
@@ -236,6 +236,9 @@ def stage_jsonl_fast(
             # DuckDB's default (16 MB) unless a line is longer: a bigger buffer costs memory in every thread
             [path, max(longest_line, 16 << 20)],
         )
+        # no row_number() window (it gathers every record in one place first): the rows keep the file's
+        # order, so a row's line is its place in the table (rowids start high inside a transaction)
+        con.execute("UPDATE stg SET line = rowid - (SELECT min(rowid) FROM stg) + 1")
     except (duckdb.OutOfMemoryException, duckdb.IOException):
         raise  # memory or a full disk (spill files), not the file: the caller says which
     except duckdb.Error as exc:
