@@ -1155,13 +1155,20 @@ def _write(
     if framework_patterns:
         if progress:
             progress("framework parsers", 0, None)
-        fw_sql, fw_params = framework_letters_sql(framework_patterns, "_answers")
-        # parser_letters has no key (schema migration 7): the regexes and the sort run in parallel, and the
-        # (row_id, parser) order lets a one-row lookup skip by zone maps
+        # read back from the rows just written, which are in row_id order: each parser's letters come out
+        # in that order (no sort of rows x parsers; parser_letters has no key, schema migration 7), so a
+        # one-row lookup skips by zone maps (one run per parser, each ordered)
         con.execute(
-            f"INSERT INTO parser_letters SELECT row_id, parser, letter FROM ({fw_sql}) ORDER BY row_id, parser",
-            fw_params,
+            "CREATE OR REPLACE TEMP VIEW _written AS SELECT row_id, len(options)::INTEGER AS n_opt, "
+            f"coalesce(answer, generation) AS generation FROM gen_rows WHERE ingest_id = {int(ingest_id)}"
         )
+        fw_sql, fw_params = framework_letters_sql(framework_patterns, "_written")
+        con.execute("SET preserve_insertion_order = true")
+        try:
+            con.execute(f"INSERT INTO parser_letters SELECT row_id, parser, letter FROM ({fw_sql})", fw_params)
+        finally:
+            con.execute("SET preserve_insertion_order = false")
+            con.execute("DROP VIEW _written")
     con.execute("DROP VIEW _answers")
     con.execute("DROP TABLE final")
 
