@@ -130,7 +130,10 @@ def test_csv_with_a_5_mb_generation_crlf_and_a_quoted_header(tmp_path: Path) -> 
     assert got == [("q1", 5_000_000, "Q?"), ("q2", len("line\r\nbreak"), "Q, two?")]
 
 
-def test_a_30_mb_generation_ingests(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sep", ["\n", "\n\n"], ids=["fast-path", "blank-line-so-line-by-line"])
+def test_a_30_mb_generation_ingests(tmp_path: Path, sep: str) -> None:
+    """A line of tens of MB raises DuckDB's memory limit for its file (issue 23: the line-by-line path, taken
+    for a blank line, needs several times the line; at the 650MB default it ran out of memory)."""
     import json
 
     big = "y" * 30_000_000
@@ -139,7 +142,7 @@ def test_a_30_mb_generation_ingests(tmp_path: Path) -> None:
         {"item_id": "b", "arm": "x", "question": "Q?", "options": ["p", "q"], "gold": "A", "generation": "A"},
     ]
     src = tmp_path / "big.jsonl"
-    src.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    src.write_text(sep.join(json.dumps(r) for r in rows) + "\n")
     study = Study(tmp_path / "s.duckdb", create=True)
     res = ingest_file(study, src)
     assert res.loaded == 2
