@@ -22,7 +22,8 @@ dashboard: $(BIN)/.installed
 browser-deps:
 	@command -v chromium >/dev/null 2>&1 || { \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
+		$$SUDO apt-get update -qq || echo "apt-get update failed; installing from the package lists already here" >&2; \
+		$$SUDO apt-get install -y -qq chromium >/dev/null; }
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
