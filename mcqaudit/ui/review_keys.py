@@ -6,7 +6,9 @@ key press triggers a Streamlit rerun that takes from a few hundred milliseconds 
 meanwhile used to meet the previous run's (stale, or still disabled) widgets and was dropped. So the page
 holds a small key queue (the script below, installed once per browser tab):
 
-- a key is queued with the id of the row on screen when it was pressed (the panel's ``mq-row-line``);
+- a key is queued with the id of the row on screen when it was pressed (the panel's ``mq-row-line``); while a
+  rerun redraws the panel the marker can be missing for a moment, and a key pressed then is queued with the
+  last row that was on screen (the one the reviewer saw), never with none;
 - the queue releases one key at a time, and only once the app is idle: Streamlit's ``stApp`` reports no run
   (``data-test-script-state`` is neither ``running`` nor ``rerunRequested``), no element is stale, the row
   marker is on screen, and every rerun a click of the reviewer's (or the previous key's) set off has started
@@ -75,7 +77,10 @@ _KEYS_JS = """
     return s === "running" || s === "rerunRequested" || s === "initial" || (conn !== null && conn !== "CONNECTED");
   }
   let lastState = appState();
+  let lastRow = null;      // the last row id seen on screen: what the reviewer saw while the panel redraws
   function watch() {
+    const r = shownRow();
+    if (r !== null) lastRow = r;
     const s = appState();
     if (s !== lastState) {
       if (s === "running" || s === "rerunRequested") runs += 1;
@@ -222,8 +227,11 @@ _KEYS_JS = """
     e.preventDefault();
     e.stopImmediatePropagation();
     if (fromSelect && el && el.blur) el.blur();
-    queue.push({ key: key, spec: spec, row: shownRow() });
-    note(key, "queued on " + shownRow());
+    const shown = shownRow();
+    if (shown !== null) lastRow = shown;
+    const row = shown !== null ? shown : lastRow;
+    queue.push({ key: key, spec: spec, row: row });
+    note(key, "queued on " + row + (shown === null && row !== null ? " (last shown; the panel was redrawing)" : ""));
     pump();
   }, true);
 })();
