@@ -14,7 +14,7 @@ INCORRECT) and disagree as letters: this is why the two families differ.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -109,6 +109,17 @@ def _rows_base(
     )
 
 
+def _cells_of(cells: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct cells (of ``n``) among ``cells``, ascending, and how often each occurs: counted over every
+    cell when they are many (cheaper than sorting them), sorted when they are few."""
+    if cells.size * 8 > n:
+        counts = np.bincount(cells, minlength=n)
+        at = np.flatnonzero(counts)
+        return at, counts[at]
+    at, dn = np.unique(cells, return_counts=True)
+    return at, dn
+
+
 def _rate_sums(d: Sequence[np.ndarray], base: _RowsBase, R: Rows, C: Cells) -> RateSums:
     """:func:`rate_sums` of the 0/1 numerators ``d`` (one boolean row mask per rate) over the rows of ``base``.
 
@@ -131,7 +142,7 @@ def _rate_sums(d: Sequence[np.ndarray], base: _RowsBase, R: Rows, C: Cells) -> R
             w = d[j][base.uniform]
             spot[j] = cluster_sums(base.n_u, np.bincount(base.ii_u, weights=w, minlength=n_items))
     for j in range(k):
-        at, dn = np.unique(cell[d[j]], return_counts=True)  # the cells with a numerator, and its count
+        at, dn = _cells_of(cell[d[j]], C.n)  # the cells with a numerator, and its count
         if not at.size:
             continue
         ng = n_cell[at]
@@ -167,26 +178,40 @@ class ParserTally:
     acc: np.ndarray  # (n_arms, n_items) item-weighted accuracy of the parser's verdicts; NaN = no row
 
 
-def _letter_tally(
-    verdict: np.ndarray,
-    pick: np.ndarray,
-    pos: np.ndarray,
-    base: _RowsBase,
-    group: np.ndarray,
-    R: Rows,
-    C: Cells,
-) -> LetterTally | None:
-    """Letters (``pos``, -1 none) against the reference letters of graded rows (``verdict`` not NONE) whose
-    cells and spot-check membership ``base`` holds."""
+@dataclass
+class _Known:
+    """The rows of a letter tally whose reference letter is known, what they give alone: where they are
+    among the rows (None: all of them), their reference letters (-1: none, for OTHER), groups and rate base."""
+
+    at: np.ndarray | None
+    ref: np.ndarray
+    group: np.ndarray
+    base: _RowsBase
+
+
+def _known(
+    verdict: np.ndarray, pick: np.ndarray, base: _RowsBase, group: np.ndarray, R: Rows, C: Cells
+) -> _Known | None:
+    """The rows among graded rows (``verdict``, ``pick``, ``base``, ``group``) whose reference letter is known
+    (an OTHER row, or a picked letter); None when there is none."""
     other = verdict == VerdictCode.OTHER
     known = other | (pick >= 0)
     if not known.any():
         return None
-    cell = base.cell
+    at: np.ndarray | None = None
     if not known.all():
-        pos, cell, other, pick, group = pos[known], cell[known], other[known], pick[known], group[known]
-        base = _rows_base(cell, base.uniform[known], R, C)
-    ref = np.where(other, -1, pick)
+        at = np.flatnonzero(known)
+        other, pick, group = other[at], pick[at], group[at]
+        base = _rows_base(base.cell[at], base.uniform[at], R, C)
+    return _Known(at, np.where(other, -1, pick), group, base)
+
+
+def _letter_tally(pos: np.ndarray, k: _Known, R: Rows, C: Cells) -> LetterTally:
+    """Letters (``pos`` of the graded rows the tally reads, -1 none) against the reference letters of those
+    rows whose reference is known (``k``, :func:`_known`)."""
+    if k.at is not None:
+        pos = pos[k.at]
+    ref, base, group = k.ref, k.base, k.group
     has_ref, has_pos = ref >= 0, pos >= 0
     wrong = has_ref & has_pos & (pos != ref)
     fabricated = has_pos & ~has_ref
@@ -217,6 +242,9 @@ class _Graded:
     has: np.ndarray  # the cells with a row
     arm_item: np.ndarray  # the (arm, item) of each such cell
     cells_ai: np.ndarray  # cells with a row per (arm, item)
+    # what every parser reading all of these rows shares, made on first use (:func:`_shared`)
+    base: _RowsBase | None = field(default=None, repr=False)
+    known: _Known | None = field(default=None, repr=False)
 
 
 def _graded(R: Rows, C: Cells, idx: np.ndarray | None) -> _Graded:
@@ -269,19 +297,24 @@ def _tally(
         n_arms, n_items
     )
     # compared rows: the strict pre-filter only where it gave a letter (a letter-less row was deferred)
-    n_cell: np.ndarray | None = g.n_cell
     if letter_only:
         cmp = pos >= 0
         ref, pv, cell, uniform, pick, pos = ref[cmp], pv[cmp], cell[cmp], uniform[cmp], pick[cmp], pos[cmp]
-        group, n_cell = group[cmp], None
-    base = _rows_base(cell, uniform, R, C, n_cell)
+        group = group[cmp]
+        base = _rows_base(cell, uniform, R, C)
+        known = _known(ref, pick, base, group, R, C)
+    else:  # every graded row of g: what the rows alone give is the same for every parser reading them
+        if g.base is None:
+            g.base = _rows_base(cell, uniform, R, C, g.n_cell)
+            g.known = _known(ref, pick, g.base, group, R, C)
+        base, known = g.base, g.known
     nv = len(VERDICT_CODES)
     conf = np.bincount((group * nv + ref) * nv + pv, minlength=n_arms * n_or * nv * nv)
     return ParserTally(
         name=name,
         confusion=conf.reshape(n_arms, n_or, nv, nv),
         disagreement=_rate_sums([pv != ref], base, R, C),
-        letters=_letter_tally(ref, pick, pos, base, group, R, C),
+        letters=_letter_tally(pos, known, R, C) if known is not None else None,
         acc=acc,
     )
 

@@ -17,6 +17,7 @@ taken out. A row without a verdict in the chosen view is ungraded.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -323,6 +324,21 @@ def rows_sql(verdicts: VerdictView, facts: Facts) -> tuple[str, list[object]]:
     return _rows_sql(verdicts, len(facts.all_fps) <= 1), [facts.arms, facts.orientations, facts.fps]
 
 
+_Side = tuple["Columns | None", "Columns | None", "Columns", "Columns", tuple[list[str], "Columns | None"]]
+
+
+def _side_frames(con: duckdb.DuckDBPyConnection, f: Facts) -> _Side:
+    """The frames beside the rows, keyed by rowid: framework letters, panel verdicts, the uniform spot
+    check's rows, log-prob picks and each reviewer's review in force."""
+    return (
+        _fetch(con, _FRAMEWORK_SQL, [f.frameworks]) if f.frameworks else None,
+        _fetch(con, _PANEL_SQL, [f.panel_fps]) if f.panel_fps else None,
+        _fetch(con, _UNIFORM_SQL),
+        _fetch(con, _LOGPROB_SQL),
+        _reviewers(con),
+    )
+
+
 def load_frames(study: Study, verdicts: VerdictView = "final", by: Sequence[str] = ()) -> StudyFrames:
     """Study facts and the per-row frame, in one short-lived connection. ``by``: metadata keys whose value
     per row the frames also carry (``StudyFrames.groups``); none by default, and then no metadata is read."""
@@ -336,12 +352,16 @@ def load_frames(study: Study, verdicts: VerdictView = "final", by: Sequence[str]
         f = study_facts(con)
         meta, arms, orientations, configs = f.meta, f.arms, f.orientations, f.configs
         panel_fps, fps, frameworks, n_reviews = f.panel_fps, f.fps, f.frameworks, f.n_reviews
-        rows = _fetch(con, *rows_sql(verdicts, f))
-        panel = _fetch(con, _PANEL_SQL, [panel_fps]) if panel_fps else None
-        framework = _fetch(con, _FRAMEWORK_SQL, [frameworks]) if frameworks else None
-        uniform = _fetch(con, _UNIFORM_SQL)
-        logprob = _fetch(con, _LOGPROB_SQL)
-        reviewer_names, reviewers = _reviewers(con)
+        # the frames beside the rows are read on a second cursor while this one reads the rows: DuckDB runs
+        # them side by side, and each result's conversion to numpy (one thread) overlaps the other's query
+        side = con.cursor()
+        try:
+            with ThreadPoolExecutor(1) as pool:
+                later = pool.submit(_side_frames, side, f)
+                rows = _fetch(con, *rows_sql(verdicts, f))
+                framework, panel, uniform, logprob, (reviewer_names, reviewers) = later.result()
+        finally:
+            side.close()
         lookup = _row_lookup(rows.pop("rn"))
         groups = _groupings(con, by, lookup, len(rows)) if by else {}
 
