@@ -67,7 +67,7 @@ def known_parsers(study: Study) -> list[str]:
     """strict, naive, user (when any row has a user letter), then the framework parsers that were run."""
     with study.connect() as con:
         out = [PARSER_STRICT, PARSER_NAIVE]
-        if (con.execute("SELECT count(*) FROM gen_rows WHERE user_letter IS NOT NULL").fetchone() or (0,))[0]:
+        if (con.execute("SELECT EXISTS (FROM gen_rows WHERE user_letter IS NOT NULL)").fetchone() or (False,))[0]:
             out.append(PARSER_USER)
         out += [
             r[0]
@@ -601,24 +601,17 @@ def verdict_counts(study: Study) -> pd.DataFrame:
 def study_choices(study: Study) -> dict[str, list[str]]:
     """The values the filters offer: arms (ingest order), orientations, judge statuses, parsers."""
     with study.connect() as con:
-        arms = [
-            r[0]
-            for r in con.execute(
-                """SELECT g.arm FROM (SELECT DISTINCT arm FROM gen_rows) g LEFT JOIN arms a USING (arm)
-                   ORDER BY a.ordinal NULLS LAST, g.arm"""
-            ).fetchall()
-        ]
-        orientations = [
-            r[0]
-            for r in con.execute(
-                "SELECT DISTINCT orientation FROM gen_rows ORDER BY length(orientation), orientation"
-            ).fetchall()
-        ]
+        # one scan of the rows for both lists (a study has few (arm, orientation) pairs), then each ordered
+        pairs = con.execute(
+            """SELECT DISTINCT g.arm, a.ordinal, g.orientation FROM gen_rows g LEFT JOIN arms a USING (arm)"""
+        ).fetchall()
+        parsers = known_parsers(study)  # the same connection (nested)
+    ordinal = {arm: o for arm, o, _ in pairs}
     return {
-        "arms": arms,
-        "orientations": orientations,
+        "arms": sorted(ordinal, key=lambda a: (ordinal[a] is None, ordinal[a] or 0, a)),
+        "orientations": sorted({o for _, _, o in pairs}, key=lambda o: (len(o), o)),
         "judge_statuses": ["skipped", "pending", "ok", "error"],
-        "parsers": known_parsers(study),
+        "parsers": parsers,
     }
 
 
