@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -519,6 +520,33 @@ def test_frames_built_in_memory_are_the_frames_of_the_study_file(
         if want is not None:
             assert _by_row(got, mem.rows) == _by_row(want, disk.rows)
     assert compute(mem, n_boot=50) == compute(disk, n_boot=50)
+
+
+@pytest.mark.parametrize("study", ["every_kind", "two_families"])
+def test_frames_read_beside_the_metrics_are_the_frames_read_at_once(tmp_path: Path, study: str) -> None:
+    """load_frames(defer=True), inside a connection the caller holds, returns once the rows are read and
+    reads the frames beside them on a second cursor; ready() — from two threads at once, as the metrics call
+    it — gives the frames read at once, and the same metrics. Outside a held connection nothing is deferred."""
+    b = _every_kind_of_row(tmp_path) if study == "every_kind" else two_family_study(
+        tmp_path / "f.duckdb", *NO_POSITION_EFFECT
+    )
+    s = b.build()
+    at_once = load_frames(s, "final")
+    assert at_once.pending is None
+    assert load_frames(s, "final", defer=True).pending is None  # no connection held: read before returning
+    with s.connect():
+        later = load_frames(s, "final", defer=True)
+        assert later.pending is not None
+        with ThreadPoolExecutor(2) as pool:
+            got = list(pool.map(lambda _: later.ready(), range(2)))
+    assert got[0] is later and got[1] is later and later.pending is None
+    for frame in ("framework", "logprob", "panel", "reviewers"):
+        want, have = getattr(at_once, frame), getattr(later, frame)
+        assert (want is None) == (have is None), frame
+        if want is not None:
+            assert _by_row(have, later.rows) == _by_row(want, at_once.rows), frame
+    assert at_once.framework is not None or study != "every_kind"  # the study has framework letters to defer
+    assert compute(later, n_boot=50) == compute(at_once, n_boot=50)
 
 
 def test_bootstrap_is_seeded_and_paired() -> None:

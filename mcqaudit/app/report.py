@@ -7,6 +7,7 @@ dashboard call :func:`build_report` (or :func:`report_from_frames` on frames the
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -68,15 +69,26 @@ def metadata_keys(study: str | Path | Study) -> list[str]:
 
 
 def load_frames(
-    study: str | Path | Study, verdicts: VerdictView = "final", by: Sequence[str] = ()
+    study: str | Path | Study, verdicts: VerdictView = "final", by: Sequence[str] = (), *, defer: bool = False
 ) -> StudyFrames:
     """The study's frames in the ``final`` or ``judge`` verdict view (:mod:`mcqaudit.store.frames`); with
     ``by`` (metadata keys, bare), each row's value of each key too. A key no row has is a
-    :class:`GroupByError` that names the keys the study's metadata does have."""
+    :class:`GroupByError` that names the keys the study's metadata does have. ``defer``: see
+    :func:`mcqaudit.store.frames.load_frames` (inside ``study.connect()`` only)."""
     from mcqaudit.store.frames import load_frames as _load
 
     opened = open_study(study)
-    frames = _load(opened, verdicts, by)
+    frames = _load(opened, verdicts, by, defer=defer)
+    try:
+        _check_groups(opened, frames, by)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            frames.ready()  # a deferred read is done before the caller's connection closes
+        raise
+    return frames
+
+
+def _check_groups(opened: Study, frames: StudyFrames, by: Sequence[str]) -> None:
     unknown = [k for k in by if not frames.groups[k].labels]
     if unknown:
         have = metadata_keys(opened)
@@ -94,7 +106,6 @@ def load_frames(
                 f"--by metadata.{k}: {n:,} distinct values; results by group take at most {MAX_GROUPS} (a "
                 "subject, a task or a difficulty, not an id)"
             )
-    return frames
 
 
 def build_report(
@@ -110,9 +121,16 @@ def build_report(
     are computed (``auto``: the item bootstrap, from ``rules.NORMAL_MIN_ITEMS`` items its normal approximation).
     ``by``: ``metadata.KEY`` specs (``report --by``): the report gains ``by_group`` and ``group_by``."""
     keys = group_keys(by)
-    with fast_arrays():
-        frames = load_frames(study, verdicts, keys)
-        return report_from_frames(frames, control=control, n_boot=n_boot, seed=seed, ci=ci)
+    opened = open_study(study)
+    # one connection for the whole report: the frames beside the rows (framework letters, log-probs, …) go
+    # on reading on its second cursor while the metrics start on the rows
+    with fast_arrays(), opened.connect():
+        frames = load_frames(opened, verdicts, keys, defer=True)
+        try:
+            return report_from_frames(frames, control=control, n_boot=n_boot, seed=seed, ci=ci)
+        finally:
+            with contextlib.suppress(Exception):  # a failure is raised by ready() inside the metrics
+                frames.ready()  # the second cursor is done before the connection closes
 
 
 def report_from_frames(

@@ -234,10 +234,10 @@ def _tables(frames: StudyFrames, R: Rows, C: Cells, notes: Notes) -> _Tables:
     keys, nv = [R.ai[rj], R.auto_verdict[rj], R.review[rj]], len(VERDICT_CODES)
     review_vs_auto = grid.sum(keys, [n_arms, nv, nv], R.ii[rj]) if rj.any() else None
 
-    lp_tables = _logprob_tables(frames, R, grid)
-    logprob, lp_mismatch = lp_tables if lp_tables is not None else (None, None)
     families = item_families(R, frames.info.orientations)
     reported = _reported_families(families, notes)
+    lp_tables = _logprob_tables(frames.ready(), R, grid)  # last: the log-probs may still be being read
+    logprob, lp_mismatch = lp_tables if lp_tables is not None else (None, None)
     return _Tables(
         max_n=max_n,
         counts=counts,
@@ -728,9 +728,10 @@ def compute(
     # the parser tallies read nothing the tables write: on a second thread they overlap (numpy's loops
     # release the GIL), which on two cores takes a third off the metrics of a 1,000,000-row study
     with ThreadPoolExecutor(1) as pool:
-        later = pool.submit(parser_tallies, frames, R, C)
+        later = pool.submit(lambda: parser_tallies(frames.ready(), R, C))
         T = _tables(frames, R, C, notes)
         tallies = later.result()
+    frames.ready()
     c0 = arms.index(ctrl) if ctrl is not None else -1
     treated, pairs = rules.compared_arms(arms, ctrl)
     cmp = _Comparisons(

@@ -6,7 +6,8 @@ memory. Pure dataclasses.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
@@ -125,3 +126,18 @@ class StudyFrames:
     panel: Frame | None = None
     reviewers: Frame | None = None
     groups: dict[str, Grouping] = field(default_factory=dict)
+    # framework, logprob, panel and reviewers still being read (:mod:`mcqaudit.store.frames` reads them beside
+    # the metrics that need the rows alone): :meth:`ready` waits for them and sets them, once
+    pending: Callable[[], Mapping[str, Frame | None]] | None = field(default=None, repr=False, compare=False)
+    _ready_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def ready(self) -> StudyFrames:
+        """These frames with ``framework``, ``logprob``, ``panel`` and ``reviewers`` read (waits for them when
+        they are still being read; safe from several threads)."""
+        if self.pending is not None:
+            with self._ready_lock:
+                if self.pending is not None:
+                    for name, frame in self.pending().items():
+                        setattr(self, name, frame)
+                    self.pending = None
+        return self

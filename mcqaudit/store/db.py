@@ -373,6 +373,10 @@ class Study:
                 self._held.con = None
                 con.close()
 
+    def holds_connection(self) -> bool:
+        """Whether this thread is inside :meth:`connect` (a nested connect would reuse that connection)."""
+        return getattr(self._held, "con", None) is not None
+
     def require_writable(self) -> None:
         """Raise :class:`StudyReadOnly` (one line) when the study was opened read-only."""
         if self.read_only:

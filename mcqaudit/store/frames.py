@@ -17,7 +17,7 @@ taken out. A row without a verdict in the chosen view is ungraded.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -249,12 +249,6 @@ def _fetch(
     return Columns({k: np.asarray(v) for k, v in cols.items()})
 
 
-def _reviewers(con: duckdb.DuckDBPyConnection) -> tuple[list[str], Columns | None]:
-    """The people who reviewed rows, by name, and (with two or more) each one's review in force per row."""
-    names = [r[0] for r in con.execute(_REVIEWER_NAMES_SQL).fetchall()]
-    return names, (_fetch(con, _REVIEWERS_SQL, [names]) if len(names) > 1 else None)
-
-
 def _row_lookup(rowids: np.ndarray) -> np.ndarray:
     """rowid -> position in the rows frame (-1: none); DuckDB rowids are dense but need not be ordered in the
     result."""
@@ -324,59 +318,77 @@ def rows_sql(verdicts: VerdictView, facts: Facts) -> tuple[str, list[object]]:
     return _rows_sql(verdicts, len(facts.all_fps) <= 1), [facts.arms, facts.orientations, facts.fps]
 
 
-_Side = tuple["Columns | None", "Columns | None", "Columns", "Columns", tuple[list[str], "Columns | None"]]
+_Side = tuple["Columns | None", "Columns | None", "Columns", "Columns | None"]
 
 
-def _side_frames(con: duckdb.DuckDBPyConnection, f: Facts) -> _Side:
-    """The frames beside the rows, keyed by rowid: framework letters, panel verdicts, the uniform spot
-    check's rows, log-prob picks and each reviewer's review in force."""
-    return (
-        _fetch(con, _FRAMEWORK_SQL, [f.frameworks]) if f.frameworks else None,
-        _fetch(con, _PANEL_SQL, [f.panel_fps]) if f.panel_fps else None,
-        _fetch(con, _UNIFORM_SQL),
-        _fetch(con, _LOGPROB_SQL),
-        _reviewers(con),
-    )
+def _side_frames(con: duckdb.DuckDBPyConnection, f: Facts, reviewer_names: list[str]) -> _Side:
+    """The frames beside the rows, keyed by rowid: framework letters, panel verdicts, log-prob picks and
+    each reviewer's review in force (with two reviewers or more)."""
+    try:
+        return (
+            _fetch(con, _FRAMEWORK_SQL, [f.frameworks]) if f.frameworks else None,
+            _fetch(con, _PANEL_SQL, [f.panel_fps]) if f.panel_fps else None,
+            _fetch(con, _LOGPROB_SQL),
+            _fetch(con, _REVIEWERS_SQL, [reviewer_names]) if len(reviewer_names) > 1 else None,
+        )
+    finally:
+        con.close()
 
 
-def load_frames(study: Study, verdicts: VerdictView = "final", by: Sequence[str] = ()) -> StudyFrames:
+def load_frames(
+    study: Study, verdicts: VerdictView = "final", by: Sequence[str] = (), *, defer: bool = False
+) -> StudyFrames:
     """Study facts and the per-row frame, in one short-lived connection. ``by``: metadata keys whose value
-    per row the frames also carry (``StudyFrames.groups``); none by default, and then no metadata is read."""
+    per row the frames also carry (``StudyFrames.groups``); none by default, and then no metadata is read.
+
+    The framework letters, log-probs, panel verdicts and reviewers' reviews are read on a second cursor
+    while this one reads the rows. ``defer``: return once the rows are read and let those go on reading
+    beside the metrics that need the rows alone (:meth:`StudyFrames.ready` waits for them) — only inside a
+    connection the caller holds (``with study.connect():``) until the frames are ready; otherwise they are
+    read before this returns."""
     import numpy as np
 
     from mcqaudit.metrics.inputs import StudyFrames, StudyInfo
 
     if verdicts not in VERDICT_VIEWS:
         raise ValueError(f"verdicts must be one of {', '.join(VERDICT_VIEWS)}, not {verdicts!r}")
+    defer = defer and study.holds_connection()
     with study.connect() as con:
         f = study_facts(con)
         meta, arms, orientations, configs = f.meta, f.arms, f.orientations, f.configs
         panel_fps, fps, frameworks, n_reviews = f.panel_fps, f.fps, f.frameworks, f.n_reviews
-        # the frames beside the rows are read on a second cursor while this one reads the rows: DuckDB runs
-        # them side by side, and each result's conversion to numpy (one thread) overlaps the other's query
-        side = con.cursor()
+        reviewer_names = [r[0] for r in con.execute(_REVIEWER_NAMES_SQL).fetchall()]
+        pool = ThreadPoolExecutor(1)
+        later = pool.submit(_side_frames, con.cursor(), f, reviewer_names)
+        pool.shutdown(wait=False)
         try:
-            with ThreadPoolExecutor(1) as pool:
-                later = pool.submit(_side_frames, side, f)
-                rows = _fetch(con, *rows_sql(verdicts, f))
-                framework, panel, uniform, logprob, (reviewer_names, reviewers) = later.result()
-        finally:
-            side.close()
-        lookup = _row_lookup(rows.pop("rn"))
-        groups = _groupings(con, by, lookup, len(rows)) if by else {}
+            rows = _fetch(con, *rows_sql(verdicts, f))
+            uniform = _fetch(con, _UNIFORM_SQL)
+            lookup = _row_lookup(rows.pop("rn"))
+            groups = _groupings(con, by, lookup, len(rows)) if by else {}
+        except BaseException:
+            wait([later])  # the second cursor is done with the connection before it closes
+            raise
 
-    def to_row(df: Columns | None) -> Columns | None:
-        if df is None:
-            return None
-        pos = lookup[df.pop("rn").astype(np.int64)]
-        df["row"] = pos
-        keep = pos >= 0
-        return df if keep.all() else df.take(keep)
+        def to_row(df: Columns | None) -> Columns | None:
+            if df is None:
+                return None
+            pos = lookup[df.pop("rn").astype(np.int64)]
+            df["row"] = pos
+            keep = pos >= 0
+            return df if keep.all() else df.take(keep)
 
-    framework = to_row(framework)
-    panel_rows = to_row(panel)
-    logprob_rows = to_row(logprob)
-    reviewer_rows = to_row(reviewers)
+        def side() -> dict[str, Columns | None]:
+            framework, panel, logprob, reviewers = later.result()
+            return {
+                "framework": to_row(framework),
+                "panel": to_row(panel),
+                "logprob": to_row(logprob),
+                "reviewers": to_row(reviewers),
+            }
+
+        read = None if defer else side()
+
     uniform_rows = to_row(uniform)
     in_uniform = np.zeros(len(rows), dtype=bool)
     if uniform_rows is not None and len(uniform_rows):
@@ -421,5 +433,7 @@ def load_frames(study: Study, verdicts: VerdictView = "final", by: Sequence[str]
         panel_judges=panel_fps,
         reviewers=reviewer_names,
     )
-    return StudyFrames(info=info, verdicts=verdicts, rows=rows, framework=framework, logprob=logprob_rows,
-                       panel=panel_rows, reviewers=reviewer_rows, groups=groups)  # fmt: skip
+    if read is None:
+        return StudyFrames(info=info, verdicts=verdicts, rows=rows, groups=groups, pending=side)
+    return StudyFrames(info=info, verdicts=verdicts, rows=rows, groups=groups, framework=read["framework"],
+                       logprob=read["logprob"], panel=read["panel"], reviewers=read["reviewers"])  # fmt: skip

@@ -12,6 +12,7 @@ write made stale (see :data:`STALE_AFTER`), so their memory goes at once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -78,8 +79,15 @@ def analysis(
     one cached entry per (study version, resamples, control, verdict view), shared by every page."""
     from mcqaudit.app.report import load_frames, report_from_frames, verdict_view
 
-    frames = load_frames(get_study(path), verdict_view(verdicts))
-    rep = report_from_frames(frames, control=control, n_boot=n_boot, seed=SEED)
+    study = get_study(path)
+    # one connection throughout: the frames beside the rows go on reading while the metrics start
+    with study.connect():
+        frames = load_frames(study, verdict_view(verdicts), defer=True)
+        try:
+            rep = report_from_frames(frames, control=control, n_boot=n_boot, seed=SEED)
+        finally:
+            with contextlib.suppress(Exception):  # a failure is raised by ready() inside the metrics
+                frames.ready()
     return rep, counts_of(frames)
 
 
