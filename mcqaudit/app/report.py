@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -120,17 +121,31 @@ def build_report(
     """The report dict of a study file (path or open :class:`~mcqaudit.store.db.Study`). ``ci``: how the CIs
     are computed (``auto``: the item bootstrap, from ``rules.NORMAL_MIN_ITEMS`` items its normal approximation).
     ``by``: ``metadata.KEY`` specs (``report --by``): the report gains ``by_group`` and ``group_by``."""
+    return report_and_frames(study, control, verdicts, n_boot, seed, ci, by)[0]
+
+
+def report_and_frames(
+    study: str | Path | Study,
+    control: str | None = None,
+    verdicts: VerdictView = "final",
+    n_boot: int = 2000,
+    seed: int = 0,
+    ci: str = "auto",
+    by: Sequence[str] = (),
+) -> tuple[Report, StudyFrames]:
+    """:func:`build_report`, and the frames it was computed from (the dashboard counts verdicts off them).
+
+    The metrics start on the rows while the frames beside them (framework letters, log-probs, panel,
+    reviewers) are still being read on the connection's second cursor; the connection closes as soon as
+    those are read, not when the report is done, so that a writer waits no longer than the reads."""
     keys = group_keys(by)
     opened = open_study(study)
-    # one connection for the whole report: the frames beside the rows (framework letters, log-probs, …) go
-    # on reading on its second cursor while the metrics start on the rows
-    with fast_arrays(), opened.connect():
-        frames = load_frames(opened, verdicts, keys, defer=True)
-        try:
-            return report_from_frames(frames, control=control, n_boot=n_boot, seed=seed, ci=ci)
-        finally:
-            with contextlib.suppress(Exception):  # a failure is raised by ready() inside the metrics
-                frames.ready()  # the second cursor is done before the connection closes
+    with fast_arrays(), ThreadPoolExecutor(1) as pool:
+        with opened.connect():
+            frames = load_frames(opened, verdicts, keys, defer=True)
+            report = pool.submit(report_from_frames, frames, control=control, n_boot=n_boot, seed=seed, ci=ci)
+            frames.ready()
+        return report.result(), frames
 
 
 def report_from_frames(

@@ -12,7 +12,6 @@ write made stale (see :data:`STALE_AFTER`), so their memory goes at once.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import tempfile
@@ -77,17 +76,9 @@ def analysis(
 ) -> tuple[Report, pd.DataFrame]:
     """The report and the verdict counts per arm and orientation, from one read of the study's frames:
     one cached entry per (study version, resamples, control, verdict view), shared by every page."""
-    from mcqaudit.app.report import load_frames, report_from_frames, verdict_view
+    from mcqaudit.app.report import report_and_frames, verdict_view
 
-    study = get_study(path)
-    # one connection throughout: the frames beside the rows go on reading while the metrics start
-    with study.connect():
-        frames = load_frames(study, verdict_view(verdicts), defer=True)
-        try:
-            rep = report_from_frames(frames, control=control, n_boot=n_boot, seed=SEED)
-        finally:
-            with contextlib.suppress(Exception):  # a failure is raised by ready() inside the metrics
-                frames.ready()
+    rep, frames = report_and_frames(get_study(path), control, verdict_view(verdicts), n_boot, SEED)
     return rep, counts_of(frames)
 
 
