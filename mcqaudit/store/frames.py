@@ -379,7 +379,11 @@ def load_frames(
             return df if keep.all() else df.take(keep)
 
         def side() -> dict[str, Columns | None]:
-            framework, panel, logprob, reviewers = later.result()
+            try:
+                framework, panel, logprob, reviewers = later.result()
+            except BaseException:  # Ctrl-C while waiting: the second cursor is done before the connection closes
+                wait([later])
+                raise
             return {
                 "framework": to_row(framework),
                 "panel": to_row(panel),
