@@ -323,7 +323,6 @@ def parser_tallies(frames: StudyFrames, R: Rows, C: Cells) -> list[ParserTally]:
     """A tally for every parser of the study that read at least one graded row, in ``info.parsers`` order."""
     out: list[ParserTally] = []
     r = frames.rows
-    fw = frames.framework
     every: _Graded | None = None  # the graded rows, shared by the row parsers
     for name in frames.info.parsers:
         if name in ROW_PARSERS:
@@ -331,6 +330,7 @@ def parser_tallies(frames: StudyFrames, R: Rows, C: Cells) -> list[ParserTally]:
             pos = column(r, f"{name}_pos").astype(np.int64)
             agg = _tally(name, every, pos if every.at is None else pos[every.at], R, C, name == "strict")
         else:
+            fw = frames.ready().framework  # the row parsers come first: the framework letters may be in by now
             if fw is None or not len(fw) or name not in frames.info.frameworks:
                 continue
             sel = column(fw, "parser") == frames.info.frameworks.index(name)

@@ -342,8 +342,8 @@ def load_frames(
     per row the frames also carry (``StudyFrames.groups``); none by default, and then no metadata is read.
 
     The framework letters, log-probs, panel verdicts and reviewers' reviews are read on a second cursor
-    while this one reads the rows. ``defer``: return once the rows are read and let those go on reading
-    beside the metrics that need the rows alone (:meth:`StudyFrames.ready` waits for them) — only inside a
+    while this one reads the rows. ``defer``: read the rows first, return, and let those be read beside the
+    metrics that need the rows alone (:meth:`StudyFrames.ready` waits for them) — only inside a
     connection the caller holds (``with study.connect():``) until the frames are ready; otherwise they are
     read before this returns."""
     import numpy as np
@@ -358,11 +358,14 @@ def load_frames(
         meta, arms, orientations, configs = f.meta, f.arms, f.orientations, f.configs
         panel_fps, fps, frameworks, n_reviews = f.panel_fps, f.fps, f.frameworks, f.n_reviews
         reviewer_names = [r[0] for r in con.execute(_REVIEWER_NAMES_SQL).fetchall()]
+        if defer:  # the rows first, on both cores: the metrics start on them while the rest is read
+            rows = _fetch(con, *rows_sql(verdicts, f))
         pool = ThreadPoolExecutor(1)
         later = pool.submit(_side_frames, con.cursor(), f, reviewer_names)
         pool.shutdown(wait=False)
         try:
-            rows = _fetch(con, *rows_sql(verdicts, f))
+            if not defer:
+                rows = _fetch(con, *rows_sql(verdicts, f))
             uniform = _fetch(con, _UNIFORM_SQL)
             lookup = _row_lookup(rows.pop("rn"))
             groups = _groupings(con, by, lookup, len(rows)) if by else {}
