@@ -257,9 +257,9 @@ class Study:
             with self.connect() as con:
                 _check_schema(con, self.path)
         else:
-            with self.connect() as con:  # one open of the file for both (each open reads its catalog)
-                with self.write() as tx:
-                    _migrate(tx, self.path)
+            with self.write() as con:
+                _migrate(con, self.path)
+            with self.connect() as con:
                 tidy_after_a_kill(con, self.path)
         # What a killed writer left in the journal is replayed by the use cases' open
         # (``mcqaudit.app.study.open_study``, docs/design.md §5), not here: the store knows no journal.
