@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # numpy and the metrics' frames are imported where frames are
     import duckdb  # module's SQL (mcqaudit.store.facts) without them
     import numpy as np
 
-    from mcqaudit.metrics.inputs import Columns, Grouping, StudyFrames
+    from mcqaudit.metrics.inputs import Columns, Grouping, StudyFrames, StudyInfo
     from mcqaudit.store.db import Study
 
 VERDICT_VIEWS: tuple[str, str] = ("final", "judge")
@@ -335,6 +335,53 @@ def _side_frames(con: duckdb.DuckDBPyConnection, f: Facts, reviewer_names: list[
         con.close()
 
 
+def _study_info(
+    study: Study, f: Facts, rows: Columns, in_uniform: np.ndarray, pending: np.ndarray, reviewer_names: list[str]
+) -> StudyInfo:
+    """The frames' :class:`~mcqaudit.metrics.inputs.StudyInfo`: the study's facts and what the rows give."""
+    import numpy as np
+
+    from mcqaudit.metrics.inputs import StudyInfo
+
+    meta, arms, fps, frameworks = f.meta, f.arms, f.fps, f.frameworks
+    parsers = ["strict", "naive"]
+    if (rows["user_pos"] >= 0).any():
+        parsers.append("user")
+    parsers += frameworks
+    n_items = int(rows["ii"].max()) + 1 if len(rows) else 0
+    ai = rows["ai"]
+    rows_by_arm = np.bincount(ai, minlength=len(arms)) if len(rows) else np.zeros(len(arms), dtype=np.int64)
+    arm_fps: dict[str, dict[str, int]] = {}
+    fpc = rows["fp"]
+    if len(fps):
+        counts = np.bincount(ai[fpc >= 0] * len(fps) + fpc[fpc >= 0], minlength=len(arms) * len(fps))
+        for a, arm in enumerate(arms):
+            for k, fp in enumerate(fps):
+                if counts[a * len(fps) + k]:
+                    arm_fps.setdefault(arm, {})[fp] = int(counts[a * len(fps) + k])
+    return StudyInfo(
+        path=str(study.path),
+        created=meta.get("created"),
+        unaudited=(meta.get("unaudited") or "").lower() == "true",
+        arms=arms,
+        orientations=f.orientations,
+        stored_control=meta.get("control_arm"),
+        n_items=n_items,
+        rows_by_arm={a: int(rows_by_arm[k]) for k, a in enumerate(arms)},
+        judge_configs=f.configs,
+        arm_fingerprints=arm_fps,
+        n_reviews=f.n_reviews,
+        uniform_spot_check_rows=int(in_uniform.sum()),
+        pending_by_arm={
+            a: int(n) for a, n in zip(arms, np.bincount(ai[pending], minlength=len(arms)), strict=True) if n
+        },
+        parsers=parsers,
+        frameworks=frameworks,
+        panel_judges=f.panel_fps,
+        reviewers=reviewer_names,
+    )
+
+
 def load_frames(
     study: Study, verdicts: VerdictView = "final", by: Sequence[str] = (), *, defer: bool = False
 ) -> StudyFrames:
@@ -348,15 +395,13 @@ def load_frames(
     read before this returns."""
     import numpy as np
 
-    from mcqaudit.metrics.inputs import StudyFrames, StudyInfo
+    from mcqaudit.metrics.inputs import StudyFrames
 
     if verdicts not in VERDICT_VIEWS:
         raise ValueError(f"verdicts must be one of {', '.join(VERDICT_VIEWS)}, not {verdicts!r}")
     defer = defer and study.holds_connection()
     with study.connect() as con:
         f = study_facts(con)
-        meta, arms, orientations, configs = f.meta, f.arms, f.orientations, f.configs
-        panel_fps, fps, frameworks, n_reviews = f.panel_fps, f.fps, f.frameworks, f.n_reviews
         reviewer_names = [r[0] for r in con.execute(_REVIEWER_NAMES_SQL).fetchall()]
         if defer:  # the rows first, on both cores: the metrics start on them while the rest is read
             rows = _fetch(con, *rows_sql(verdicts, f))
@@ -404,42 +449,7 @@ def load_frames(
     # ungraded rows the judge has not answered yet (not failed): the report says its figures are provisional
     pending = np.asarray(rows.pop("pending"), dtype=bool)
 
-    parsers = ["strict", "naive"]
-    if (rows["user_pos"] >= 0).any():
-        parsers.append("user")
-    parsers += frameworks
-    n_items = int(rows["ii"].max()) + 1 if len(rows) else 0
-    ai = rows["ai"]
-    rows_by_arm = np.bincount(ai, minlength=len(arms)) if len(rows) else np.zeros(len(arms), dtype=np.int64)
-    arm_fps: dict[str, dict[str, int]] = {}
-    fpc = rows["fp"]
-    if len(fps):
-        counts = np.bincount(ai[fpc >= 0] * len(fps) + fpc[fpc >= 0], minlength=len(arms) * len(fps))
-        for a, arm in enumerate(arms):
-            for k, fp in enumerate(fps):
-                if counts[a * len(fps) + k]:
-                    arm_fps.setdefault(arm, {})[fp] = int(counts[a * len(fps) + k])
-    info = StudyInfo(
-        path=str(study.path),
-        created=meta.get("created"),
-        unaudited=(meta.get("unaudited") or "").lower() == "true",
-        arms=arms,
-        orientations=orientations,
-        stored_control=meta.get("control_arm"),
-        n_items=n_items,
-        rows_by_arm={a: int(rows_by_arm[k]) for k, a in enumerate(arms)},
-        judge_configs=configs,
-        arm_fingerprints=arm_fps,
-        n_reviews=n_reviews,
-        uniform_spot_check_rows=int(in_uniform.sum()),
-        pending_by_arm={
-            a: int(n) for a, n in zip(arms, np.bincount(ai[pending], minlength=len(arms)), strict=True) if n
-        },
-        parsers=parsers,
-        frameworks=frameworks,
-        panel_judges=panel_fps,
-        reviewers=reviewer_names,
-    )
+    info = _study_info(study, f, rows, in_uniform, pending, reviewer_names)
     if read is None:
         return StudyFrames(info=info, verdicts=verdicts, rows=rows, groups=groups, pending=side)
     return StudyFrames(info=info, verdicts=verdicts, rows=rows, groups=groups, framework=read["framework"],
