@@ -133,6 +133,8 @@ def pick_rows(
         targets, already_ok = judging.select_rows(study, fp, arms, limit, panel=panel)
         if panel:
             in_scope = judging.primary_graded_count(study, arms)
+        elif limit is None:  # the rows that need the judge: those without an ok verdict and those with one
+            in_scope = len(targets) + already_ok
         else:
             in_scope = judging.resolution_counts(study, arms).get("needs_judge", 0)
         standin = judging.is_standin(study, fp)
