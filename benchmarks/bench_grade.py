@@ -16,8 +16,14 @@ each (on a busy machine the steadier comparison), and a fully cached re-run's re
 counted it (must be 0) and rows/s. ``--json PATH`` writes the result rows for benchmarks/run_all.py:
 the figure is the median of the per-round rates, the ratio the median of the paired per-round ratios.
 
+``--against TREE`` (another checkout, e.g. ``git worktree add --detach /tmp/base main``) compares before and
+after instead: each round runs three arms, each in a fresh process (``grade_child.py``, a warm-up run first),
+in an order that rotates from round to round: the bare loop, ``grade()`` from this checkout and ``grade()``
+from TREE, against the same server and study; it prints each arm's rate and CPU per row and the paired
+ratios (each grade ÷ bare, this ÷ TREE).
+
     .venv/bin/python benchmarks/bench_grade.py [--rows 2000] [--latency-ms 200] [--concurrency 64] [--rounds 4]
-        [--json PATH]
+        [--json PATH] [--against TREE]
 """
 
 from __future__ import annotations
@@ -171,7 +177,11 @@ def main() -> None:
     ap.add_argument(
         "--json", type=Path, default=None, help="write the result rows here (benchmarks/run_all.py)"
     )
+    ap.add_argument("--against", type=Path, default=None, help="another checkout: before/after (see above)")
     args = ap.parse_args()
+    if args.against is not None:
+        against(args)
+        return
 
     config = JudgeConfig(model="standin-heuristic")
     rows = make_rows(args.rows)
@@ -298,6 +308,53 @@ def main() -> None:
         ]
         args.json.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")
+
+
+def against(args: argparse.Namespace) -> None:
+    """``--against TREE``: bare loop, this checkout's grade and TREE's grade, each in a fresh process."""
+    import os
+
+    child = Path(__file__).resolve().with_name("grade_child.py")
+    arms = [("bare", REPO, "bare"), ("this", REPO, "grade"), ("against", args.against.resolve(), "grade")]
+    got: dict[str, list[dict]] = {name: [] for name, _, _ in arms}
+    with tempfile.TemporaryDirectory() as tmp, Server(args.latency_ms) as server:
+        template, warm = Path(tmp) / "template.duckdb", Path(tmp) / "warm.duckdb"
+        add_rows(Study(template, create=True), make_rows(args.rows))
+        add_rows(Study(warm, create=True), [dict(r, generation=r["generation"] + " (warm-up)") for r in make_rows(64)])
+        print(
+            f"server: {server.kind}, latency {args.latency_ms:g} ms; {args.rows} rows; concurrency "
+            f"{args.concurrency}; this: {REPO}; against: {args.against}; load {os.getloadavg()[0]:.1f}"
+        )
+        for k in range(args.rounds):
+            order = arms[k % 3 :] + arms[: k % 3]
+            order = order[::-1] if k % 2 else order
+            line = []
+            for name, tree, mode in order:
+                cmd = [sys.executable, str(child), str(tree), mode, str(template), str(warm), tmp,
+                       server.base_url, str(args.concurrency)]  # fmt: skip
+                out = subprocess.run(cmd, cwd=tree, capture_output=True, text=True, check=False)
+                if out.returncode:
+                    raise SystemExit(f"{name} failed:\n{out.stderr[-4000:]}")
+                r = json.loads(out.stdout.strip().splitlines()[-1])
+                got[name].append(r)
+                line.append(f"{name} {r['rows'] / r['elapsed_s']:.1f} rows/s ({r['cpu_s'] / r['rows'] * 1000:.2f} ms CPU/row)")
+            rate = {n: got[n][-1]["rows"] / got[n][-1]["elapsed_s"] for n in got}
+            print(
+                f"round {k + 1}: {', '.join(line)}; this/bare {rate['this'] / rate['bare']:.3f}, against/bare "
+                f"{rate['against'] / rate['bare']:.3f}; load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
+    rates = {n: [r["rows"] / r["elapsed_s"] for r in v] for n, v in got.items()}
+    cpus = {n: [r["cpu_s"] / r["rows"] * 1000 for r in v] for n, v in got.items()}
+    for n in ("this", "against"):
+        ratios = sorted(a / b for a, b in zip(rates[n], rates["bare"], strict=True))
+        print(
+            f"{n:8s}: median {median(rates[n]):.1f} rows/s (bare {median(rates['bare']):.1f}); paired ratio to "
+            f"bare: median {median(ratios):.3f}, range {ratios[0]:.3f}-{ratios[-1]:.3f}; CPU per row "
+            f"{median(cpus[n]):.2f} ms (bare {median(cpus['bare']):.2f})"
+        )
+    ab = sorted(a / b for a, b in zip(rates["this"], rates["against"], strict=True))
+    print(f"this/against, paired: median {median(ab):.3f}, range {ab[0]:.3f}-{ab[-1]:.3f}")
 
 
 def median(xs: list[float]) -> float:

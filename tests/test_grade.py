@@ -4,6 +4,7 @@ the real `mcqaudit` command in a subprocess where exit codes, output and SIGKILL
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -12,10 +13,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from mcqaudit.app import grade as app_grade
 from mcqaudit.app.grade import GradeOptions, grade
+from mcqaudit.grade import run as run_mod
+from mcqaudit.grade.plan import Picked, Work, streamed_work
+from mcqaudit.grade.writer import VerdictWriter
 from mcqaudit.judge.prompts import FENCE_CLOSE, FENCE_OPEN, JudgeConfig, neutralise
 from mcqaudit.standin.server import StandinOptions, StandinServer
 from mcqaudit.store import Study
@@ -145,6 +151,73 @@ def test_grade_sends_only_what_the_prefilter_left_and_fills_graded_rows(study: S
     assert fp["base_urls"] == [srv.base_url]
     assert study.query("SELECT count(*) FROM judge_verdicts") == [(6,)]
     assert study.query("SELECT count(*) FROM judge_replies WHERE status = 'ok'") == [(5,)]
+
+
+def test_rows_rendered_after_their_prompts_reply_get_the_same_verdicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An online run under a new fingerprint renders its rows as it sends (grade/run.py); a row that shares
+    a prompt whose reply already arrived gets its verdict from that reply. Forced here (one row rendered at a
+    time, only when a request is wanted, one in flight), the stored verdicts and the summary are those of
+    the run that renders every row first."""
+    def rows() -> list[dict]:
+        out = []
+        for i in range(6):  # duplicates apart in row order: r0/r3, r1/r4 (an illegal reply), r2/r5
+            gen = ["It is the Danube.", "html body", "the Tiber, I think"][i % 3]
+            out.append(row(f"r{i}", gen, item_id=f"i{i}"))
+        return out
+
+    def responder(call: Call):
+        return Garbage() if call.parsed and call.parsed.generation == "html body" else heuristic(call)
+
+    adds: list[tuple[int, int]] = []  # (replies, verdicts) of each journalled outcome the writer got
+    add = VerdictWriter.add
+
+    def spy(self: VerdictWriter, replies: Any, verdicts: Any, standin: bool = False, *, journal: bool = True) -> None:
+        if journal:
+            adds.append((len(replies), len(verdicts)))
+        add(self, replies, verdicts, standin, journal=journal)
+
+    monkeypatch.setattr(VerdictWriter, "add", spy)
+
+    def run_on(path: Path) -> tuple[object, list[tuple]]:
+        adds.clear()
+        s = Study(path, create=True)
+        add_rows(s, rows())
+        with ScriptedJudge(responder) as srv:
+            summary = grade(s, opts(srv.base_url, concurrency=1, max_retries=0))
+        cols = "row_id, status, letter, verdict, reply, error, prompt_hash, attempts"
+        stored = s.query(f"SELECT {cols} FROM judge_verdicts ORDER BY row_id")
+        stored += s.query("SELECT row_id, judge_status, final_verdict FROM graded_rows ORDER BY row_id")
+        stored += s.query("SELECT prompt_hash, status, reply FROM judge_replies ORDER BY prompt_hash, status")
+        counts = (summary.targeted, summary.graded, summary.shared, summary.errors, dict(summary.errors_by_kind),
+                  summary.requests, summary.prompts_sent, summary.not_attempted, summary.exit_code)  # fmt: skip
+        return counts, stored
+
+    with monkeypatch.context() as m:  # every row rendered before the first request
+        m.setattr(app_grade, "streamed_work", _rendered_first)
+        expected = run_on(tmp_path / "first.duckdb")
+        assert all(r > 0 for r, _ in adds)  # each outcome with the verdicts of all its rows
+    with monkeypatch.context() as m:  # one row at a time, only when the next request is wanted
+        m.setattr(run_mod, "RENDER_CHUNK", 1)
+        m.setattr(run_mod._Online, "render_rest", _render_none)
+        late = run_on(tmp_path / "late.duckdb")
+        assert sorted(adds) == [(0, 1), (0, 1), (0, 1), (1, 1), (1, 1), (1, 1)]  # r3, r4, r5 joined late
+    assert late == expected
+    counts, stored = late
+    assert counts[:4] == (6, 4, 2, 2) and counts[5:7] == (3, 3)  # r0/r3, r2/r5 ok; r1/r4 one error
+    assert stored[0][1:3] == stored[3][1:3] == ("ok", "C") and [stored[i][1] for i in (1, 4)] == ["error"] * 2
+
+
+def _rendered_first(config: JudgeConfig, picked: Picked) -> Work:
+    work = streamed_work(config, picked)
+    assert work.planner is not None
+    work.planner.render()
+    return dataclasses.replace(work, planner=None)
+
+
+async def _render_none(self: object) -> None:
+    return None
 
 
 def test_gold_shape_gives_verdicts_and_no_picked_letter(study: Study) -> None:

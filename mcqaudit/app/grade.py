@@ -8,7 +8,8 @@ This module is the one prelude every run goes through, online and batch alike, b
 3. the study's grader lock is taken (:func:`mcqaudit.grade.lock.one_grader`: one run per study);
 4. online: the journal's reserve is set aside and the journal replayed again (another run may have been
    killed since the study was opened);
-5. the fingerprint is registered and the rows planned (:func:`mcqaudit.grade.plan.select_work`).
+5. the fingerprint is registered and the rows planned (:func:`mcqaudit.grade.plan.select_work`; online,
+   :func:`_prepare`: on one open of the study, while the judge client is built in a thread).
 
 The run itself is :mod:`mcqaudit.grade.run` (online) or :mod:`mcqaudit.grade.batch` (the Batch API); the
 dry runs, ``--no-judge`` and what `info` shows about judges and batches are here too, so that the faces
@@ -18,8 +19,12 @@ dry runs, ``--no-judge`` and what `info` shows about judges and batches are here
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,9 +60,13 @@ from mcqaudit.grade.plan import (
     CostEstimate,
     DryRun,
     Prices,
+    Work,
     dry_plan,
     parse_prices,
+    pick_rows,
+    plan_work,
     select_work,
+    streamed_work,
 )
 from mcqaudit.grade.summary import GradeSummary, NullReporter, Reporter, summary_json
 from mcqaudit.judge.client import JudgeClient
@@ -197,6 +206,50 @@ def _summary(config: JudgeConfig, base_url: str | None) -> GradeSummary:
 # --- online -----------------------------------------------------------------------------------------------
 
 
+def _build_client(options: GradeOptions, api_key: str) -> Future[JudgeClient]:
+    """The judge client, built in a thread of its own: the `openai` client's TLS context (~25-50 ms of
+    loading certificates, outside the GIL) is made while the prelude reads the study. The prelude waits for
+    it before its first write, so a client that cannot be built (a malformed base URL) writes nothing."""
+    built: Future[JudgeClient] = Future()
+    make = functools.partial(
+        JudgeClient, options.config, api_key=api_key, base_url=options.base_url, concurrency=options.concurrency,
+        timeout_s=options.timeout_s, max_retries=options.max_retries, reask=options.reask,
+        backoff_base_s=options.backoff_base_s,
+    )  # fmt: skip
+
+    def build() -> None:
+        if built.set_running_or_notify_cancel():
+            try:
+                built.set_result(make())
+            except BaseException as exc:
+                built.set_exception(exc)
+
+    threading.Thread(target=build, name="mcqaudit-judge-client", daemon=True).start()
+    return built
+
+
+def _prepare(study: Study, options: GradeOptions, client: Future[JudgeClient]) -> tuple[int, Work]:
+    """Steps 4-5 of the prelude on one open of the study (each open of a DuckDB file costs ~15 ms): the
+    journal replayed again, the panel checked, the rows picked; once the client is built, the fingerprint
+    registered (the run's first write). Then, with the file closed again, the rows are rendered into requests
+    and the reply cache looked up; under a fingerprint with no legal reply stored (nothing can be cached) the
+    rows are rendered as the run sends instead (:func:`mcqaudit.grade.plan.streamed_work`). Returns the
+    replies the replay wrote in, and the work."""
+    config = options.config
+    with study.connect():
+        # A study opened before another run was killed has not seen that run's journal: replay it now, so
+        # that the selection and the reply cache below see every reply that arrived.
+        late = replay_journal(study)
+        _check_panel(study, options)
+        picked = pick_rows(study, config, options.arms, options.limit, panel=options.panel)
+        client.result()  # raises what building it raised: then nothing was written
+        # (the picked rows do not depend on the registration: it only adds the fingerprint's configuration)
+        _register(study, config, options.panel)
+    if picked.any_cached:  # the reply cache is looked up for every prompt before any is sent
+        return late.records.get(JUDGED, 0), plan_work(study, config, picked)
+    return late.records.get(JUDGED, 0), streamed_work(config, picked)  # rendered as the run sends
+
+
 async def grade_async(
     study: Study, options: GradeOptions, *, reporter: Reporter | None = None
 ) -> GradeSummary:
@@ -204,26 +257,26 @@ async def grade_async(
     api_key = _ready_to_send(study, options)
     config = options.config
     started = time.monotonic()
-    client = JudgeClient(config, api_key=api_key, base_url=options.base_url, concurrency=options.concurrency,
-                         timeout_s=options.timeout_s, max_retries=options.max_retries, reask=options.reask,
-                         backoff_base_s=options.backoff_base_s)  # fmt: skip
+    building = _build_client(options, api_key)
     del api_key
-    summary = _summary(config, client.base_url)
-    summary.panel = options.panel
     told = take_replayed(study)  # what opening the study replayed, told once (by the first run on it)
-    if told is not None:
-        summary.recovered = told.records.get(JUDGED, 0)
-    async with one_grader(study), client, run.reserved_journal(study, options) as journal:
-        # A study opened before another run was killed has not seen that run's journal: replay it now, so
-        # that the selection and the reply cache below see every reply that arrived.
-        late = await asyncio.to_thread(replay_journal, study)
-        summary.recovered += late.records.get(JUDGED, 0)
-        await asyncio.to_thread(_check_panel, study, options)
-        await asyncio.to_thread(_register, study, config, options.panel)
-        work = await asyncio.to_thread(
-            lambda: select_work(study, config, options.arms, options.limit, panel=options.panel)
-        )
-        await run.send(study, options, client, journal, summary, reporter or NullReporter(), work)
+    used = False
+    try:
+        async with one_grader(study), run.reserved_journal(study, options) as journal:
+            late, work = await asyncio.to_thread(_prepare, study, options, building)
+            client = building.result()
+            used = True
+            async with client:
+                summary = _summary(config, client.base_url)
+                summary.panel = options.panel
+                summary.recovered = (told.records.get(JUDGED, 0) if told is not None else 0) + late
+                await run.send(study, options, client, journal, summary, reporter or NullReporter(), work)
+    except BaseException:
+        if not used:  # stopped before the run had its client (the lock waited on and given up, a usage
+            # error): the client is closed once built
+            with contextlib.suppress(BaseException):
+                await (await asyncio.wrap_future(building)).close()
+        raise
     summary.elapsed_s = time.monotonic() - started
     return summary
 

@@ -107,6 +107,8 @@ def resolve_api_key(env_name: str, base_url: str | None) -> str:
 
 
 def check_arms(study: Study, arms: Sequence[str]) -> None:
+    if not arms:  # every arm: nothing to check (and no query of the study)
+        return
     known = judging.known_arms(study)
     unknown = [a for a in arms if a not in known]
     if unknown:

@@ -31,26 +31,54 @@ class Plan:
     requests: list[JudgeRequest]
 
 
+class Planner:
+    """Renders rows into a :class:`Plan` a chunk at a time, in row order: the plan grows as it goes (the same
+    plan, request for request, as rendering every row at once), so that a run can send its first requests
+    before the last rows are rendered (:mod:`mcqaudit.grade.run`)."""
+
+    def __init__(self, config: JudgeConfig, targets: list[TargetRow]):
+        self.config = config
+        self.plan = Plan({}, [])
+        self._targets = targets
+        self._next = 0  # the first row not rendered yet
+
+    @property
+    def done(self) -> bool:
+        return self._next >= len(self._targets)
+
+    def render(self, n: int | None = None) -> list[tuple[str, TargetRow]]:
+        """Render the next ``n`` rows (None: all that are left) into the plan; returns those that joined a
+        prompt an earlier row already has (a request made before), with that prompt's hash."""
+        config, groups, requests = self.config, self.plan.groups, self.plan.requests
+        stop = len(self._targets) if n is None else min(len(self._targets), self._next + n)
+        joined: list[tuple[str, TargetRow]] = []
+        for row in self._targets[self._next : stop]:
+            user = render(
+                config.shape,
+                row.question,
+                row.options,
+                row.generation,
+                gold_letter=row.gold_letter if config.shape == "gold" else None,
+                exemplars=config.exemplars,
+                rationale=config.rationale,
+                reasoning=row.reasoning if config.sees_reasoning else None,
+            )
+            h = prompt_hash(SYSTEM_PROMPT, user)
+            group = groups.get(h)
+            if group is None:
+                groups[h] = [row]
+                requests.append(JudgeRequest(h, user, len(row.options)))
+            else:
+                group.append(row)
+                joined.append((h, row))
+        self._next = stop
+        return joined
+
+
 def plan_requests(config: JudgeConfig, targets: list[TargetRow]) -> Plan:
-    groups: dict[str, list[TargetRow]] = {}
-    requests: list[JudgeRequest] = []
-    for row in targets:
-        user = render(
-            config.shape,
-            row.question,
-            row.options,
-            row.generation,
-            gold_letter=row.gold_letter if config.shape == "gold" else None,
-            exemplars=config.exemplars,
-            rationale=config.rationale,
-            reasoning=row.reasoning if config.sees_reasoning else None,
-        )
-        h = prompt_hash(SYSTEM_PROMPT, user)
-        if h not in groups:
-            groups[h] = []
-            requests.append(JudgeRequest(h, user, len(row.options)))
-        groups[h].append(row)
-    return Plan(groups, requests)
+    planner = Planner(config, targets)
+    planner.render()
+    return planner.plan
 
 
 @dataclass(frozen=True)
@@ -65,6 +93,9 @@ class Work:
     standin: bool
     plan: Plan
     cached: dict[str, CachedReply]
+    # Set when the plan is rendered as the run sends (:func:`streamed_work`): until ``planner.done``, ``plan``
+    # holds the rows rendered so far.
+    planner: Planner | None = None
 
     def cache_verdicts(self, config: JudgeConfig, base_url: str | None, now: datetime) -> list[VerdictRecord]:
         """The verdicts of the rows whose prompt already got a legal reply: no request for them."""
@@ -81,21 +112,60 @@ class Work:
         ]
 
 
+@dataclass(frozen=True)
+class Picked:
+    """The rows a run targets, read from the study (:func:`pick_rows`): what :func:`plan_work` renders."""
+
+    targets: list[TargetRow]
+    already_ok: int
+    in_scope: int
+    standin: bool
+    any_cached: bool  # the fingerprint has at least one legal reply stored (else no prompt can be cached)
+
+
+def pick_rows(
+    study: Study, config: JudgeConfig, arms: Sequence[str] = (), limit: int | None = None, *, panel: bool = False
+) -> Picked:
+    """The study's part of :func:`select_work`, its queries on one connection (nested in the caller's, when
+    it holds one: the grade prelude opens the file once)."""
+    fp = config.fingerprint
+    with study.connect():
+        targets, already_ok = judging.select_rows(study, fp, arms, limit, panel=panel)
+        if panel:
+            in_scope = judging.primary_graded_count(study, arms)
+        elif limit is None:  # the rows that need the judge: those without an ok verdict and those with one
+            in_scope = len(targets) + already_ok
+        else:
+            in_scope = judging.resolution_counts(study, arms).get("needs_judge", 0)
+        standin = judging.is_standin(study, fp)
+        any_cached = bool(targets) and judging.has_legal_replies(study, fp)
+    return Picked(targets, already_ok, in_scope, standin, any_cached)
+
+
+def plan_work(study: Study, config: JudgeConfig, picked: Picked) -> Work:
+    """The picked rows rendered into requests, and the reply cache looked up (not at all when the
+    fingerprint has no legal reply stored: then no prompt can be in it)."""
+    planned = plan_requests(config, picked.targets)
+    cached = (
+        judging.cached_replies(study, config.fingerprint, list(planned.groups)) if picked.any_cached else {}
+    )
+    return Work(picked.targets, picked.already_ok, picked.in_scope, picked.standin, planned, cached)
+
+
+def streamed_work(config: JudgeConfig, picked: Picked) -> Work:
+    """The picked rows with their plan still to render (:class:`Planner`), for an online run under a
+    fingerprint with no legal reply stored: no prompt can be cached, so none need be rendered before the
+    first request goes out."""
+    planner = Planner(config, picked.targets)
+    return Work(picked.targets, picked.already_ok, picked.in_scope, picked.standin, planner.plan, {}, planner)
+
+
 def select_work(
     study: Study, config: JudgeConfig, arms: Sequence[str] = (), limit: int | None = None, *, panel: bool = False
 ) -> Work:
     """The rows a run under ``config`` targets, planned into requests, with the reply cache looked up; a
     panel judge's (``panel``) are the rows the primary judge graded."""
-    fp = config.fingerprint
-    targets, already_ok = judging.select_rows(study, fp, arms, limit, panel=panel)
-    if panel:
-        in_scope = judging.primary_graded_count(study, arms)
-    else:
-        in_scope = judging.resolution_counts(study, arms).get("needs_judge", 0)
-    standin = judging.is_standin(study, fp)
-    planned = plan_requests(config, targets)
-    cached = judging.cached_replies(study, fp, list(planned.groups))
-    return Work(targets, already_ok, in_scope, standin, planned, cached)
+    return plan_work(study, config, pick_rows(study, config, arms, limit, panel=panel))
 
 
 # --- what a run would cost (docs/design.md §5 "Cost before and after") ----------------------------------------

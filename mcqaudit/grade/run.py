@@ -17,8 +17,8 @@ import asyncio
 import contextlib
 import itertools
 from collections import Counter
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterable, Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from mcqaudit.endpoint import HTTP_ERROR
@@ -28,11 +28,16 @@ from mcqaudit.grade.plan import Work
 from mcqaudit.grade.records import outcome_records
 from mcqaudit.grade.summary import STANDIN_NOTE, GradeSummary, Reporter
 from mcqaudit.grade.writer import VerdictWriter
-from mcqaudit.judge.client import JudgeClient, JudgeFatalError, JudgeOutcome
+from mcqaudit.judge.client import JudgeClient, JudgeFatalError, JudgeOutcome, JudgeRequest
 from mcqaudit.judge.prompts import JudgeConfig
 from mcqaudit.store import judging
 from mcqaudit.store.db import Study, StudyError
 from mcqaudit.store.journal import JUDGED, RESERVE_BYTES, Journal, pending
+from mcqaudit.store.judging import InTransaction, TargetRow
+
+# Rows rendered at a time when the plan is rendered as the run sends: one chunk fills the first requests'
+# slots at the default concurrency, and takes ~1-2 ms of the event loop.
+RENDER_CHUNK = 64
 
 
 class RefusalStreak:
@@ -101,6 +106,9 @@ class _Online:
     refusals: RefusalStreak
     resolved: int = 0  # targeted rows that got an outcome (a verdict or an error)
     standin_noted: bool = False
+    # While the plan is still rendered (``work.planner``): the outcomes that arrived, for the rows rendered
+    # after them that share their prompt.
+    arrived: dict[str, JudgeOutcome] = field(default_factory=dict)
 
     def start(self) -> None:
         """The progress display; the rows an earlier legal reply answers, written without a request."""
@@ -119,7 +127,11 @@ class _Online:
     def on_outcome(self, outcome: JudgeOutcome) -> None:
         """One request's outcome: journalled and queued for the writer, counted, shown."""
         summary = self.summary
-        rows = self.work.plan.groups[outcome.request.prompt_hash]
+        h = outcome.request.prompt_hash
+        rows = self.work.plan.groups[h]
+        planner = self.work.planner
+        if planner is not None and not planner.done:
+            self.arrived[h] = outcome
         replies, verdicts = outcome_records(outcome, rows, self.config, self.base_url)
         self.writer.add(replies, verdicts, standin=outcome.standin)
         self.refusals.see(outcome)
@@ -137,6 +149,56 @@ class _Online:
             self.standin_noted = summary.standin = True
             self.rep.note(STANDIN_NOTE)
         self.rep.advance(len(rows), 0 if outcome.ok else len(rows), tin + tout)
+
+    # --- the plan rendered as the run sends (``work.planner``) ---------------------------------------------
+
+    def _render(self, n: int) -> None:
+        """The next ``n`` rows rendered; a row that shares the prompt of an outcome that already arrived
+        gets its verdict from it now (as it would have with that outcome, had it been rendered before)."""
+        planner = self.work.planner
+        assert planner is not None
+        late: dict[str, list[TargetRow]] = {}
+        for h, row in planner.render(n):
+            if h in self.arrived:
+                late.setdefault(h, []).append(row)
+        for h, rows in late.items():
+            outcome = self.arrived[h]
+            _, verdicts = outcome_records(outcome, rows, self.config, self.base_url)
+            self.writer.add([], verdicts, standin=outcome.standin)
+            self.resolved += len(rows)
+            if outcome.ok:
+                self.summary.graded += len(rows)
+                self.summary.shared += len(rows)
+            else:
+                self.summary.errors += len(rows)
+                self.summary.errors_by_kind[outcome.error_kind or "unknown"] += len(rows)
+            self.rep.advance(len(rows), 0 if outcome.ok else len(rows), 0)
+        if planner.done:
+            self.arrived.clear()
+            self.summary.prompts_sent = len(planner.plan.requests)
+
+    def streamed(self) -> Iterator[JudgeRequest]:
+        """The requests in row order, rendering the next chunk of rows whenever the rendered ones run out."""
+        planner = self.work.planner
+        assert planner is not None
+        requests, i = planner.plan.requests, 0
+        while True:
+            if i < len(requests):
+                yield requests[i]
+                i += 1
+            elif planner.done:
+                return
+            else:
+                self._render(RENDER_CHUNK)
+
+    async def render_rest(self) -> None:
+        """The rows not rendered yet, a chunk at a time between the event loop's other work (the first
+        requests are in flight meanwhile)."""
+        planner = self.work.planner
+        assert planner is not None
+        while not planner.done:
+            self._render(RENDER_CHUNK)
+            await asyncio.sleep(0)
 
     def stop_reason(self, journal: Journal) -> str | None:
         """Why no further request may go out: a failed write (study or journal), or a refusing endpoint.
@@ -165,26 +227,42 @@ async def send(
         config, client.base_url, work, writer, summary, rep, RefusalStreak(options.refusals_to_stop)
     )
     run.start()
-    to_send = work.to_send()
-    summary.prompts_sent = len(to_send)
-    sending = itertools.takewhile(lambda _: run.stop_reason(journal) is None, to_send)
+    source: Iterable[JudgeRequest]
+    if work.planner is None:
+        source = work.to_send()
+        summary.prompts_sent = len(source)
+        rendering = None
+    else:  # the first requests go out while the later rows are rendered
+        source = run.streamed()
+        rendering = asyncio.create_task(run.render_rest())
+    sending = itertools.takewhile(lambda _: run.stop_reason(journal) is None, source)
     run_task = asyncio.create_task(client.run(sending, run.on_outcome))
+    finished = False
     try:
-        await _until_sent(run_task, writer_task)
-    except JudgeFatalError as exc:
-        summary.aborted = (
-            f"{exc}; the endpoint refuses requests, so the run stopped. Check --judge-model, "
-            "--judge-base-url and the API key variable"
-        )
+        try:
+            await _until_sent(run_task, writer_task)
+            finished = True
+        except JudgeFatalError as exc:
+            summary.aborted = (
+                f"{exc}; the endpoint refuses requests, so the run stopped. Check --judge-model, "
+                "--judge-base-url and the API key variable"
+            )
+        if rendering is not None:  # every row rendered (a run that stopped early counts them all as well)
+            await rendering
+        finished = finished and run.stop_reason(journal) is None
     finally:
-        await _wind_down(run_task, writer_task, writer, rep)
+        if rendering is not None and not rendering.done():
+            rendering.cancel()
+        # A run that sent everything clears the unaudited mark in its last write's transaction (so only if
+        # that commits; a run with nothing left to write clears it below, as one that stopped never does).
+        await _wind_down(run_task, writer_task, writer, rep, last=judging.mark_audited if finished else None)
     summary.journal_failed = journal.failed
     summary.not_attempted = summary.targeted - run.resolved
     summary.requests = client.requests_sent
     summary.retries_by_kind = Counter(client.retries)
     if summary.aborted is None:
         summary.aborted = _why_stopped(study, writer, journal, run.refusals)
-    if summary.aborted is None:
+    if summary.aborted is None and not writer.last_written:
         await asyncio.to_thread(judging.set_unaudited, study, False)
 
 
@@ -201,15 +279,20 @@ async def _until_sent(run_task: asyncio.Task[None], writer_task: asyncio.Task[No
 
 
 async def _wind_down(
-    run_task: asyncio.Task[None], writer_task: asyncio.Task[None], writer: VerdictWriter, rep: Reporter
+    run_task: asyncio.Task[None],
+    writer_task: asyncio.Task[None],
+    writer: VerdictWriter,
+    rep: Reporter,
+    last: InTransaction | None = None,
 ) -> None:
-    """Stop sending, stop the display, and let the writer write what is left."""
+    """Stop sending, stop the display, and let the writer write what is left (with ``last`` in its final
+    transaction)."""
     if not run_task.done():
         run_task.cancel()
         with contextlib.suppress(BaseException):
             await run_task
     rep.stop()
-    writer.close()
+    writer.close(last)
     try:
         await asyncio.shield(writer_task)
     except asyncio.CancelledError:

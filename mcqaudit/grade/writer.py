@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from mcqaudit.store import judging
 from mcqaudit.store.db import Study, write_failure
 from mcqaudit.store.journal import Journal, Segment
-from mcqaudit.store.judging import ReplyRecord, VerdictRecord
+from mcqaudit.store.judging import InTransaction, ReplyRecord, VerdictRecord
 
 
 class VerdictWriter:
@@ -60,6 +60,8 @@ class VerdictWriter:
         self._first_at: float | None = None
         self._standin_pending = False
         self._closed = False
+        self._last: InTransaction | None = None
+        self.last_written = False  # the write of :meth:`close`'s ``last`` committed
         self._wake = asyncio.Event()
         self.failed: str | None = None  # why a commit failed (one line); nothing more is committed
 
@@ -94,8 +96,12 @@ class VerdictWriter:
         if len(self._verdicts) >= self.every:
             self._wake.set()
 
-    def close(self) -> None:
+    def close(self, last: InTransaction | None = None) -> None:
+        """No more records come: write what is pending now. ``last`` runs in the transaction of that final
+        write (a run that finished clears the study's unaudited mark with its last verdicts, instead of
+        opening the file once more); :attr:`last_written` says whether it committed (no final write: no)."""
         self._closed = True
+        self._last = last
         self._wake.set()
 
     def _pending(self) -> bool:
@@ -113,11 +119,13 @@ class VerdictWriter:
         verdicts: list[VerdictRecord],
         standin: bool,
         segment: Segment | None,
+        also: InTransaction | None = None,
     ) -> None:
         try:
             judging.write_judged(
-                self.study, replies, verdicts, standin_fingerprint=self.fingerprint if standin else None
-            )
+                self.study, replies, verdicts, standin_fingerprint=self.fingerprint if standin else None,
+                also=also,
+            )  # fmt: skip
         except BaseException as exc:
             if segment is not None:
                 segment.release()  # not committed: the next open replays it
@@ -127,9 +135,12 @@ class VerdictWriter:
             return
         if segment is not None:
             segment.discard()  # committed: its records are in the study
+        self.last_written = self.last_written or also is not None
 
     async def _flush(self) -> None:
-        await asyncio.to_thread(self._write, *self._take())
+        # After close, no record comes any more: this write takes the last of them, with ``last``.
+        also = self._last if self._closed else None
+        await asyncio.to_thread(self._write, *self._take(), also)
 
     def flush_now(self) -> None:
         """Synchronous last-chance flush (used when the run is cancelled)."""

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 UNAUDITED_KEY = "unaudited"
 
+# What a caller runs inside a batch write's transaction (:func:`write_judged`'s ``also``).
+InTransaction = Callable[[duckdb.DuckDBPyConnection], None]
+
 
 @dataclass(frozen=True)
 class TargetRow:
@@ -255,6 +258,15 @@ def register_panel(study: Study, config: JudgeConfig) -> None:
         )
 
 
+def has_legal_replies(study: Study, fingerprint: str) -> bool:
+    """Whether any legal reply is stored under ``fingerprint`` (a fingerprint's first run has none, and
+    needs no look-up of its prompts in the reply cache)."""
+    rows = study.query(
+        "SELECT EXISTS (SELECT 1 FROM judge_replies WHERE fingerprint = ? AND status = 'ok')", [fingerprint]
+    )
+    return bool(rows and rows[0][0])
+
+
 def cached_replies(study: Study, fingerprint: str, hashes: Iterable[str]) -> dict[str, CachedReply]:
     """The earliest legal reply for each (fingerprint, prompt hash) that has one."""
     wanted = list(dict.fromkeys(hashes))
@@ -316,7 +328,7 @@ def write_judged(
     verdicts: Sequence[VerdictRecord],
     *,
     standin_fingerprint: str | None = None,
-    also: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+    also: InTransaction | None = None,
 ) -> None:
     """Append raw replies and upsert verdicts in one transaction.
 
@@ -507,6 +519,11 @@ def set_unaudited(study: Study, unaudited: bool) -> None:
     """`--no-judge` marks the study unaudited; a later real judge run clears the mark."""
     with study.write() as con:
         set_meta(con, UNAUDITED_KEY, "true" if unaudited else None)
+
+
+def mark_audited(con: duckdb.DuckDBPyConnection) -> None:
+    """The unaudited mark cleared inside a caller's transaction (a real judge run's last write)."""
+    set_meta(con, UNAUDITED_KEY, None)
 
 
 def is_standin(study: Study, fingerprint: str) -> bool:
