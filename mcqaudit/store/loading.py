@@ -14,7 +14,9 @@ or (without --skip-bad) nothing does.
   A JSONL file the fast path staged is restaged line by line before the reasons are read, so that every
   problem names its real line and its raw text.
 - **Resolve** fixes each item's canonical order, derives orientations and row ids, and finds the problems
-  between rows (option sets, gold, duplicates, conflicts with the study).
+  between rows (option sets, gold, duplicates, conflicts with the study). The flag's pass already resolves
+  the rows as if none were flagged (``canon``, then ``final`` straight from ``stg``), so a clean file is
+  not written once more as ``parsed``; a flagged file gets ``parsed`` and is resolved from it.
 - **Write** runs the parsers and inserts the rows.
 """
 
@@ -1454,10 +1456,12 @@ def _last_match_rests() -> frozenset[str]:
 
 
 def _first_match_sql(patterns: Sequence[str], ascii_only: bool, params: list[object]) -> str:
-    """A CASE over the patterns in order: the first one whose group 1 is non-empty gives it. CASE evaluates
-    each branch only for the rows still undecided (COALESCE over regexp_extract evaluates them all), and
-    regexp_matches needs no capture groups; each branch is guarded by a literal its matches need."""
-    whens = []
+    """A COALESCE over the patterns in order: the first one whose group 1 is non-empty gives it. COALESCE
+    evaluates each pattern's CASE only for the rows still undecided (NULL so far), the CASE extracts the
+    group only where regexp_matches (no capture groups) found a match, and once (an empty group reads as
+    NULL, so the next pattern is tried: a WHEN that tested the group re-extracted it for its THEN); each
+    pattern is guarded by a literal its matches need."""
+    cases = []
     for p in patterns:
         non_ascii, literal = _literal_guard(p)
         if ascii_only and non_ascii:
@@ -1467,18 +1471,17 @@ def _first_match_sql(patterns: Sequence[str], ascii_only: bool, params: list[obj
             params.append(literal)
         rest = p.removeprefix("(?s).*")
         if rest != p and rest in _last_match_rests():
-            whens.append(
-                f"WHEN {guard}regexp_matches(generation, ?) AND regexp_extract_all(generation, ?, 1)[-1] <> '' "
-                "THEN regexp_extract_all(generation, ?, 1)[-1]"
+            cases.append(
+                f"CASE WHEN {guard}regexp_matches(generation, ?) "
+                "THEN nullif(regexp_extract_all(generation, ?, 1)[-1], '') END"
             )
-            params += [rest, rest, rest]
+            params += [rest, rest]
             continue
-        whens.append(
-            f"WHEN {guard}regexp_matches(generation, ?) AND regexp_extract(generation, ?, 1) <> '' "
-            "THEN regexp_extract(generation, ?, 1)"
+        cases.append(
+            f"CASE WHEN {guard}regexp_matches(generation, ?) THEN nullif(regexp_extract(generation, ?, 1), '') END"
         )
-        params += [p, p, p]
-    return "CASE " + " ".join(whens) + " END" if whens else "NULL::VARCHAR"
+        params += [p, p]
+    return "coalesce(" + ", ".join(cases) + ")" if cases else "NULL::VARCHAR"
 
 
 def _framework_first(patterns: Sequence[str], params: list[object]) -> str:
