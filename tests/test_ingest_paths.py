@@ -17,6 +17,7 @@ from mcqaudit.ingest.jsonl import JsonlLines, scan_lines
 from mcqaudit.store import Study
 from mcqaudit.store import loading as sql
 from mcqaudit.store.loader import Loader
+from mcqaudit.store.schema import MIGRATIONS
 from tests.helpers import BAD_LINES, row
 
 VALUE_COLUMNS = (
@@ -125,6 +126,14 @@ def _values(con: duckdb.DuckDBPyConnection, where: str = "") -> dict[int, tuple]
     return {r[0]: r for r in con.execute(f"SELECT {VALUE_COLUMNS} FROM parsed {where}").fetchall()}
 
 
+def _study_connection() -> duckdb.DuckDBPyConnection:
+    """An in-memory connection with a study's tables (flagged() resolves a clean file's items)."""
+    con = duckdb.connect()
+    for migration in MIGRATIONS:
+        con.execute(migration)
+    return con
+
+
 def _diagnosed(con: duckdb.DuckDBPyConnection) -> tuple[set[int], dict[int, tuple]]:
     sql.create_errors(con)
     sql.flagged(con, None)
@@ -136,7 +145,7 @@ def _diagnosed(con: duckdb.DuckDBPyConnection) -> tuple[set[int], dict[int, tupl
 
 @pytest.mark.parametrize("kind", ["jsonl", "csv", "parquet"])
 def test_flag_and_reasons_agree_and_values_match(tmp_path: Path, kind: str) -> None:
-    con = duckdb.connect()
+    con = _study_connection()
     if kind == "jsonl":
         path = _mixed_jsonl(tmp_path / "mixed.jsonl")
         counted: list[int] = [scan_lines(path)[0]]
@@ -155,7 +164,7 @@ def test_flag_and_reasons_agree_and_values_match(tmp_path: Path, kind: str) -> N
         fast_bad = {int(r[0]) for r in con.execute("SELECT line FROM parsed WHERE bad").fetchall()}
         fast_values = _values(con, "WHERE NOT bad")
         # the line-level path over the same file
-        slow = duckdb.connect()
+        slow = _study_connection()
         Loader(slow).stage_lines(JsonlLines(nonblank))
         errs, slow_values = _diagnosed(slow)
     else:

@@ -14,13 +14,16 @@ or (without --skip-bad) nothing does.
   A JSONL file the fast path staged is restaged line by line before the reasons are read, so that every
   problem names its real line and its raw text.
 - **Resolve** fixes each item's canonical order, derives orientations and row ids, and finds the problems
-  between rows (option sets, gold, duplicates, conflicts with the study).
+  between rows (option sets, gold, duplicates, conflicts with the study). The flag's pass already resolves
+  the rows as if none were flagged (``canon``, then ``final`` straight from ``stg``), so a clean file is
+  not written once more as ``parsed``; a flagged file gets ``parsed`` and is resolved from it.
 - **Write** runs the parsers and inserts the rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +105,28 @@ class LoadResult:
 def _count(con: duckdb.DuckDBPyConnection, sql_text: str, params: list[object] | None = None) -> int:
     row = con.execute(sql_text, params or []).fetchone()
     return int(row[0]) if row else 0
+
+
+@contextlib.contextmanager
+def _then(con: duckdb.DuckDBPyConnection, *cleanups: str | Callable[[], object]) -> Iterator[None]:
+    """Run ``cleanups`` (statements: drops, settings; or calls) after the block. When the block raised, a
+    clean-up that fails too (a transaction DuckDB aborted, after memory or the disk ran out) does not hide
+    its error."""
+
+    def run() -> None:
+        for c in cleanups:
+            if isinstance(c, str):
+                con.execute(c)
+            else:
+                c()
+
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            run()
+        raise
+    run()
 
 
 def _lit(text: str) -> str:
@@ -528,12 +553,13 @@ def _as_read(v: str) -> str:
 # spaces, a tab or newline or other control character (escaped in JSON), a space at an option's start or
 # end (next to a quote), and already in NFC (the text is NFC exactly when each option is: a quote blocks
 # composition), read as lower(v) alone, so a collision under lower() on the list's text (the JSON of the
-# lowered options: escapes keep their meaning) is the only look-alike left. No lambda: a lambda per option
-# costs more than string functions over the list's text.
+# lowered options: escapes keep their meaning) is the only look-alike left, and only where lower() changes
+# the text (otherwise the lowered options are the options, already distinct). No lambda: a lambda per
+# option costs more than string functions over the list's text.
 _MAY_LOOK_ALIKE = (
     f"regexp_matches(o_txt, '{_INVISIBLE}|  |\\\\[^\\\\\"/]|\" | \"') "
     "OR (strlen(o_txt) <> length(o_txt) AND nfc_normalize(o_txt) <> o_txt) "
-    "OR len(list_distinct(from_json(lower(o_txt), '[\"VARCHAR\"]'))) < n_opt"
+    "OR (lower(o_txt) <> o_txt AND len(list_distinct(from_json(lower(o_txt), '[\"VARCHAR\"]'))) < n_opt)"
 )
 # the list joined by a unit separator, for the empty-option guard
 _JOINED = "array_to_string(opts, chr(31))"
@@ -787,6 +813,13 @@ def _any_problem(cs: Sequence[Check]) -> str:
     return " OR ".join(f"coalesce({c.predicate}, false)" for c in cs)
 
 
+def _flag(cs: Sequence[Check]) -> str:
+    """SQL: whether any check's predicate is true (NULL counts as false), as :func:`_any_problem`, for a
+    projection: a CASE condition evaluates each AND only on the rows still undecided, where a projected
+    OR of the predicates evaluates every one of them on every row."""
+    return "CASE WHEN " + " OR ".join(f"({c.predicate})" for c in cs) + " THEN true ELSE false END"
+
+
 def _orientation_labels(con: duckdb.DuckDBPyConnection) -> None:
     """``_labels``: the distinct orientation labels staged that are a permutation of the first letters (as
     many as the label is long), for the orientation check: a few labels checked once, not every row."""
@@ -801,12 +834,32 @@ def _orientation_labels(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def flagged(con: duckdb.DuckDBPyConnection, default_arm: str | None) -> int:
-    """One pass over every staged row: ``parsed``, the typed values of every row with a flag ``bad`` for any
-    problem visible within the row (:data:`checks`); returns how many rows are flagged."""
+    """One pass over every staged row, a flag ``bad`` for any problem visible within the row
+    (:data:`checks`); returns how many rows are flagged. The same pass resolves the rows as if none were
+    flagged (``canon``, then ``final``: see :func:`_resolve`), so that a file without problems is not
+    written once more as ``parsed`` first; when some row is flagged, ``parsed`` holds the typed values of
+    every row with its flag instead (and ``final`` is dropped)."""
     con.execute("SET VARIABLE default_arm = ?", [default_arm])
+    con.execute("DROP TABLE IF EXISTS parsed")
     _orientation_labels(con)
-    typed_rows(con, bad=_any_problem(checks(default_arm)))
-    return _count(con, "SELECT count(*) FROM parsed WHERE bad")
+    # the item canons of the rows as typed (every row's: right when none is flagged)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW _typed AS {_validation_cte()} {_typed_select('false')}")
+    with _then(con, "DROP VIEW _typed"):
+        _canon(con, "_typed")
+    con.execute("SET preserve_insertion_order = false")  # (a row keeps its line in a column)
+    with _then(con, "SET preserve_insertion_order = true"):
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE final AS
+            {_final_sql(f"({_validation_cte()} {_typed_select(_flag(checks(default_arm)))})", fused=True)}
+            """
+        )
+    bad = _count(con, "SELECT count(*) FROM final WHERE bad")
+    if bad:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE parsed AS SELECT {_PARSED_COLUMNS} FROM final")
+        con.execute("DROP TABLE final")
+        con.execute("DROP TABLE canon")
+    return bad
 
 
 def diagnose(con: duckdb.DuckDBPyConnection, default_arm: str | None) -> None:
@@ -828,15 +881,18 @@ def diagnose(con: duckdb.DuckDBPyConnection, default_arm: str | None) -> None:
     con.execute("DROP TABLE _flagged")
 
 
-def typed_rows(con: duckdb.DuckDBPyConnection, bad: str | None = None) -> None:
-    """``parsed``: the typed values of the staged rows (the same columns the checks read, so the fast path
-    and the line-level path store the same values): with ``bad`` (a predicate), of every row with that
-    flag; without, of the rows without a reason in ``errs``. No expression here can raise on a bad value."""
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE parsed AS
-        {_validation_cte()}
-        SELECT line, {bad or "false"} AS bad,
+# the columns of ``parsed`` (and the first columns of ``final``)
+_PARSED_COLUMNS = (
+    "line, bad, item_id, arm, question, options, n_opt, gold_letter, generation, given_orientation, prompt, "
+    "sample, user_letter, option_logprobs, model, metadata, reasoning, finish_reason, usage"
+)
+
+
+def _typed_select(bad: str) -> str:
+    """The SELECT over the validation CTE's ``x`` of the typed values of every staged row (the
+    :data:`_PARSED_COLUMNS`), ``bad`` the flag's SQL. No expression here can raise on a bad value."""
+    return f"""
+        SELECT line, {bad} AS bad,
             s_item_id AS item_id,
             coalesce(s_arm, getvariable('default_arm')) AS arm,
             s_question AS question,
@@ -857,6 +913,18 @@ def typed_rows(con: duckdb.DuckDBPyConnection, bad: str | None = None) -> None:
             {finish_reason_sql("s_finish_reason")} AS finish_reason,
             CASE WHEN t_usage = 'OBJECT' THEN usage END AS usage
         FROM x
+    """
+
+
+def typed_rows(con: duckdb.DuckDBPyConnection, bad: str | None = None) -> None:
+    """``parsed``: the typed values of the staged rows (the same columns the checks read, so the fast path
+    and the line-level path store the same values): with ``bad`` (a predicate), of every row with that
+    flag; without, of the rows without a reason in ``errs``. No expression here can raise on a bad value."""
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE parsed AS
+        {_validation_cte()}
+        {_typed_select(bad or "false")}
         {"" if bad else "WHERE line NOT IN (SELECT line FROM errs)"}
         """
     )
@@ -933,9 +1001,9 @@ def _canonical_from_label(options: str, label: str) -> str:
     )
 
 
-def _resolve(con: duckdb.DuckDBPyConnection, replace: bool) -> int:
-    """``final``: the rows of ``parsed`` with their item's canonical order, orientation, row id and gold
-    option; the problems between rows go to ``errs``. Returns the count of identical duplicates."""
+def _canon(con: duckdb.DuckDBPyConnection, rows: str) -> None:
+    """``canon``: each item's canonical order, from the study's items, else from ``rows`` (a table or view
+    with the columns of ``parsed``, a name of this module's)."""
     # canonical orders (docs/design.md §3): the study's items, else a row's own orientation label (the first
     # labelled row of the item: a row labelled BCDA showing [x, y, z, w] says the canonical order is
     # [w, x, y, z]), else the item's first row. So rows written in arrival order need no items file.
@@ -954,29 +1022,42 @@ def _resolve(con: duckdb.DuckDBPyConnection, replace: bool) -> int:
                 f.first_line, p.given_orientation, true
             FROM (SELECT item_id,
                          coalesce(min(line) FILTER (WHERE given_orientation IS NOT NULL), min(line)) AS first_line
-                  FROM parsed WHERE item_id NOT IN (SELECT item_id FROM items) GROUP BY item_id) f
-            JOIN parsed p ON p.line = f.first_line
+                  FROM {rows} WHERE item_id NOT IN (SELECT item_id FROM items) GROUP BY item_id) f
+            JOIN {rows} p ON p.line = f.first_line
         )
         """
     )
-    con.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE final AS
+
+
+def _final_sql(rows: str, fused: bool) -> str:
+    """The SELECT of ``final``: the rows of ``rows`` (the columns of ``parsed``) with their item's canonical
+    order, orientation, row id and gold option. ``fused``: ``rows`` holds flagged rows too (they keep the
+    flag, and take no canon)."""
+    join = "LEFT JOIN canon c ON c.item_id = p.item_id AND NOT p.bad" if fused else "JOIN canon c USING (item_id)"
+    return f"""
         SELECT *,
             'r' || left(md5(arm || chr(31) || item_id || chr(31) || coalesce(derived, '') || chr(31) || sample::VARCHAR), 20) AS row_id
         FROM (
-            SELECT p.* EXCLUDE (bad), c.canon, c.origin, c.first_line, c.ref_label,
+            SELECT p.* {"" if fused else "EXCLUDE (bad)"}, c.origin, c.first_line, c.ref_label,
                 list_sort(p.options) = c.canon_sorted AS same_set,
                 CASE WHEN list_sort(p.options) = c.canon_sorted
                      THEN array_to_string(list_transform(p.options, lambda o: chr(64 + list_position(c.canon, o))), '')
                 END AS derived,
                 p.options[ascii(p.gold_letter) - 64] AS gold_option,
                 CASE WHEN c.gold_index IS NOT NULL THEN c.canon[c.gold_index + 1] END AS known_gold
-            FROM parsed p JOIN canon c USING (item_id)
+            FROM {rows} p {join}
         )
         """
-    )
-    con.execute("DROP TABLE parsed")
+
+
+def _resolve(con: duckdb.DuckDBPyConnection, replace: bool) -> int:
+    """``final``: the rows of ``parsed`` with their item's canonical order, orientation, row id and gold
+    option; the problems between rows go to ``errs``. Returns the count of identical duplicates."""
+    if _count(con, "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = 'parsed'"):
+        _canon(con, "parsed")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE final AS {_final_sql('parsed', fused=False)}")
+        con.execute("DROP TABLE parsed")
+    # (else flagged() resolved the rows already: none was flagged)
     # gold consistency: every row of an item names the same gold option (the item's, else its first row's)
     con.execute(
         """
@@ -988,12 +1069,12 @@ def _resolve(con: duckdb.DuckDBPyConnection, replace: bool) -> int:
     con.execute(
         """
         INSERT INTO errs
-        SELECT line, 'options',
-            'the option set differs from item ' || item_id || '''s ' ||
-            CASE WHEN origin IN ('first-row', 'row-label') AND first_line IS NOT NULL THEN '(first seen at line ' || first_line || ')'
-                 ELSE '(' || CASE origin WHEN 'items' THEN 'items file' ELSE 'already in the study' END || ')' END ||
-            ': ' || to_json(canon)::VARCHAR
-        FROM final WHERE NOT same_set
+        SELECT f.line, 'options',
+            'the option set differs from item ' || f.item_id || '''s ' ||
+            CASE WHEN f.origin IN ('first-row', 'row-label') AND f.first_line IS NOT NULL THEN '(first seen at line ' || f.first_line || ')'
+                 ELSE '(' || CASE f.origin WHEN 'items' THEN 'items file' ELSE 'already in the study' END || ')' END ||
+            ': ' || to_json(c.canon)::VARCHAR
+        FROM final f JOIN canon c USING (item_id) WHERE NOT f.same_set
         UNION ALL
         SELECT line, 'orientation',
             CASE WHEN origin = 'row-label' AND first_line IS NOT NULL
@@ -1125,7 +1206,7 @@ def _write(
     ns = [int(n) for n in counts_of_n or [] if n is not None]
     naive_letter, naive_params = naive_letter_sql(ns, naive_pattern)
     con.register("_strict", strict_hits)
-    try:
+    with _then(con, lambda: con.unregister("_strict")):
         # gen_rows has no key (schema migration 8): the insert runs in parallel, in row_id order so that
         # one-row lookups skip by zone maps. The parsers read the answer (docs/design.md §3); answer is
         # NULL where it is the generation itself.
@@ -1145,8 +1226,6 @@ def _write(
             """,
             [*naive_params, ingest_id],
         )
-    finally:
-        con.unregister("_strict")
     if framework_patterns:
         if progress:
             progress("framework parsers", 0, None)
@@ -1157,13 +1236,17 @@ def _write(
             "CREATE OR REPLACE TEMP VIEW _written AS SELECT row_id, len(options)::INTEGER AS n_opt, "
             f"coalesce(answer, generation) AS generation FROM gen_rows WHERE ingest_id = {int(ingest_id)}"
         )
-        fw_sql, fw_params = framework_letters_sql(framework_patterns, "_written")
+        # every parser's letter in one pass over the rows (one read of the generations, not one per
+        # parser), then each parser's run appended from that narrow table
+        fw_sql, names, fw_params = framework_letters_by_row_sql(framework_patterns, "_written")
         con.execute("SET preserve_insertion_order = true")
-        try:
-            con.execute(f"INSERT INTO parser_letters SELECT row_id, parser, letter FROM ({fw_sql})", fw_params)
-        finally:
-            con.execute("SET preserve_insertion_order = false")
-            con.execute("DROP VIEW _written")
+        with _then(
+            con, "SET preserve_insertion_order = false", "DROP VIEW _written", "DROP TABLE IF EXISTS _fw"
+        ):
+            con.execute(f"CREATE OR REPLACE TEMP TABLE _fw AS {fw_sql}", fw_params)
+            runs = " UNION ALL ".join(f"SELECT row_id, ? AS parser, l{i} AS letter FROM _fw" for i in range(len(names)))
+            if runs:
+                con.execute(f"INSERT INTO parser_letters {runs}", list(names))
     con.execute("DROP VIEW _answers")
     con.execute("DROP TABLE final")
 
@@ -1373,10 +1456,12 @@ def _last_match_rests() -> frozenset[str]:
 
 
 def _first_match_sql(patterns: Sequence[str], ascii_only: bool, params: list[object]) -> str:
-    """A CASE over the patterns in order: the first one whose group 1 is non-empty gives it. CASE evaluates
-    each branch only for the rows still undecided (COALESCE over regexp_extract evaluates them all), and
-    regexp_matches needs no capture groups; each branch is guarded by a literal its matches need."""
-    whens = []
+    """A COALESCE over the patterns in order: the first one whose group 1 is non-empty gives it. COALESCE
+    evaluates each pattern's CASE only for the rows still undecided (NULL so far), the CASE extracts the
+    group only where regexp_matches (no capture groups) found a match, and once (an empty group reads as
+    NULL, so the next pattern is tried: a WHEN that tested the group re-extracted it for its THEN); each
+    pattern is guarded by a literal its matches need."""
+    cases = []
     for p in patterns:
         non_ascii, literal = _literal_guard(p)
         if ascii_only and non_ascii:
@@ -1386,18 +1471,44 @@ def _first_match_sql(patterns: Sequence[str], ascii_only: bool, params: list[obj
             params.append(literal)
         rest = p.removeprefix("(?s).*")
         if rest != p and rest in _last_match_rests():
-            whens.append(
-                f"WHEN {guard}regexp_matches(generation, ?) AND regexp_extract_all(generation, ?, 1)[-1] <> '' "
-                "THEN regexp_extract_all(generation, ?, 1)[-1]"
+            cases.append(
+                f"CASE WHEN {guard}regexp_matches(generation, ?) "
+                "THEN nullif(regexp_extract_all(generation, ?, 1)[-1], '') END"
             )
-            params += [rest, rest, rest]
+            params += [rest, rest]
             continue
-        whens.append(
-            f"WHEN {guard}regexp_matches(generation, ?) AND regexp_extract(generation, ?, 1) <> '' "
-            "THEN regexp_extract(generation, ?, 1)"
+        cases.append(
+            f"CASE WHEN {guard}regexp_matches(generation, ?) THEN nullif(regexp_extract(generation, ?, 1), '') END"
         )
-        params += [p, p, p]
-    return "CASE " + " ".join(whens) + " END" if whens else "NULL::VARCHAR"
+        params += [p, p]
+    return "coalesce(" + ", ".join(cases) + ")" if cases else "NULL::VARCHAR"
+
+
+def _framework_first(patterns: Sequence[str], params: list[object]) -> str:
+    """SQL over ``generation``: the upper-cased group 1 of the first of a parser's patterns that matches."""
+    ascii_branch = _first_match_sql(patterns, True, params)
+    full_branch = _first_match_sql(patterns, False, params)
+    return f"upper(CASE WHEN strlen(generation) = length(generation) THEN {ascii_branch} ELSE {full_branch} END)"
+
+
+def _in_range_or_null(letter: str) -> str:
+    """SQL: ``letter`` when it is one letter within the row's option count, else NULL."""
+    return f"CASE WHEN length({letter}) = 1 AND ascii({letter}) BETWEEN 65 AND 64 + n_opt THEN {letter} END"
+
+
+def framework_letters_by_row_sql(
+    framework_patterns: dict[str, tuple[str, ...]], table: str
+) -> tuple[str, list[str], list[object]]:
+    """(a SELECT of (row_id, l0, l1, ...) over ``table`` in its order, the parser of each letter column, its
+    parameters): every framework parser's letter of a row in one pass over the rows (the letters of
+    :func:`framework_letters_sql`, one column per parser)."""
+    names = [name for name, patterns in framework_patterns.items() if patterns]
+    params: list[object] = []
+    firsts = ", ".join(
+        f"{_framework_first(framework_patterns[name], params)} AS l{i}" for i, name in enumerate(names)
+    )
+    letters = ", ".join(f"{_in_range_or_null(f'l{i}')} AS l{i}" for i in range(len(names)))
+    return f"SELECT row_id, {letters} FROM (SELECT row_id, n_opt, {firsts} FROM {table})", names, params
 
 
 def framework_letters_sql(
@@ -1415,14 +1526,9 @@ def framework_letters_sql(
         if not patterns:
             continue
         params.append(name)
-        ascii_branch = _first_match_sql(patterns, True, params)
-        full_branch = _first_match_sql(patterns, False, params)
-        first = (
-            f"CASE WHEN strlen(generation) = length(generation) THEN {ascii_branch} ELSE {full_branch} END"
-        )
         selects.append(
-            f"SELECT row_id, ? AS parser, CASE WHEN length(l) = 1 AND ascii(l) BETWEEN 65 AND 64 + n_opt THEN l END AS letter "
-            f"FROM (SELECT row_id, n_opt, upper({first}) AS l FROM {table})"
+            f"SELECT row_id, ? AS parser, {_in_range_or_null('l')} AS letter "
+            f"FROM (SELECT row_id, n_opt, {_framework_first(patterns, params)} AS l FROM {table})"
         )
     if not selects:
         return (
