@@ -12,7 +12,9 @@ study, while the file is unchanged: ``info`` is instant at any size after its fi
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -33,6 +35,8 @@ __all__ = [
     "info_facts",
     "info_json",
     "judge_usage",
+    "refresh",
+    "reviews_changing",
     "study_flags",
     "summary",
 ]
@@ -114,11 +118,19 @@ class InfoFacts:
         return self.study
 
 
-def _compute(study: Study) -> InfoFacts:
-    flags, unchecked = study_flags(study)
-    return InfoFacts(
+def _compute(study: Study) -> tuple[InfoFacts, dict[str, Any]]:
+    """What ``info`` prints of the study, and the counts beneath it (:func:`_state`), in the connection open."""
+    from mcqaudit.metrics.facts import quick_flags
+    from mcqaudit.store.facts import counts_of, raw_counts
+    from mcqaudit.store.frames import study_facts
+
+    with study.connect() as con:
+        raw = raw_counts(con, study_facts(con))
+    flags, unchecked = quick_flags(counts_of(raw))
+    s = summary(study)
+    facts = InfoFacts(
         path=study.path,
-        summary=summary(study),
+        summary=s,
         flags=flags,
         unchecked=unchecked,
         fingerprints=[
@@ -129,6 +141,7 @@ def _compute(study: Study) -> InfoFacts:
         batches=batch_overview(study),
         study=study,
     )
+    return facts, {"facts": raw, "verdicts": s.verdicts.rows}
 
 
 def _payload(f: InfoFacts) -> dict[str, Any]:
@@ -200,10 +213,65 @@ def info_facts(study: str | Path | Study) -> InfoFacts:
     opened = open_study(study)
     taken = infocache.stamp(opened.path)
     with opened.connect():  # every query below in this one connection
-        facts = _compute(opened)
-    infocache.save(opened.path, taken, _payload(facts))
+        facts, state = _compute(opened)
+    infocache.save(opened.path, taken, _payload(facts), state)
     facts.path = path
     return facts
+
+
+def refresh(study: Study) -> None:
+    """Bring ``info``'s cache up to date after a write that changed the study wholesale (an ingest, a grade
+    run): computed in one connection, and kept with the stamp the file has when that connection has closed
+    (the file lock still held: no other mcqaudit process wrote in between), so that the next ``info`` answers
+    from it at once. A study that is read-only, or a folder that cannot be written, keeps none."""
+    if study.read_only or study.connected:  # nested: what the caller writes after would not be in it
+        return
+    with study.connect():
+        facts, state = _compute(study)
+        payload = _payload(facts)
+        study.after_close(lambda: _keep(study, payload, state))
+
+
+def _keep(study: Study, payload: dict[str, Any], state: dict[str, Any]) -> None:
+    from mcqaudit.store import infocache
+
+    infocache.save(study.path, infocache.stamp(study.path), payload, state)
+
+
+@contextlib.contextmanager
+def reviews_changing(study: Study, con: Any, row_ids: Sequence[str]) -> Iterator[None]:
+    """Around the statement that re-derives the effective review of ``row_ids`` inside a write
+    (:meth:`Study.write`) that changes nothing else ``info`` reads: keeps ``info``'s cache up to date.
+
+    When the cache holds the study as this write's connection found it, the counts of the items of those
+    rows are read before and after the statement (every count beneath ``info`` is a sum over items, and a
+    review changes only its row's final verdict, picked letter and review), and the cache's counts less the
+    first plus the second, with the flags and the verdicts table made from them, are kept once the write has
+    committed and its connection closed, with the file's stamp then. Anything else (no cache, another
+    state, a write that fails) keeps nothing: the study's stamp no longer matches, and ``info`` computes."""
+    from mcqaudit.store import infocache
+
+    kept = infocache.load_state(study.path, study.opened_stamp)
+    if kept is None or not row_ids:
+        yield
+        return
+    from mcqaudit.metrics.facts import quick_flags
+    from mcqaudit.store.facts import apply_review, counts_of, raw_counts, scope_of, state_facts
+    from mcqaudit.store.summary import merge_verdicts, verdict_rows
+
+    payload, state = kept
+    raw = state["facts"]
+    f = state_facts(raw)
+    scope = scope_of(con, row_ids)
+    before = raw_counts(con, f, scope, raw["names"]), verdict_rows(con, scope.items)
+    yield
+    after = raw_counts(con, f, scope, raw["names"]), verdict_rows(con, scope.items)
+    new_raw = apply_review(raw, before[0], after[0])
+    verdicts = merge_verdicts(state["verdicts"], after[1], before[1])
+    flags, unchecked = quick_flags(counts_of(new_raw))
+    payload["summary"]["verdicts"]["rows"] = verdicts
+    payload["flags"], payload["unchecked"] = flags, list(unchecked)
+    study.after_close(lambda: _keep(study, payload, {"facts": new_raw, "verdicts": verdicts}))
 
 
 def info_json(study: str | Path | Study | InfoFacts) -> dict[str, Any]:

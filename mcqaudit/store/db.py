@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from mcqaudit.files import os_reason
+from mcqaudit.store.infocache import stamp as file_stamp
 from mcqaudit.store.schema import MIGRATIONS
 
 if TYPE_CHECKING:
@@ -362,16 +363,47 @@ class Study:
         queries (a dashboard panel) opens the file once instead of once per query."""
         held = getattr(self._held, "con", None)
         if held is not None:
+            # what the caller did in this connection before is not known here: no stamp vouches for the file
+            # as this nested use finds it (:attr:`opened_stamp`)
+            self._held.opened = None
             yield held
             return
         with self._gate, self._file_lock():
+            # the study file as this connection found it: the same before and after the open (no mcqaudit
+            # process can change it while the file lock is held, nor any process while DuckDB's lock is)
+            before = file_stamp(self.path)
+            after: list[Callable[[], None]] = []
             con = self._open()
-            self._held.con = con
+            opened = file_stamp(self.path)
+            self._held.opened = opened if opened == before else None
+            self._held.con, self._held.after = con, after
             try:
                 yield con
             finally:
-                self._held.con = None
+                self._held.con = self._held.after = self._held.opened = None
                 con.close()
+            for fn in after:  # what the connection's work asked for once it is closed, the lock still held
+                fn()
+
+    @property
+    def opened_stamp(self) -> list[list[int] | None] | None:
+        """:func:`~mcqaudit.store.infocache.stamp` of the study file as this thread's open connection found it
+        (taken under the file lock, the same before and after the open; None: no connection open, or one that
+        was used nested, whose caller may have written before)."""
+        return getattr(self._held, "opened", None)
+
+    @property
+    def connected(self) -> bool:
+        """Whether this thread has a connection to the study open (a :meth:`connect` not yet left)."""
+        return getattr(self._held, "con", None) is not None
+
+    def after_close(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once this thread's open connection has closed without an error (a write committed),
+        while the file lock is still held: no other mcqaudit process has written the study in between."""
+        after = getattr(self._held, "after", None)
+        if after is None:
+            raise RuntimeError("after_close needs an open connection")
+        after.append(fn)
 
     def require_writable(self) -> None:
         """Raise :class:`StudyReadOnly` (one line) when the study was opened read-only."""
