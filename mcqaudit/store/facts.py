@@ -9,7 +9,8 @@ reads, whose item-cluster sums ``k, Σn, Σd, Σd², Σd·n, Σn²`` give the cl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mcqaudit.metrics.facts import FactCounts, Letters, LogprobCounts, ParserCounts, Sample, Sums6
@@ -123,7 +124,11 @@ def _ints(values: Sequence[object]) -> list[int]:
 
 
 def _parser_sums(
-    con: duckdb.DuckDBPyConnection, names: list[str], frameworks: list[str], scope: Scope | None
+    con: duckdb.DuckDBPyConnection,
+    names: list[str],
+    frameworks: list[str],
+    scope: Scope | None,
+    tr: Callable[[str], str],
 ) -> dict[str, list[int]]:
     """Per parser: its graded rows, then the cluster sums of :data:`_PARSERS` (integers, as DuckDB sums them)."""
     base = [n for n in names if n not in frameworks]
@@ -138,7 +143,7 @@ def _parser_sums(
         )
     return {
         str(r[0]): _ints(r[1:])
-        for r in con.execute(_PARSERS.format(rows=" UNION ALL ".join(parts)), params).fetchall()
+        for r in con.execute(tr(_PARSERS.format(rows=" UNION ALL ".join(parts))), params).fetchall()
     }
 
 
@@ -169,7 +174,14 @@ def raw_counts(
     add, for the parsers ``names`` (the whole study's): :func:`counts_of` turns them into FactCounts."""
     sql, params = rows_sql("final", f, scope)
     uniform = f"{_UNIFORM_SQL} AND g.{scope.items}" if scope else _UNIFORM_SQL
-    con.execute(_ROWS.format(rows=sql, uniform=uniform), params)
+    if scope is not None:
+        # the items' generations copied once, and read below in place of gen_rows (one scan of the table,
+        # not one per subquery); their rowids there number them alike for every query below
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {_SCOPED_GEN} AS SELECT * FROM gen_rows WHERE {scope.items}"
+        )
+    tr = _scoped if scope is not None else _whole
+    con.execute(tr(_ROWS.format(rows=sql, uniform=uniform)), params)
     try:
         arms = f.arms
         out: dict[str, Any] = {}
@@ -201,14 +213,30 @@ def raw_counts(
                 "panel_fps": f.panel_fps,
                 "all_fps": f.all_fps,
             }
-        out["parsers"] = _parser_sums(con, list(names or []) if scope else out["names"], f.frameworks, scope)
+        out["parsers"] = _parser_sums(
+            con, list(names or []) if scope else out["names"], f.frameworks, scope, tr
+        )
         lp_scope = f"g.{scope.items}" if scope else "true"
         out["logprob"] = {
-            arms[ai]: _ints(rest) for ai, *rest in con.execute(_LOGPROB.format(scope=lp_scope)).fetchall()
+            arms[ai]: _ints(rest) for ai, *rest in con.execute(tr(_LOGPROB.format(scope=lp_scope))).fetchall()
         }
     finally:
         con.execute("DROP TABLE IF EXISTS mcq_fact_rows")
+        if scope is not None:
+            con.execute(f"DROP TABLE IF EXISTS {_SCOPED_GEN}")
     return out
+
+
+_SCOPED_GEN = "mcq_scope_gen"
+
+
+def _whole(sql: str) -> str:
+    return sql
+
+
+def _scoped(sql: str) -> str:
+    """``sql`` reading the scope's copy of its generations (:data:`_SCOPED_GEN`) wherever it reads gen_rows."""
+    return re.sub(r"\b(FROM|JOIN) gen_rows\b", rf"\1 {_SCOPED_GEN}", sql)
 
 
 def _add(old: Any, plus: Any, minus: Any) -> Any:
