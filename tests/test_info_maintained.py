@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcqaudit.app.info import _compute, _payload, info_facts, refresh
+from mcqaudit.app.info import _compute, _payload, info_facts, keep_pending, refresh
 from mcqaudit.app.reviews import ReviewError, add_review, retract_review
 from mcqaudit.store import infocache
 from mcqaudit.store.db import Study
@@ -45,6 +45,7 @@ def fresh(db: Path) -> dict[str, Any]:
 
 def check(db: Path) -> bool:
     """The cache, when valid for the study as it is, equals a fresh computation; returns whether it was valid."""
+    keep_pending(db)  # what this process's reviews left to keep
     kept = infocache.load(db)
     if kept is None:
         return False
@@ -54,6 +55,11 @@ def check(db: Path) -> bool:
 
 def _info(db: Path) -> str:
     return run_cli("info", "--db", str(db), check=True).stdout
+
+
+def _info_fresh(db: Path) -> str:
+    info_cache_path(db).unlink(missing_ok=True)
+    return _info(db)
 
 
 def _rows(db: Path) -> list[str]:
@@ -104,6 +110,7 @@ def test_reviews_keep_the_cache_equal_to_a_fresh_computation(
     assert check(db)
     rows = _rows(db)
     for op in ops:
+        keep_pending(db)
         valid = infocache.load(db) is not None
         kind, k = op[0], op[1]
         row = rows[k % len(rows)]
@@ -136,6 +143,7 @@ def test_reviews_keep_the_cache_equal_to_a_fresh_computation(
             info_facts(db)
             assert infocache.load(db) is not None
         if kind in ("confirm", "override", "retract") and valid:
+            keep_pending(db)
             assert infocache.load(db) is not None, f"{kind} did not keep the cache"
         check(db)
     text = _info(db)
@@ -167,6 +175,7 @@ def test_a_writer_killed_before_it_kept_the_cache_leaves_it_stale(
     before = _info(db)
     monkeypatch.setattr(infocache, "save", lambda *a, **k: False)  # killed between the commit and the save
     add_review(db, _rows(db)[5], reviewer="amy", action="override", verdict="OTHER")
+    keep_pending(db)
     monkeypatch.undo()
     assert infocache.load(db) is None
     after = _info(db)
@@ -187,6 +196,8 @@ def test_ingest_grade_replace_and_import_keep_the_cache(tmp_path: Path) -> None:
     add_review(db, rows[0], reviewer="amy", action="override", verdict="OTHER")
     add_review(db, rows[1], reviewer="amy", action="override", verdict="INCORRECT")
     assert check(db)
+    add_review(db, rows[3], reviewer="amy", action="override", verdict="OTHER")
+    assert _info(db) == _info_fresh(db)  # the first info after a review: this process keeps the chain first
     # the same generations again, some answers changed: --replace withdraws the reviews of replaced rows
     lines = gens.read_text(encoding="utf-8").splitlines()
     changed = []
@@ -223,3 +234,64 @@ def test_refresh_nested_in_a_connection_keeps_nothing(tmp_path: Path) -> None:
     assert not info_cache_path(db).exists()
     refresh(s)
     assert check(db)
+
+
+def test_reviews_in_a_row_are_kept_once_after_them(tmp_path: Path) -> None:
+    """Reviews one after another (a chain) are kept once, after the last; a write of anything else in between
+    breaks the chain (the cache stays stale, and info computes)."""
+    db = tmp_path / "s.duckdb"
+    _study(db)
+    info_facts(db)
+    rows = _rows(db)
+    for r in rows[10:14]:
+        add_review(db, r, reviewer="amy", action="override", verdict="OTHER")
+    assert infocache.load(db) is None  # not kept yet: after the last review, in the background
+    assert check(db)  # kept now, and equal to a fresh computation
+    add_review(db, rows[20], reviewer="amy", action="override", verdict="OTHER")
+    Study(db).set_meta("control_arm", "hedging")  # another write: the chain cannot be kept
+    add_review(db, rows[21], reviewer="amy", action="override", verdict="OTHER")
+    keep_pending(db)
+    assert infocache.load(db) is None
+    info_facts(db)
+    assert check(db)
+
+
+def test_a_review_in_the_dashboards_connection_is_kept(tmp_path: Path) -> None:
+    """The dashboard saves a review inside a connection it opened (to read the next row in it): kept; a write
+    committed in that connection before or after the review's is not vouched for, and nothing is kept."""
+    db = tmp_path / "s.duckdb"
+    _study(db)
+    info_facts(db)
+    s = Study(db)
+    rows = _rows(db)
+    with s.connect() as con:
+        add_review(s, rows[30], reviewer="amy", action="override", verdict="OTHER")
+        con.execute("SELECT count(*) FROM gen_rows").fetchall()
+    assert check(db)
+    with s.connect() as con:
+        add_review(s, rows[31], reviewer="amy", action="override", verdict="OTHER")
+        con.execute("UPDATE study_meta SET value = 'y' WHERE key = 'created'")
+    keep_pending(db)
+    assert infocache.load(db) is None
+    info_facts(db)
+    assert check(db)
+
+
+def test_a_process_that_exits_keeps_its_reviews(tmp_path: Path) -> None:
+    """A script that saves a review and exits at once: its exit keeps the cache (before the timer would)."""
+    import subprocess
+    import sys
+
+    from tests.helpers import process_env
+
+    db = tmp_path / "s.duckdb"
+    _study(db)
+    info_facts(db)
+    row = _rows(db)[40]
+    code = (
+        "import sys; from mcqaudit.app.reviews import add_review; "
+        f"add_review({str(db)!r}, {row!r}, reviewer='amy', action='override', verdict='OTHER')"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env=process_env(), timeout=120)
+    kept = infocache.load(db)
+    assert kept is not None and kept == fresh(db)

@@ -190,7 +190,7 @@ def raw_counts(
         n_items, reviewed, any_user, max_opt = con.execute(_TOTALS).fetchone()  # type: ignore[misc]
         out["reviewed"] = int(reviewed)
         if scope is not None:
-            got = con.execute(f"SELECT count(*) FROM effective_reviews WHERE {scope.rows}").fetchone()
+            got = con.execute(f"SELECT count(*) FROM {scope.reviews} WHERE {scope.rows}").fetchone()
             out["n_reviews"] = int(got[0]) if got else 0
         else:
             out["n_reviews"] = f.n_reviews
@@ -237,6 +237,40 @@ def _whole(sql: str) -> str:
 def _scoped(sql: str) -> str:
     """``sql`` reading the scope's copy of its generations (:data:`_SCOPED_GEN`) wherever it reads gen_rows."""
     return re.sub(r"\b(FROM|JOIN) gen_rows\b", rf"\1 {_SCOPED_GEN}", sql)
+
+
+# The summary's verdicts table (store/summary.py), over a scope's rows: graded_rows' verdict, source and judge
+# status (schema.GRADED_ROWS_VIEW), with the effective reviews read from the scope's relation.
+_VERDICTS = """
+WITH b AS (
+    SELECT g.arm, g.strict_letter, g.gold_letter, g.is_blank, r.verdict AS review_verdict,
+        CASE WHEN j.status = 'ok' THEN j.verdict END AS judge_verdict,
+        coalesce(j.status, CASE WHEN needs_judge(g.strict_letter, g.is_blank) THEN 'pending' ELSE 'skipped' END)
+            AS judge_status
+    FROM gen_rows g
+    LEFT JOIN (SELECT * FROM current_judge WHERE {rows}) j USING (row_id)
+    LEFT JOIN (SELECT row_id, verdict FROM {reviews} WHERE {rows}) r USING (row_id)
+    WHERE g.{items}
+), v AS (
+    SELECT arm, judge_status,
+        final_verdict(review_verdict, judge_verdict, strict_letter, gold_letter, is_blank) AS final_verdict,
+        verdict_source(review_verdict, judge_verdict, strict_letter, is_blank) AS verdict_source
+    FROM b
+)
+SELECT arm, coalesce(verdict_source, 'ungraded (' || judge_status || ')') AS source,
+       count(*) FILTER (final_verdict = 'CORRECT') AS correct,
+       count(*) FILTER (final_verdict = 'INCORRECT') AS incorrect,
+       count(*) FILTER (final_verdict = 'OTHER') AS other,
+       count(*) AS rows
+FROM v GROUP BY ALL
+"""
+
+
+def verdict_rows(con: duckdb.DuckDBPyConnection, scope: Scope) -> list[list[Any]]:
+    """The rows of the summary's ``verdicts`` table (arm, source, correct, incorrect, other, rows) that the
+    scope's rows add."""
+    sql = _VERDICTS.format(rows=scope.rows, reviews=scope.reviews, items=scope.items)
+    return [list(r) for r in con.execute(sql).fetchall()]
 
 
 def _add(old: Any, plus: Any, minus: Any) -> Any:

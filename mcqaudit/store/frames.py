@@ -67,7 +67,7 @@ WITH ax AS (
 ), j AS (
     SELECT row_id, status, letter, verdict, fingerprint FROM {judge} WHERE {row_scope}
 ), r AS (
-    SELECT row_id, verdict, picked_letter FROM effective_reviews WHERE {row_scope}
+    SELECT row_id, verdict, picked_letter FROM {reviews} WHERE {row_scope}
 ), g AS (
     SELECT g.rowid AS rn, ax.ai, ox.oi, ix.ii, g.sample, g.orientation, g.gold_letter, g.is_blank, g.truncated,
         g.strict_letter, g.naive_letter, g.user_letter,
@@ -224,6 +224,7 @@ def _rows_sql(view: VerdictView, single_fingerprint: bool, scope: Scope | None =
         scope=scope.items if scope else "true",
         row_scope=scope.rows if scope else "true",
         g_scope=f"g.{scope.items}" if scope else "true",
+        reviews=scope.reviews if scope else "effective_reviews",
         judge="judge_verdicts" if single_fingerprint else "current_judge",
         verdict=verdict_code_sql("final_verdict" if final else "auto_verdict"),
         pick=_pos("final_letter" if final else "auto_letter"),
@@ -325,19 +326,26 @@ def study_facts(con: duckdb.DuckDBPyConnection) -> Facts:
 
 def sql_list(values: Sequence[str]) -> str:
     """A parenthesised list of SQL string literals (``'`` doubled: DuckDB's strings know no other escape)."""
-    return "(" + ", ".join("'" + str(v).replace("'", "''") + "'" for v in values) + ")" if values else "(NULL)"
+    return (
+        "(" + ", ".join("'" + str(v).replace("'", "''") + "'" for v in values) + ")" if values else "(NULL)"
+    )
 
 
 @dataclass(frozen=True)
 class Scope:
-    """Some items' rows: a condition on ``item_id`` selecting them, and one on ``row_id`` (their row ids)."""
+    """Some items' rows: a condition on ``item_id`` selecting them, one on ``row_id`` (their row ids), and the
+    relation their effective reviews are read from (``effective_reviews``, or one that stands for it as it
+    was: columns row_id, verdict, picked_letter)."""
 
     items: str
     rows: str
+    reviews: str = "effective_reviews"
 
     @classmethod
-    def of(cls, item_ids: Sequence[str], row_ids: Sequence[str]) -> Scope:
-        return cls(f"item_id IN {sql_list(sorted(item_ids))}", f"row_id IN {sql_list(sorted(row_ids))}")
+    def of(cls, item_ids: Sequence[str], row_ids: Sequence[str], reviews: str = "effective_reviews") -> Scope:
+        return cls(
+            f"item_id IN {sql_list(sorted(item_ids))}", f"row_id IN {sql_list(sorted(row_ids))}", reviews
+        )
 
 
 def rows_sql(verdicts: VerdictView, facts: Facts, scope: Scope | None = None) -> tuple[str, list[object]]:

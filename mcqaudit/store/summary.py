@@ -51,12 +51,6 @@ FROM graded_rows WHERE {scope} GROUP BY ALL
 """
 
 
-def verdict_rows(con: Any, item_scope: str) -> list[list[Any]]:
-    """The rows of the summary's ``verdicts`` table that the rows of some items (``item_scope``, a condition on
-    ``item_id``) add."""
-    return [list(r) for r in con.execute(_VERDICTS.format(scope=item_scope)).fetchall()]
-
-
 def merge_verdicts(rows: list[list[Any]], plus: list[list[Any]], minus: list[list[Any]]) -> list[list[Any]]:
     """The ``verdicts`` table's rows ``rows``, plus the counts of ``plus``, less those of ``minus`` (rows keyed
     by arm and source); a row whose counts come to 0 is dropped, and the rest ordered as the table orders them
