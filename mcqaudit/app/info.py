@@ -272,6 +272,7 @@ class _Chain:
 
 _chains: dict[str, _Chain] = {}
 _chains_lock = threading.Lock()
+_timers: set[threading.Timer] = set()  # started, perhaps keeping a chain now
 
 
 def _key(path: Path) -> str:
@@ -351,6 +352,7 @@ def _closed(key: str, chain: _Chain, study: Study, committed: list[Any]) -> None
             chain.timer.cancel()
         chain.timer = threading.Timer(KEEP_AFTER_S, keep_pending, args=(chain.study.path,))
         chain.timer.daemon = True
+        _timers.add(chain.timer)
         chain.timer.start()
 
 
@@ -365,19 +367,27 @@ def _drop(key: str, chain: _Chain) -> None:
 def keep_pending(path: str | Path | None = None) -> None:
     """Keep the cache of the study at ``path`` (every study: None) after the reviews this process wrote since it
     was last kept (see above); nothing when the study has changed otherwise since."""
-    with _chains_lock:
-        keys = [_key(Path(path))] if path is not None else list(_chains)
-    for key in keys:
+    try:
         with _chains_lock:
-            chain = _chains.get(key)
-        if chain is not None:
-            _keep_chain(key, chain)
+            keys = [_key(Path(path))] if path is not None else list(_chains)
+        for key in keys:
+            with _chains_lock:
+                chain = _chains.get(key)
+            if chain is not None:
+                _keep_chain(key, chain)
+    finally:
+        me = threading.current_thread()
+        if isinstance(me, threading.Timer):
+            _timers.discard(me)  # done: nothing for the exit to wait for (a set's discard is atomic)
 
 
 def _keep_chain(key: str, chain: _Chain) -> None:
     from mcqaudit.store.db import StudyError
 
     study = chain.study
+    if not study.path.exists():  # removed since: opening it would make a new, empty file
+        _drop(key, chain)
+        return
     try:
         with study.connect() as con:  # the study's gate and file lock: no review can extend the chain now
             with _chains_lock:
@@ -431,7 +441,17 @@ def _kept_after_reviews(con: Any, chain: _Chain) -> tuple[dict[str, Any], dict[s
     return payload, {"facts": new_raw, "verdicts": verdicts}
 
 
-atexit.register(keep_pending)
+def _at_exit() -> None:
+    """At exit: no keeping is cut off inside DuckDB (a daemon thread stopped there aborts the process); the
+    chains not kept yet are kept now."""
+    for t in list(_timers):
+        t.cancel()
+        if t.is_alive() and t is not threading.current_thread():
+            t.join(timeout=60)
+    keep_pending()
+
+
+atexit.register(_at_exit)
 
 
 def info_json(study: str | Path | Study | InfoFacts) -> dict[str, Any]:
