@@ -23,7 +23,7 @@ from mcqaudit.app.reviews import ReviewError, add_review, retract_review
 from mcqaudit.store import infocache
 from mcqaudit.store.db import Study
 from mcqaudit.store.sidecars import info_cache_path
-from tests.builders import fixture_study, write_ui_inputs
+from tests.builders import build_graded_study, fixture_study, write_ui_inputs
 from tests.helpers import run_cli
 
 
@@ -99,7 +99,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=_OPS)
 def test_reviews_keep_the_cache_equal_to_a_fresh_computation(
     template: Path, tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[Any, ...]]
@@ -295,3 +295,10 @@ def test_a_process_that_exits_keeps_its_reviews(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-c", code], check=True, env=process_env(), timeout=120)
     kept = infocache.load(db)
     assert kept is not None and kept == fresh(db)
+
+
+def test_an_online_grade_keeps_the_cache(tmp_path: Path) -> None:
+    """A grade run against the stand-in judge computes the cache at its end (its journal gone by then)."""
+    gens, items = write_ui_inputs(tmp_path / "in")
+    db = build_graded_study(tmp_path / "g.duckdb", gens, items=items)
+    assert check(db)
