@@ -302,3 +302,18 @@ def test_an_online_grade_keeps_the_cache(tmp_path: Path) -> None:
     gens, items = write_ui_inputs(tmp_path / "in")
     db = build_graded_study(tmp_path / "g.duckdb", gens, items=items)
     assert check(db)
+
+
+def test_the_keeping_runs_by_itself_once_the_study_is_left_alone(tmp_path: Path) -> None:
+    """Nobody asks: the background keeps the chain once the process has left the study alone a moment."""
+    import time
+
+    db = tmp_path / "s.duckdb"
+    _study(db)
+    info_facts(db)
+    add_review(db, _rows(db)[50], reviewer="amy", action="override", verdict="OTHER")
+    deadline = time.monotonic() + 60
+    while infocache.load(db) is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    kept = infocache.load(db)
+    assert kept is not None and kept == fresh(db)

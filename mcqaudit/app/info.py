@@ -16,6 +16,7 @@ import atexit
 import contextlib
 import dataclasses
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -257,7 +258,8 @@ def _keep(
 # second are kept — only when the file is still as the chain's last write left it. Anything else leaves the
 # cache stale by its stamp, and ``info`` computes.
 
-KEEP_AFTER_S = 1.0
+KEEP_AFTER_S = 1.0  # kept once this process has left the study alone this long (a reviewer reading a row) ...
+KEEP_WITHIN_S = 10.0  # ... or this long after the chain's first review at the latest
 
 
 @dataclass
@@ -266,13 +268,14 @@ class _Chain:
     payload: dict[str, Any]
     state: dict[str, Any]
     last: list[Any] | None  # the file's stamp once the chain's last write closed (None: still in its write)
+    since: float = dataclasses.field(default_factory=time.monotonic)  # when the chain began
     old: dict[str, tuple[Any, Any] | None] = dataclasses.field(default_factory=dict)  # row -> review before
     timer: threading.Timer | None = None
 
 
 _chains: dict[str, _Chain] = {}
 _chains_lock = threading.Lock()
-_timers: set[threading.Timer] = set()  # started, perhaps keeping a chain now
+_timers: set[threading.Thread] = set()  # started, perhaps keeping a chain now
 
 
 def _key(path: Path) -> str:
@@ -345,15 +348,40 @@ def _closed(key: str, chain: _Chain, study: Study, committed: list[Any]) -> None
         return
     chain.study = study
     chain.last = infocache_stamp(study.path)
+    _schedule(key, chain, KEEP_AFTER_S)
+
+
+def _schedule(key: str, chain: _Chain, delay: float) -> None:
     with _chains_lock:
         if _chains.get(key) is not chain:
             return
         if chain.timer is not None:
             chain.timer.cancel()
-        chain.timer = threading.Timer(KEEP_AFTER_S, keep_pending, args=(chain.study.path,))
+        chain.timer = threading.Timer(delay, _when_idle, args=(key, chain))
         chain.timer.daemon = True
         _timers.add(chain.timer)
         chain.timer.start()
+
+
+def _when_idle(key: str, chain: _Chain) -> None:
+    """The timer: keep the chain once the process has left the study alone for :data:`KEEP_AFTER_S` (or the
+    chain is :data:`KEEP_WITHIN_S` old), else look again then."""
+    from mcqaudit.store.db import idle_s
+
+    try:
+        idle = idle_s(chain.study.path)
+        late = time.monotonic() - chain.since >= KEEP_WITHIN_S
+        if idle < KEEP_AFTER_S and not late:
+            _schedule(
+                key, chain, min(KEEP_AFTER_S - idle, KEEP_WITHIN_S - (time.monotonic() - chain.since)) + 0.01
+            )
+            return
+        with _chains_lock:
+            current = _chains.get(key) is chain
+        if current:
+            _keep_chain(key, chain)
+    finally:
+        _timers.discard(threading.current_thread())
 
 
 def _drop(key: str, chain: _Chain) -> None:
@@ -367,18 +395,13 @@ def _drop(key: str, chain: _Chain) -> None:
 def keep_pending(path: str | Path | None = None) -> None:
     """Keep the cache of the study at ``path`` (every study: None) after the reviews this process wrote since it
     was last kept (see above); nothing when the study has changed otherwise since."""
-    try:
+    with _chains_lock:
+        keys = [_key(Path(path))] if path is not None else list(_chains)
+    for key in keys:
         with _chains_lock:
-            keys = [_key(Path(path))] if path is not None else list(_chains)
-        for key in keys:
-            with _chains_lock:
-                chain = _chains.get(key)
-            if chain is not None:
-                _keep_chain(key, chain)
-    finally:
-        me = threading.current_thread()
-        if isinstance(me, threading.Timer):
-            _timers.discard(me)  # done: nothing for the exit to wait for (a set's discard is atomic)
+            chain = _chains.get(key)
+        if chain is not None:
+            _keep_chain(key, chain)
 
 
 def _keep_chain(key: str, chain: _Chain) -> None:
@@ -445,7 +468,8 @@ def _at_exit() -> None:
     """At exit: no keeping is cut off inside DuckDB (a daemon thread stopped there aborts the process); the
     chains not kept yet are kept now."""
     for t in list(_timers):
-        t.cancel()
+        if isinstance(t, threading.Timer):
+            t.cancel()
         if t.is_alive() and t is not threading.current_thread():
             t.join(timeout=60)
     keep_pending()

@@ -395,6 +395,7 @@ class Study:
                 self._held.con = self._held.after = self._held.opened = None
                 con.close()
             self._held.closing = closing
+            _last_used[str(self.path)] = time.monotonic()
             try:
                 for (
                     fn
@@ -538,6 +539,16 @@ def set_meta(con: duckdb.DuckDBPyConnection, key: str, value: str | None) -> Non
     con.execute("DELETE FROM study_meta WHERE key = ?", [key])
     if value is not None:
         con.execute("INSERT INTO study_meta VALUES (?, ?)", [key, value])
+
+
+# when this process last closed a connection to each study (by path): :func:`idle_s`
+_last_used: dict[str, float] = {}
+
+
+def idle_s(path: str | Path) -> float:
+    """Seconds since this process last closed a connection to the study at ``path`` (inf: never)."""
+    at = _last_used.get(str(Path(path)))
+    return float("inf") if at is None else time.monotonic() - at
 
 
 _gates: dict[str, threading.RLock] = {}
