@@ -142,6 +142,15 @@ class JudgeSettings:
     limit: int | None = None
 
 
+def _refresh_info(study: Study) -> None:
+    """``info``'s cache computed for the study as this run left it (the next ``info`` answers at once); a
+    study that cannot be opened again now (locked for too long) keeps none, and ``info`` computes it then."""
+    from mcqaudit.app.info import refresh
+
+    with contextlib.suppress(StudyError):
+        refresh(study)
+
+
 def grade_options(settings: JudgeSettings) -> GradeOptions:
     """The checked options of a run (the exemplar file read, the judge's configuration frozen); a bad
     setting is a :class:`GradeUsageError` (one line, exit 2)."""
@@ -277,6 +286,7 @@ async def grade_async(
             with contextlib.suppress(BaseException):
                 await (await asyncio.wrap_future(building)).close()
         raise
+    await asyncio.to_thread(_refresh_info, study)  # info's cache computed for the study as the run left it
     summary.elapsed_s = time.monotonic() - started
     return summary
 
@@ -311,6 +321,7 @@ async def grade_batch_async(
         _register(study, config, options.panel)
         work = select_work(study, config, options.arms, options.limit, panel=options.panel)
         await run_batches(study, options, batch, judge, summary, reporter or NullBatchReporter(), work)
+    await asyncio.to_thread(_refresh_info, study)
     summary.elapsed_s = time.monotonic() - started
     return summary
 
@@ -341,6 +352,7 @@ def grade_without_judge(study: Study, arms: Sequence[str] = ()) -> Resolved:
     check_arms(study, arms)
     judging.set_unaudited(study, True)
     counts = judging.resolution_counts(study, arms)
+    _refresh_info(study)
     return Resolved(counts.get("prefilter", 0), counts.get("rule", 0), counts.get("needs_judge", 0))
 
 

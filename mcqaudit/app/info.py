@@ -12,7 +12,12 @@ study, while the file is unchanged: ``info`` is instant at any size after its fi
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import dataclasses
+import threading
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -33,6 +38,9 @@ __all__ = [
     "info_facts",
     "info_json",
     "judge_usage",
+    "keep_pending",
+    "refresh",
+    "reviews_changing",
     "study_flags",
     "summary",
 ]
@@ -114,11 +122,19 @@ class InfoFacts:
         return self.study
 
 
-def _compute(study: Study) -> InfoFacts:
-    flags, unchecked = study_flags(study)
-    return InfoFacts(
+def _compute(study: Study) -> tuple[InfoFacts, dict[str, Any]]:
+    """What ``info`` prints of the study, and the counts beneath it (:func:`_state`), in the connection open."""
+    from mcqaudit.metrics.facts import quick_flags
+    from mcqaudit.store.facts import counts_of, raw_counts
+    from mcqaudit.store.frames import study_facts
+
+    with study.connect() as con:
+        raw = raw_counts(con, study_facts(con))
+    flags, unchecked = quick_flags(counts_of(raw))
+    s = summary(study)
+    facts = InfoFacts(
         path=study.path,
-        summary=summary(study),
+        summary=s,
         flags=flags,
         unchecked=unchecked,
         fingerprints=[
@@ -129,6 +145,7 @@ def _compute(study: Study) -> InfoFacts:
         batches=batch_overview(study),
         study=study,
     )
+    return facts, {"facts": raw, "verdicts": s.verdicts.rows}
 
 
 def _payload(f: InfoFacts) -> dict[str, Any]:
@@ -188,6 +205,8 @@ def info_facts(study: str | Path | Study) -> InfoFacts:
     from mcqaudit.store.sidecars import journal_dir
 
     path = Path(study.path if not isinstance(study, str | Path) else study)
+    if _chains:
+        keep_pending(path)  # reviews this process wrote: kept first
     if isinstance(study, str | Path) and not journal_dir(path).is_dir():
         cached = infocache.load(path)
         if cached is not None:
@@ -200,10 +219,263 @@ def info_facts(study: str | Path | Study) -> InfoFacts:
     opened = open_study(study)
     taken = infocache.stamp(opened.path)
     with opened.connect():  # every query below in this one connection
-        facts = _compute(opened)
-    infocache.save(opened.path, taken, _payload(facts))
+        facts, state = _compute(opened)
+    infocache.save(opened.path, taken, _payload(facts), state)
     facts.path = path
     return facts
+
+
+def refresh(study: Study) -> None:
+    """Bring ``info``'s cache up to date after a write that changed the study wholesale (an ingest, a grade
+    run): computed in one connection, and kept with the stamp the file has when that connection has closed
+    (the file lock still held: no other mcqaudit process wrote in between), so that the next ``info`` answers
+    from it at once. A study that is read-only, or a folder that cannot be written, keeps none."""
+    if study.read_only or study.connected:  # nested: what the caller writes after would not be in it
+        return
+    with study.connect():
+        facts, state = _compute(study)
+        payload = _payload(facts)
+        study.after_close(lambda: _keep(study, payload, state))
+
+
+def _keep(
+    study: Study, payload: dict[str, Any], state: dict[str, Any], taken: list[Any] | None = None
+) -> None:
+    from mcqaudit.store import infocache
+
+    infocache.save(study.path, infocache.stamp(study.path) if taken is None else taken, payload, state)
+
+
+# --- a review keeps the cache: deferred ---------------------------------------------------------------------
+#
+# A review (confirm, override, retraction) changes the effective review of its rows and nothing else `info`
+# reads. Its write only notes, in its own transaction, the effective reviews its rows had (one small read), and
+# once it has committed and its connection closed, the file's stamp: a *chain* of such writes on one study,
+# each found the file as the one before left it (no other write in between). A while after the last of them
+# (:data:`KEEP_AFTER_S`: the review flow is not slowed by it), at this process's exit, or at an ``info`` in this
+# process, the chain is *kept*: the counts of the items of its rows as they were (the noted reviews in place of
+# theirs) and as they are now are read in one connection, and the cache's counts less the first plus the
+# second are kept — only when the file is still as the chain's last write left it. Anything else leaves the
+# cache stale by its stamp, and ``info`` computes.
+
+KEEP_AFTER_S = 1.0  # kept once this process has left the study alone this long (a reviewer reading a row) ...
+KEEP_WITHIN_S = 10.0  # ... or this long after the chain's first review at the latest
+
+
+@dataclass
+class _Chain:
+    study: Study
+    payload: dict[str, Any]
+    state: dict[str, Any]
+    last: list[Any] | None  # the file's stamp once the chain's last write closed (None: still in its write)
+    since: float = dataclasses.field(default_factory=time.monotonic)  # when the chain began
+    old: dict[str, tuple[Any, Any] | None] = dataclasses.field(default_factory=dict)  # row -> review before
+    timer: threading.Timer | None = None
+
+
+_chains: dict[str, _Chain] = {}
+_chains_lock = threading.Lock()
+_timers: set[threading.Thread] = set()  # started, perhaps keeping a chain now
+
+
+def _key(path: Path) -> str:
+    return str(Path(path).resolve())
+
+
+@contextlib.contextmanager
+def reviews_changing(study: Study, con: Any, row_ids: Sequence[str]) -> Iterator[None]:
+    """Around the statement that re-derives the effective review of ``row_ids`` inside a review's write
+    (:meth:`Study.write`): notes what the cache needs to follow it (see above)."""
+    key = _key(study.path)
+    opened = study.opened_stamp
+    # the stamps that say the file is as this write found it: its own, and the one before this study's open
+    # tidied the file (no data changed)
+    found = [opened] + (
+        [study.tidied[0]] if opened is not None and study.tidied and study.tidied[1] == opened else []
+    )
+    with _chains_lock:
+        chain = _chains.get(key)
+    if chain is not None and (opened is None or chain.last not in found):
+        _drop(key, chain)  # another write came between: the chain cannot be kept
+        chain = None
+    if chain is None and opened is not None and row_ids:
+        from mcqaudit.store import infocache
+
+        kept = next(
+            (k for k in (infocache.load_state(study.path, at) for at in found) if k is not None), None
+        )
+        if kept is not None:
+            chain = _Chain(study, kept[0], kept[1], opened)
+            with _chains_lock:
+                _chains[key] = chain
+    if chain is None:
+        yield
+        return
+    new = sorted(set(row_ids) - set(chain.old))
+    if new:
+        got = {
+            r[0]: (r[1], r[2])
+            for r in con.execute(
+                "SELECT row_id, verdict, picked_letter FROM effective_reviews WHERE row_id IN "
+                "(SELECT unnest(?::VARCHAR[]))",
+                [new],
+            ).fetchall()
+        }
+        for r in new:
+            chain.old[r] = got.get(r)
+    last, chain.last = chain.last, None  # until this write has committed and closed
+    try:
+        yield
+    except BaseException:
+        chain.last = last  # not written: the file is as the chain left it
+        raise
+    committed: list[Any] = []
+    study.after_commit(lambda: committed.append(infocache_stamp(study.path)))
+    study.after_close(lambda: _closed(key, chain, study, committed))
+
+
+def infocache_stamp(path: Path) -> list[Any]:
+    from mcqaudit.store.infocache import stamp
+
+    return stamp(path)
+
+
+def _closed(key: str, chain: _Chain, study: Study, committed: list[Any]) -> None:
+    """The chain's write has closed: the chain goes on from the file as it is now, when nothing was committed in
+    its connection after it (the stamp just before the close is the one its commit left)."""
+    if not committed or study.closing_stamp != committed[0]:
+        _drop(key, chain)
+        return
+    chain.study = study
+    chain.last = infocache_stamp(study.path)
+    _schedule(key, chain, KEEP_AFTER_S)
+
+
+def _schedule(key: str, chain: _Chain, delay: float) -> None:
+    with _chains_lock:
+        if _chains.get(key) is not chain:
+            return
+        if chain.timer is not None:
+            chain.timer.cancel()
+        chain.timer = threading.Timer(delay, _when_idle, args=(key, chain))
+        chain.timer.daemon = True
+        _timers.add(chain.timer)
+        chain.timer.start()
+
+
+def _when_idle(key: str, chain: _Chain) -> None:
+    """The timer: keep the chain once the process has left the study alone for :data:`KEEP_AFTER_S` (or the
+    chain is :data:`KEEP_WITHIN_S` old), else look again then."""
+    from mcqaudit.store.db import idle_s
+
+    try:
+        idle = idle_s(chain.study.path)
+        late = time.monotonic() - chain.since >= KEEP_WITHIN_S
+        if idle < KEEP_AFTER_S and not late:
+            _schedule(
+                key, chain, min(KEEP_AFTER_S - idle, KEEP_WITHIN_S - (time.monotonic() - chain.since)) + 0.01
+            )
+            return
+        with _chains_lock:
+            current = _chains.get(key) is chain
+        if current:
+            _keep_chain(key, chain)
+    finally:
+        _timers.discard(threading.current_thread())
+
+
+def _drop(key: str, chain: _Chain) -> None:
+    with _chains_lock:
+        if _chains.get(key) is chain:
+            del _chains[key]
+        if chain.timer is not None:
+            chain.timer.cancel()
+
+
+def keep_pending(path: str | Path | None = None) -> None:
+    """Keep the cache of the study at ``path`` (every study: None) after the reviews this process wrote since it
+    was last kept (see above); nothing when the study has changed otherwise since."""
+    with _chains_lock:
+        keys = [_key(Path(path))] if path is not None else list(_chains)
+    for key in keys:
+        with _chains_lock:
+            chain = _chains.get(key)
+        if chain is not None:
+            _keep_chain(key, chain)
+
+
+def _keep_chain(key: str, chain: _Chain) -> None:
+    from mcqaudit.store.db import StudyError
+
+    study = chain.study
+    if not study.path.exists():  # removed since: opening it would make a new, empty file
+        _drop(key, chain)
+        return
+    try:
+        with study.connect() as con:  # the study's gate and file lock: no review can extend the chain now
+            with _chains_lock:
+                if _chains.get(key) is not chain:
+                    return
+                del _chains[key]
+                if chain.timer is not None:
+                    chain.timer.cancel()
+            if chain.last is None or study.opened_stamp != chain.last:
+                return  # changed since the chain's last write (or that write never closed)
+            payload, state = _kept_after_reviews(con, chain)
+            last = chain.last
+            study.after_close(lambda: _keep(study, payload, state, last))
+    except (StudyError, Exception):  # noqa: BLE001 - in the background: not kept, the cache stays stale by its stamp
+        return
+
+
+def _kept_after_reviews(con: Any, chain: _Chain) -> tuple[dict[str, Any], dict[str, Any]]:
+    from mcqaudit.metrics.facts import quick_flags
+    from mcqaudit.store.facts import apply_review, counts_of, raw_counts, scope_of, state_facts, verdict_rows
+    from mcqaudit.store.summary import merge_verdicts
+
+    raw = chain.state["facts"]
+    f = state_facts(raw)
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE mcq_reviews_before (row_id VARCHAR, verdict VARCHAR, picked_letter VARCHAR)"
+    )
+    try:
+        was = [(r, *v) for r, v in chain.old.items() if v is not None]
+        if was:
+            con.executemany("INSERT INTO mcq_reviews_before VALUES (?, ?, ?)", was)
+        from mcqaudit.store.frames import sql_list
+
+        before_reviews = (
+            "(SELECT row_id, verdict, picked_letter FROM effective_reviews "
+            f"WHERE row_id NOT IN {sql_list(sorted(chain.old))} "
+            "UNION ALL SELECT row_id, verdict, picked_letter FROM mcq_reviews_before)"
+        )
+        now = scope_of(con, list(chain.old))
+        was_scope = dataclasses.replace(now, reviews=before_reviews)
+        before = raw_counts(con, f, was_scope, raw["names"]), verdict_rows(con, was_scope)
+        after = raw_counts(con, f, now, raw["names"]), verdict_rows(con, now)
+    finally:
+        con.execute("DROP TABLE IF EXISTS mcq_reviews_before")
+    new_raw = apply_review(raw, before[0], after[0])
+    verdicts = merge_verdicts(chain.state["verdicts"], after[1], before[1])
+    flags, unchecked = quick_flags(counts_of(new_raw))
+    payload = chain.payload
+    payload["summary"]["verdicts"]["rows"] = verdicts
+    payload["flags"], payload["unchecked"] = flags, list(unchecked)
+    return payload, {"facts": new_raw, "verdicts": verdicts}
+
+
+def _at_exit() -> None:
+    """At exit: no keeping is cut off inside DuckDB (a daemon thread stopped there aborts the process); the
+    chains not kept yet are kept now."""
+    for t in list(_timers):
+        if isinstance(t, threading.Timer):
+            t.cancel()
+        if t.is_alive() and t is not threading.current_thread():
+            t.join(timeout=60)
+    keep_pending()
+
+
+atexit.register(_at_exit)
 
 
 def info_json(study: str | Path | Study | InfoFacts) -> dict[str, Any]:

@@ -187,10 +187,21 @@ def ingest(db: Path, files: Sequence[Path], options: IngestOptions, hooks: Inges
             wrote = True
             results += loaded
             hooks.loaded(group, loaded)
+        if wrote:
+            _refresh_info(study)
     finally:
         if new_study and not wrote:
             _discard_new_study(db)
     return IngestRun(tuple(results), tuple(failed))
+
+
+def _refresh_info(study: Study) -> None:
+    """``info``'s cache computed for the study as this ingest left it (the next ``info`` answers at once); a
+    study this run cannot open again (locked for too long) keeps none, and ``info`` computes it then."""
+    from mcqaudit.app.info import refresh
+
+    with contextlib.suppress(StudyError):
+        refresh(study)
 
 
 def _discard_new_study(path: Path) -> None:

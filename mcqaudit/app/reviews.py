@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from mcqaudit.app.info import refresh, reviews_changing
 from mcqaudit.app.study import open_study
 from mcqaudit.review.log import (
     EXPORT_COLUMNS,
@@ -131,7 +132,8 @@ def add_review(
             NewReview(row_id, d.action, d.verdict, d.picked_letter, note, who, utcnow(), row.final_verdict,
                       row.verdict_source, row.fingerprint, None, queue_id, origin),
         )  # fmt: skip
-        sql.refresh(con, [row_id])
+        with reviews_changing(s, con, [row_id]):  # info's cache follows the review
+            sql.refresh(con, [row_id])
         return rid
 
 
@@ -157,7 +159,8 @@ def retract_review(
             NewReview(row_id, RETRACT, None, None, note, who, utcnow(), row.final_verdict, row.verdict_source,
                       row.fingerprint, int(review_id), None, origin),
         )  # fmt: skip
-        sql.refresh(con, [row_id])
+        with reviews_changing(s, con, [row_id]):  # info's cache follows the review
+            sql.refresh(con, [row_id])
         return rid
 
 
@@ -485,6 +488,8 @@ def import_review_log(
         tally = _write_reviews(
             con, log, rows, queue_ids, source=str(p), origin=origin or f"import:{p.name}", now=now
         )
+    if tally.added or queues_added:
+        refresh(s)  # a log's queues and reviews: info's cache computed again, for the next info
     return ImportResult(
         added=tally.added,
         already_present=tally.already_present,

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from mcqaudit.files import os_reason
+from mcqaudit.store.infocache import stamp as file_stamp
 from mcqaudit.store.schema import MIGRATIONS
 
 if TYPE_CHECKING:
@@ -239,6 +240,8 @@ class Study:
         # opening/closing it from several threads at once is where wrong results came from.
         self._gate = _gate_for(self.path)
         self._held = threading.local()  # the connection this thread has open, for nested connect()
+        # (stamp before, stamp after) of the file when opening it here tidied it (no data changed)
+        self.tidied: tuple[list[list[int] | None], list[list[int] | None]] | None = None
         if not self.path.exists():
             if not create or read_only:
                 raise StudyError(f"{self.path}: no such study file (create one with `mcqaudit ingest`)")
@@ -260,7 +263,14 @@ class Study:
             with self.write() as con:
                 _migrate(con, self.path)
             with self.connect() as con:
+                was = self.opened_stamp
                 tidy_after_a_kill(con, self.path)
+                con.close()  # closed here, the file lock still held: the stamp the tidy left
+                now = file_stamp(self.path)
+                if was is not None and now != was:
+                    # the tidy wrote no data (a checkpoint, a truncation past the study's blocks): what was
+                    # true of the file at stamp `was` is true of it at `now` (:attr:`tidied`)
+                    self.tidied = (was, now)
         # What a killed writer left in the journal is replayed by the use cases' open
         # (``mcqaudit.app.study.open_study``, docs/design.md §5), not here: the store knows no journal.
 
@@ -362,16 +372,71 @@ class Study:
         queries (a dashboard panel) opens the file once instead of once per query."""
         held = getattr(self._held, "con", None)
         if held is not None:
+            # a caller that committed a write in this connection since it opened changed the file: the stamp
+            # taken at the open no longer says what this nested use finds (:attr:`opened_stamp`)
+            if self._held.opened is not None and file_stamp(self.path) != self._held.opened:
+                self._held.opened = None
             yield held
             return
         with self._gate, self._file_lock():
+            # the study file as this connection found it: the same before and after the open (no mcqaudit
+            # process can change it while the file lock is held, nor any process while DuckDB's lock is)
+            before = file_stamp(self.path)
+            after: list[Callable[[], None]] = []
             con = self._open()
-            self._held.con = con
+            opened = file_stamp(self.path)
+            self._held.opened = opened if opened == before else None
+            self._held.con, self._held.after = con, after
+            closing = None
             try:
                 yield con
+                closing = file_stamp(self.path)
             finally:
-                self._held.con = None
+                self._held.con = self._held.after = self._held.opened = None
                 con.close()
+            self._held.closing = closing
+            _last_used[str(self.path)] = time.monotonic()
+            try:
+                for (
+                    fn
+                ) in after:  # what the connection's work asked for once it is closed, the lock still held
+                    fn()
+            finally:
+                self._held.closing = None
+
+    @property
+    def opened_stamp(self) -> list[list[int] | None] | None:
+        """:func:`~mcqaudit.store.infocache.stamp` of the study file as this thread's open connection found it
+        (taken under the file lock, the same before and after the open; None: no connection open, or one in
+        which a write has committed since)."""
+        return getattr(self._held, "opened", None)
+
+    @property
+    def closing_stamp(self) -> list[list[int] | None] | None:
+        """In an :meth:`after_close` callback: the study file's stamp just before the connection closed (the
+        close checkpoints, which changes the file again, but no data)."""
+        return getattr(self._held, "closing", None)
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` right after this thread's :meth:`write` transaction has committed (its connection still
+        open: the file as that commit left it)."""
+        on_commit = getattr(self._held, "on_commit", None)
+        if on_commit is None:
+            raise RuntimeError("after_commit needs a write transaction")
+        on_commit.append(fn)
+
+    @property
+    def connected(self) -> bool:
+        """Whether this thread has a connection to the study open (a :meth:`connect` not yet left)."""
+        return getattr(self._held, "con", None) is not None
+
+    def after_close(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once this thread's open connection has closed without an error (a write committed),
+        while the file lock is still held: no other mcqaudit process has written the study in between."""
+        after = getattr(self._held, "after", None)
+        if after is None:
+            raise RuntimeError("after_close needs an open connection")
+        after.append(fn)
 
     def holds_connection(self) -> bool:
         """Whether this thread is inside :meth:`connect` (a nested connect would reuse that connection)."""
@@ -390,12 +455,18 @@ class Study:
         self.require_writable()
         with self.connect() as con:
             con.execute("BEGIN TRANSACTION")
+            on_commit: list[Callable[[], None]] = []
+            self._held.on_commit = on_commit
             try:
                 yield con
             except BaseException:
+                self._held.on_commit = None
                 con.execute("ROLLBACK")
                 raise
+            self._held.on_commit = None
             con.execute("COMMIT")
+            for fn in on_commit:
+                fn()
 
     read = connect
 
@@ -472,6 +543,16 @@ def set_meta(con: duckdb.DuckDBPyConnection, key: str, value: str | None) -> Non
     con.execute("DELETE FROM study_meta WHERE key = ?", [key])
     if value is not None:
         con.execute("INSERT INTO study_meta VALUES (?, ?)", [key, value])
+
+
+# when this process last closed a connection to each study (by path): :func:`idle_s`
+_last_used: dict[str, float] = {}
+
+
+def idle_s(path: str | Path) -> float:
+    """Seconds since this process last closed a connection to the study at ``path`` (inf: never)."""
+    at = _last_used.get(str(Path(path)))
+    return float("inf") if at is None else time.monotonic() - at
 
 
 _gates: dict[str, threading.RLock] = {}

@@ -9,11 +9,12 @@ reads, whose item-cluster sums ``k, Σn, Σd, Σd², Σd·n, Σn²`` give the cl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from mcqaudit.metrics.facts import FactCounts, Letters, LogprobCounts, ParserCounts, Sample, Sums6
-from mcqaudit.store.frames import _LOGPROB_SQL, _UNIFORM_SQL, rows_sql, study_facts
+from mcqaudit.store.frames import _LOGPROB_SQL, _UNIFORM_SQL, Facts, Scope, rows_sql, study_facts
 from mcqaudit.vocab import VerdictCode
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ _FRAMEWORK_ROWS = f"""
 SELECT p.parser, r.ii, r.uni, r.verdict, r.pick, r.gold_pos,
     CASE WHEN coalesce(ascii(p.letter) - 65, -1) >= r.n_opt THEN -1 ELSE coalesce(ascii(p.letter) - 65, -1) END AS pos
 FROM parser_letters p JOIN gen_rows g USING (row_id) JOIN mcq_fact_rows r ON r.rn = g.rowid
-WHERE p.parser NOT IN ('strict', 'naive', 'user') AND r.verdict <> {_NONE}
+WHERE p.parser NOT IN ('strict', 'naive', 'user') AND r.verdict <> {_NONE} AND {{p_scope}} AND {{g_scope}}
 """  # noqa: E501
 
 
@@ -97,7 +98,8 @@ FROM it GROUP BY parser
 _LOGPROB = f"""
 WITH l AS (
     SELECT r.ai, r.ii, r.verdict, r.pick, r.gold_pos, lp.lp_pos
-    FROM ({_LOGPROB_SQL}) lp JOIN mcq_fact_rows r USING (rn) WHERE r.verdict <> {_NONE}
+    FROM ({_LOGPROB_SQL.replace("WHERE g.option_logprobs", "WHERE {scope} AND g.option_logprobs")}) lp
+    JOIN mcq_fact_rows r USING (rn) WHERE r.verdict <> {_NONE}
 ), k AS (
     SELECT ai, ii, count(*) AS n, count(*) FILTER (lp_pos = gold_pos) AS lpc,
         count(*) FILTER (verdict = {_CORRECT}) AS txc,
@@ -117,15 +119,35 @@ def _sample(pooled: list[Sums6], spot: list[Sums6]) -> Sample:
     return Sample(pooled, spot if spot[0][1] > 0 else None)
 
 
-def _parsers(con: duckdb.DuckDBPyConnection, names: list[str], frameworks: list[str]) -> list[ParserCounts]:
+def _ints(values: Sequence[object]) -> list[int]:
+    return [int(v or 0) for v in values]  # type: ignore[call-overload]
+
+
+def _parser_sums(
+    con: duckdb.DuckDBPyConnection,
+    names: list[str],
+    frameworks: list[str],
+    scope: Scope | None,
+    tr: Callable[[str], str],
+) -> dict[str, list[int]]:
+    """Per parser: its graded rows, then the cluster sums of :data:`_PARSERS` (integers, as DuckDB sums them)."""
     base = [n for n in names if n not in frameworks]
     parts = [_PARSER_ROWS.format(pos=f"{n}_pos") for n in base]
     params: list[object] = list(base)
     if frameworks:
-        parts.append(_FRAMEWORK_ROWS)
-    got = {
-        r[0]: r[1:] for r in con.execute(_PARSERS.format(rows=" UNION ALL ".join(parts)), params).fetchall()
+        parts.append(
+            _FRAMEWORK_ROWS.format(
+                p_scope=f"p.{scope.rows}" if scope else "true",
+                g_scope=f"g.{scope.items}" if scope else "true",
+            )
+        )
+    return {
+        str(r[0]): _ints(r[1:])
+        for r in con.execute(tr(_PARSERS.format(rows=" UNION ALL ".join(parts))), params).fetchall()
     }
+
+
+def _parsers(names: list[str], got: dict[str, list[int]]) -> list[ParserCounts]:
     out: list[ParserCounts] = []
     for name in names:
         r = got.get(name)
@@ -138,50 +160,210 @@ def _parsers(con: duckdb.DuckDBPyConnection, names: list[str], frameworks: list[
     return out
 
 
+# What a review can change of the counts (it changes a row's final verdict, picked letter and human review,
+# nothing else): :func:`review_counts` sums them over some items' rows, and each is a sum over items, so the
+# study's counts after a review are those before, less its items' counts before, plus their counts after.
+REVIEWED_KEYS = ("graded_by_arm", "reviewed", "n_reviews", "parsers", "logprob")
+
+
+def raw_counts(
+    con: duckdb.DuckDBPyConnection, f: Facts, scope: Scope | None = None, names: list[str] | None = None
+) -> dict[str, Any]:
+    """The counts beneath :class:`~mcqaudit.metrics.facts.FactCounts` as plain JSON values (integers, names as
+    keys), over the whole study, or (``scope``: some items' rows) the part of :data:`REVIEWED_KEYS` those rows
+    add, for the parsers ``names`` (the whole study's): :func:`counts_of` turns them into FactCounts."""
+    sql, params = rows_sql("final", f, scope)
+    uniform = f"{_UNIFORM_SQL} AND g.{scope.items}" if scope else _UNIFORM_SQL
+    if scope is not None:
+        # the items' generations copied once, and read below in place of gen_rows (one scan of the table,
+        # not one per subquery); their rowids there number them alike for every query below
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {_SCOPED_GEN} AS SELECT * FROM gen_rows WHERE {scope.items}"
+        )
+    tr = _scoped if scope is not None else _whole
+    con.execute(tr(_ROWS.format(rows=sql, uniform=uniform)), params)
+    try:
+        arms = f.arms
+        out: dict[str, Any] = {}
+        per_arm = con.execute(_ARMS).fetchall()
+        out["graded_by_arm"] = {arms[ai]: int(graded) for ai, _, graded, _ in per_arm if graded}
+        n_items, reviewed, any_user, max_opt = con.execute(_TOTALS).fetchone()  # type: ignore[misc]
+        out["reviewed"] = int(reviewed)
+        if scope is not None:
+            got = con.execute(f"SELECT count(*) FROM {scope.reviews} WHERE {scope.rows}").fetchone()
+            out["n_reviews"] = int(got[0]) if got else 0
+        else:
+            out["n_reviews"] = f.n_reviews
+            out["rows_by_arm"] = {arms[ai]: int(n) for ai, n, _, _ in per_arm}
+            out["items_by_arm"] = {arms[ai]: int(it) for ai, _, _, it in per_arm}
+            out["fp_rows"] = [
+                [arms[int(ai)], f.fps[int(k)], int(n)] for ai, k, n in con.execute(_FINGERPRINTS).fetchall()
+            ]
+            out["n_items"], out["any_user"], out["max_opt"] = int(n_items), bool(any_user), int(max_opt)
+            top = int(max_opt) + 1
+            out["gold"] = [[int(a), int(b), int(c)] for a, b, c in con.execute(_GOLD, [top - 1]).fetchall()]
+            out["names"] = ["strict", "naive", *(["user"] if any_user else []), *f.frameworks]
+            out["static"] = {
+                "arms": arms,
+                "orientations": f.orientations,
+                "configs": f.configs,
+                "unaudited": (f.meta.get("unaudited") or "").lower() == "true",
+                "frameworks": f.frameworks,
+                "fps": f.fps,
+                "panel_fps": f.panel_fps,
+                "all_fps": f.all_fps,
+            }
+        out["parsers"] = _parser_sums(
+            con, list(names or []) if scope else out["names"], f.frameworks, scope, tr
+        )
+        lp_scope = f"g.{scope.items}" if scope else "true"
+        out["logprob"] = {
+            arms[ai]: _ints(rest) for ai, *rest in con.execute(tr(_LOGPROB.format(scope=lp_scope))).fetchall()
+        }
+    finally:
+        con.execute("DROP TABLE IF EXISTS mcq_fact_rows")
+        if scope is not None:
+            con.execute(f"DROP TABLE IF EXISTS {_SCOPED_GEN}")
+    return out
+
+
+_SCOPED_GEN = "mcq_scope_gen"
+
+
+def _whole(sql: str) -> str:
+    return sql
+
+
+def _scoped(sql: str) -> str:
+    """``sql`` reading the scope's copy of its generations (:data:`_SCOPED_GEN`) wherever it reads gen_rows."""
+    return re.sub(r"\b(FROM|JOIN) gen_rows\b", rf"\1 {_SCOPED_GEN}", sql)
+
+
+# The summary's verdicts table (store/summary.py), over a scope's rows: graded_rows' verdict, source and judge
+# status (schema.GRADED_ROWS_VIEW), with the effective reviews read from the scope's relation.
+_VERDICTS = """
+WITH b AS (
+    SELECT g.arm, g.strict_letter, g.gold_letter, g.is_blank, r.verdict AS review_verdict,
+        CASE WHEN j.status = 'ok' THEN j.verdict END AS judge_verdict,
+        coalesce(j.status, CASE WHEN needs_judge(g.strict_letter, g.is_blank) THEN 'pending' ELSE 'skipped' END)
+            AS judge_status
+    FROM gen_rows g
+    LEFT JOIN (SELECT * FROM current_judge WHERE {rows}) j USING (row_id)
+    LEFT JOIN (SELECT row_id, verdict FROM {reviews} WHERE {rows}) r USING (row_id)
+    WHERE g.{items}
+), v AS (
+    SELECT arm, judge_status,
+        final_verdict(review_verdict, judge_verdict, strict_letter, gold_letter, is_blank) AS final_verdict,
+        verdict_source(review_verdict, judge_verdict, strict_letter, is_blank) AS verdict_source
+    FROM b
+)
+SELECT arm, coalesce(verdict_source, 'ungraded (' || judge_status || ')') AS source,
+       count(*) FILTER (final_verdict = 'CORRECT') AS correct,
+       count(*) FILTER (final_verdict = 'INCORRECT') AS incorrect,
+       count(*) FILTER (final_verdict = 'OTHER') AS other,
+       count(*) AS rows
+FROM v GROUP BY ALL
+"""
+
+
+def verdict_rows(con: duckdb.DuckDBPyConnection, scope: Scope) -> list[list[Any]]:
+    """The rows of the summary's ``verdicts`` table (arm, source, correct, incorrect, other, rows) that the
+    scope's rows add."""
+    sql = _VERDICTS.format(rows=scope.rows, reviews=scope.reviews, items=scope.items)
+    return [list(r) for r in con.execute(sql).fetchall()]
+
+
+def _add(old: Any, plus: Any, minus: Any) -> Any:
+    """``old + plus - minus`` over the counts of :data:`REVIEWED_KEYS` (integers, or dicts of integers or of
+    lists of integers); a key whose counts all come to 0 is dropped, as a GROUP BY would not list it."""
+    if isinstance(old, int):
+        return old + int(plus or 0) - int(minus or 0)
+    out: dict[str, Any] = {}
+    for k in dict.fromkeys([*old, *(plus or {}), *(minus or {})]):
+        o, p, m = old.get(k), (plus or {}).get(k), (minus or {}).get(k)
+        ref = o if o is not None else p if p is not None else m
+        if isinstance(ref, list):
+            z = [0] * len(ref)
+            v = [a + b - c for a, b, c in zip(o or z, p or z, m or z, strict=True)]
+            if any(v):
+                out[k] = v
+        else:
+            n = int(o or 0) + int(p or 0) - int(m or 0)
+            if n:
+                out[k] = n
+    return out
+
+
+def apply_review(raw: dict[str, Any], before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The study's raw counts after a write that changed reviews only: ``raw`` (before it), less ``before``
+    plus ``after`` (:func:`raw_counts` over the items of the rows it touched, before and after it)."""
+    return {**raw, **{k: _add(raw[k], after[k], before[k]) for k in REVIEWED_KEYS}}
+
+
+def state_facts(raw: dict[str, Any]) -> Facts:
+    """The :class:`~mcqaudit.store.frames.Facts` that :func:`raw_counts` over a whole study read (what a
+    review leaves as it is), for :func:`raw_counts` over some of its items."""
+    st = raw["static"]
+    return Facts(
+        meta={"unaudited": "true" if st["unaudited"] else None},
+        arms=list(st["arms"]),
+        orientations=list(st["orientations"]),
+        configs=st["configs"],
+        panel_fps=list(st["panel_fps"]),
+        all_fps=list(st["all_fps"]),
+        fps=list(st["fps"]),
+        frameworks=list(st["frameworks"]),
+        n_reviews=int(raw["n_reviews"]),
+    )
+
+
+def scope_of(con: duckdb.DuckDBPyConnection, row_ids: Sequence[str]) -> Scope:
+    """Every row of the items of ``row_ids`` (what a review of those rows can change of the counts)."""
+    got = con.execute(
+        "SELECT row_id, item_id FROM gen_rows WHERE item_id IN "
+        "(SELECT item_id FROM gen_rows WHERE row_id IN (SELECT unnest(?::VARCHAR[])))",
+        [sorted(set(row_ids))],
+    ).fetchall()
+    return Scope.of(sorted({i for _, i in got}), [r for r, _ in got])
+
+
+def counts_of(raw: dict[str, Any]) -> FactCounts:
+    """:class:`~mcqaudit.metrics.facts.FactCounts` of :func:`raw_counts` over a whole study."""
+    st = raw["static"]
+    arms: list[str] = st["arms"]
+    top = int(raw["max_opt"]) + 1
+    gold: dict[int, list[int]] = {}
+    for n_opt, p, n in raw["gold"]:
+        if n_opt >= 2:
+            gold.setdefault(int(n_opt), [0] * top)[int(p)] += int(n)
+    fp_rows = {(arm, fp): n for arm, fp, n in raw["fp_rows"]}
+    arm_fps: dict[str, dict[str, int]] = {}
+    for arm in arms:
+        for fp in st["fps"]:
+            if fp_rows.get((arm, fp)):
+                arm_fps.setdefault(arm, {})[fp] = fp_rows[(arm, fp)]
+    return FactCounts(
+        arms=arms,
+        orientations=st["orientations"],
+        n_items=int(raw["n_items"]),
+        rows_by_arm={a: int(raw["rows_by_arm"].get(a, 0)) for a in arms},
+        graded_by_arm={a: int(raw["graded_by_arm"].get(a, 0)) for a in arms},
+        items_by_arm={a: int(raw["items_by_arm"].get(a, 0)) for a in arms},
+        arm_fingerprints=arm_fps,
+        judge_configs=st["configs"],
+        unaudited=bool(st["unaudited"]),
+        n_reviews=int(raw["n_reviews"]),
+        uniform_reviewed_rows=int(raw["reviewed"]),
+        gold_counts=gold,
+        parsers=_parsers(raw["names"], raw["parsers"]),
+        logprob={
+            arm: LogprobCounts(int(n), int(lpc), int(txc), int(items), _floats(sums))
+            for arm, (n, lpc, txc, items, *sums) in raw["logprob"].items()
+        },
+    )
+
+
 def fact_counts(study: Study) -> FactCounts:
     """The study's :class:`~mcqaudit.metrics.facts.FactCounts` (final verdicts), in one connection."""
     with study.connect() as con:
-        f = study_facts(con)
-        sql, params = rows_sql("final", f)
-        con.execute(_ROWS.format(rows=sql, uniform=_UNIFORM_SQL), params)
-        try:
-            arms = f.arms
-            per_arm = {a: (0, 0, 0) for a in arms}
-            for ai, n, graded, items in con.execute(_ARMS).fetchall():
-                per_arm[arms[ai]] = (int(n), int(graded), int(items))
-            fp_rows = {(int(ai), int(k)): int(n) for ai, k, n in con.execute(_FINGERPRINTS).fetchall()}
-            n_items, reviewed, any_user, max_opt = con.execute(_TOTALS).fetchone()  # type: ignore[misc]
-            top = int(max_opt) + 1
-            gold: dict[int, list[int]] = {}
-            for n_opt, p, n in con.execute(_GOLD, [top - 1]).fetchall():
-                if n_opt >= 2:
-                    gold.setdefault(int(n_opt), [0] * top)[int(p)] += int(n)
-            names = ["strict", "naive", *(["user"] if any_user else []), *f.frameworks]
-            parsers = _parsers(con, names, f.frameworks)
-            logprob = {
-                arms[ai]: LogprobCounts(int(n), int(lpc), int(txc), int(items), _floats(sums))
-                for ai, n, lpc, txc, items, *sums in con.execute(_LOGPROB).fetchall()
-            }
-        finally:
-            con.execute("DROP TABLE IF EXISTS mcq_fact_rows")
-    arm_fps: dict[str, dict[str, int]] = {}
-    for a, arm in enumerate(arms):
-        for k, fp in enumerate(f.fps):
-            if fp_rows.get((a, k)):
-                arm_fps.setdefault(arm, {})[fp] = fp_rows[(a, k)]
-    return FactCounts(
-        arms=arms,
-        orientations=f.orientations,
-        n_items=int(n_items),
-        rows_by_arm={a: per_arm[a][0] for a in arms},
-        graded_by_arm={a: per_arm[a][1] for a in arms},
-        items_by_arm={a: per_arm[a][2] for a in arms},
-        arm_fingerprints=arm_fps,
-        judge_configs=f.configs,
-        unaudited=(f.meta.get("unaudited") or "").lower() == "true",
-        n_reviews=f.n_reviews,
-        uniform_reviewed_rows=int(reviewed),
-        gold_counts=gold,
-        parsers=parsers,
-        logprob=logprob,
-    )
+        return counts_of(raw_counts(con, study_facts(con)))

@@ -57,17 +57,18 @@ def _pos(letter: str) -> str:
 # (its primary key then makes it one row per row_id), else the current_judge view (latest per row).
 _ROWS_SQL = """
 WITH ax AS (
-    SELECT arm, (list_position(?::VARCHAR[], arm) - 1)::SMALLINT AS ai FROM (SELECT DISTINCT arm FROM gen_rows)
+    SELECT arm, (list_position(?::VARCHAR[], arm) - 1)::SMALLINT AS ai
+    FROM (SELECT DISTINCT arm FROM gen_rows WHERE {scope})
 ), ox AS (
     SELECT orientation, (list_position(?::VARCHAR[], orientation) - 1)::SMALLINT AS oi
-    FROM (SELECT DISTINCT orientation FROM gen_rows)
+    FROM (SELECT DISTINCT orientation FROM gen_rows WHERE {scope})
 ), ix AS (
     SELECT item_id, (row_number() OVER (ORDER BY item_id) - 1)::INTEGER AS ii
-    FROM (SELECT DISTINCT item_id FROM gen_rows)
+    FROM (SELECT DISTINCT item_id FROM gen_rows WHERE {scope})
 ), j AS (
-    SELECT row_id, status, letter, verdict, fingerprint FROM {judge}
+    SELECT row_id, status, letter, verdict, fingerprint FROM {judge} WHERE {row_scope}
 ), r AS (
-    SELECT row_id, verdict, picked_letter FROM effective_reviews
+    SELECT row_id, verdict, picked_letter FROM {reviews} WHERE {row_scope}
 ), g AS (
     SELECT g.rowid AS rn, ax.ai, ox.oi, ix.ii, g.sample, g.orientation, g.gold_letter, g.is_blank, g.truncated,
         g.strict_letter, g.naive_letter, g.user_letter,
@@ -79,6 +80,7 @@ WITH ax AS (
     JOIN ax USING (arm) JOIN ox USING (orientation) JOIN ix USING (item_id)
     LEFT JOIN j USING (row_id)
     LEFT JOIN r USING (row_id)
+    WHERE {g_scope}
 ), f AS (
     SELECT *,
         final_verdict(NULL, judge_verdict, strict_letter, gold_letter, is_blank) AS auto_verdict,
@@ -217,9 +219,13 @@ def _groupings(
     return out
 
 
-def _rows_sql(view: VerdictView, single_fingerprint: bool) -> str:
+def _rows_sql(view: VerdictView, single_fingerprint: bool, scope: Scope | None = None) -> str:
     final = view == "final"
     return _ROWS_SQL.format(
+        scope=scope.items if scope else "true",
+        row_scope=scope.rows if scope else "true",
+        g_scope=f"g.{scope.items}" if scope else "true",
+        reviews=scope.reviews if scope else "effective_reviews",
         judge="judge_verdicts" if single_fingerprint else "current_judge",
         verdict=verdict_code_sql("final_verdict" if final else "auto_verdict"),
         pick=_pos("final_letter" if final else "auto_letter"),
@@ -313,9 +319,34 @@ def study_facts(con: duckdb.DuckDBPyConnection) -> Facts:
     )
 
 
-def rows_sql(verdicts: VerdictView, facts: Facts) -> tuple[str, list[object]]:
-    """The per-row SQL of the frames (one narrow row of codes per generation) and its parameters."""
-    return _rows_sql(verdicts, len(facts.all_fps) <= 1), [facts.arms, facts.orientations, facts.fps]
+def sql_list(values: Sequence[str]) -> str:
+    """A parenthesised list of SQL string literals (``'`` doubled: DuckDB's strings know no other escape)."""
+    return (
+        "(" + ", ".join("'" + str(v).replace("'", "''") + "'" for v in values) + ")" if values else "(NULL)"
+    )
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Some items' rows: a condition on ``item_id`` selecting them, one on ``row_id`` (their row ids), and the
+    relation their effective reviews are read from (``effective_reviews``, or one that stands for it as it
+    was: columns row_id, verdict, picked_letter)."""
+
+    items: str
+    rows: str
+    reviews: str = "effective_reviews"
+
+    @classmethod
+    def of(cls, item_ids: Sequence[str], row_ids: Sequence[str], reviews: str = "effective_reviews") -> Scope:
+        return cls(
+            f"item_id IN {sql_list(sorted(item_ids))}", f"row_id IN {sql_list(sorted(row_ids))}", reviews
+        )
+
+
+def rows_sql(verdicts: VerdictView, facts: Facts, scope: Scope | None = None) -> tuple[str, list[object]]:
+    """The per-row SQL of the frames (one narrow row of codes per generation) and its parameters; with
+    ``scope``, the rows of those items only (their ``ii`` then counts those items alone)."""
+    return _rows_sql(verdicts, len(facts.all_fps) <= 1, scope), [facts.arms, facts.orientations, facts.fps]
 
 
 _Side = tuple["Columns | None", "Columns | None", "Columns", "Columns | None"]

@@ -21,7 +21,7 @@ from typing import Any
 
 from mcqaudit.store.sidecars import info_cache_path
 
-FORMAT = 1
+FORMAT = 2
 Stamp = list[list[int] | None]
 
 
@@ -55,30 +55,61 @@ def code_key() -> str:
     return h.hexdigest()[:32]
 
 
-def load(study_path: str | Path) -> dict[str, Any] | None:
-    """The cached payload, when the cache was written by this code for the study file as it is now."""
+def _read(study_path: str | Path, at: Stamp | None) -> dict[str, Any] | None:
     try:
         data = json.loads(info_cache_path(study_path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or data.get("code") != code_key() or data.get("stamp") != stamp(study_path):
+    if not isinstance(data, dict) or data.get("code") != code_key():
         return None
-    payload = data.get("payload")
+    if data.get("stamp") != (stamp(study_path) if at is None else at):
+        return None
+    return data
+
+
+def load(study_path: str | Path) -> dict[str, Any] | None:
+    """The cached payload, when the cache was written by this code for the study file as it is now."""
+    data = _read(study_path, None)
+    payload = data.get("payload") if data else None
     return payload if isinstance(payload, dict) else None
 
 
-def save(study_path: str | Path, taken: Stamp, payload: dict[str, Any]) -> bool:
-    """Keep ``payload``, computed from the study as it was at stamp ``taken``, unless the file has changed
-    since (then nothing is kept). Written whole or not at all; a folder that cannot be written keeps none."""
+def load_state(study_path: str | Path, at: Stamp | None) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The cached payload and the counts it was made from (what a writer brings up to date), when the cache
+    was written by this code for the study file at stamp ``at`` (None: not known, so no cache)."""
+    if at is None:
+        return None
+    data = _read(study_path, at)
+    if data is None:
+        return None
+    payload, state = data.get("payload"), data.get("state")
+    return (payload, state) if isinstance(payload, dict) and isinstance(state, dict) else None
+
+
+def save(
+    study_path: str | Path, taken: Stamp, payload: dict[str, Any], state: dict[str, Any] | None = None
+) -> bool:
+    """Keep ``payload`` (and ``state``, the counts it was made from), computed from the study as it was at
+    stamp ``taken``, unless the file has changed since (then nothing is kept). Written whole or not at all; a
+    folder that cannot be written keeps none."""
     if stamp(study_path) != taken:
         return False
     path = info_cache_path(study_path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps({"code": code_key(), "stamp": taken, "payload": payload}), encoding="utf-8")
+        tmp.write_text(
+            json.dumps({"code": code_key(), "stamp": taken, "payload": payload, "state": state}),
+            encoding="utf-8",
+        )
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         return False
     return True
+
+
+def drop(study_path: str | Path) -> None:
+    """Remove the cache (a write that could not bring it up to date; its stamp would say so all the same)."""
+    with contextlib.suppress(OSError):
+        info_cache_path(study_path).unlink(missing_ok=True)

@@ -41,6 +41,30 @@ class StudySummary:
     rejected_total: int
 
 
+_VERDICTS = """
+SELECT arm, coalesce(verdict_source, 'ungraded (' || judge_status || ')') AS source,
+       count(*) FILTER (final_verdict = 'CORRECT') AS correct,
+       count(*) FILTER (final_verdict = 'INCORRECT') AS incorrect,
+       count(*) FILTER (final_verdict = 'OTHER') AS other,
+       count(*) AS rows
+FROM graded_rows WHERE {scope} GROUP BY ALL
+"""
+
+
+def merge_verdicts(rows: list[list[Any]], plus: list[list[Any]], minus: list[list[Any]]) -> list[list[Any]]:
+    """The ``verdicts`` table's rows ``rows``, plus the counts of ``plus``, less those of ``minus`` (rows keyed
+    by arm and source); a row whose counts come to 0 is dropped, and the rest ordered as the table orders them
+    (by arm, then source: as DuckDB orders text, by code point)."""
+    out: dict[tuple[Any, Any], list[int]] = {}
+    for sign, part in ((1, rows), (1, plus), (-1, minus)):
+        for arm, source, *counts in part:
+            got = out.setdefault((arm, source), [0] * len(counts))
+            for k, c in enumerate(counts):
+                got[k] += sign * int(c)
+    keep = [[arm, source, *c] for (arm, source), c in out.items() if c[-1]]
+    return sorted(keep, key=lambda r: ((r[0] is None, r[0] or ""), (r[1] is None, r[1] or "")))
+
+
 def summarise(study: Study, rejected_cap: int = 20) -> StudySummary:
     with study.connect() as con:
         arms = [r[0] for r in con.execute("SELECT arm FROM arms ORDER BY ordinal").fetchall()]
@@ -72,18 +96,7 @@ def summarise(study: Study, rejected_cap: int = 20) -> StudySummary:
             """
             )
         )
-        verdicts = _table(
-            con.execute(
-                """
-            SELECT arm, coalesce(verdict_source, 'ungraded (' || judge_status || ')') AS source,
-                   count(*) FILTER (final_verdict = 'CORRECT') AS correct,
-                   count(*) FILTER (final_verdict = 'INCORRECT') AS incorrect,
-                   count(*) FILTER (final_verdict = 'OTHER') AS other,
-                   count(*) AS rows
-            FROM graded_rows GROUP BY ALL ORDER BY arm, source
-            """
-            )
-        )
+        verdicts = _table(con.execute(_VERDICTS.format(scope="true") + " ORDER BY arm, source"))
         rejected_total = con.execute("SELECT count(*) FROM rejected_rows").fetchone()[0]  # type: ignore[index]
         rejected = _table(
             con.execute(
