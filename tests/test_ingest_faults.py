@@ -324,6 +324,9 @@ def test_ingest_and_grade_on_a_read_only_study_say_so_in_one_line(
     tmp_path: Path, read_only_study: Path
 ) -> None:
     rows = _rows_file(tmp_path / "more.jsonl", 3)
+    # the study, its lock and info's cache (the ingest that made the study kept it): the failures below add none
+    before = sorted(f.name for f in read_only_study.parent.iterdir())
+    assert before == ["s.duckdb", "s.duckdb.info.json", "s.duckdb.lock"]
     for args in (
         ("ingest", str(rows), "--db", str(read_only_study), "--quiet"),
         ("grade", "--no-judge", "--db", str(read_only_study)),
@@ -335,7 +338,7 @@ def test_ingest_and_grade_on_a_read_only_study_say_so_in_one_line(
     new = read_only_study.with_name("new.duckdb")
     p = run_cli("ingest", str(rows), "--db", str(new), "--quiet")
     assert p.returncode == 1 and "cannot create the study" in p.stderr and "read-only" in p.stderr, p.stderr
-    assert sorted(f.name for f in read_only_study.parent.iterdir()) == ["s.duckdb", "s.duckdb.lock"]
+    assert sorted(f.name for f in read_only_study.parent.iterdir()) == before
 
 
 DEEP_ROW = (
@@ -537,6 +540,7 @@ def test_a_full_disk_while_spilling_says_the_disk_is_full(tmp_path: Path) -> Non
         run_cli(
             "ingest", str(_rows_file(tmp_path / "small.jsonl", 20)), "--db", str(db), "--quiet", check=True
         )
+        before = sorted(f.name for f in disk.iterdir())  # the study, its lock and info's cache
         big = _rows_file(tmp_path / "big.jsonl", 50_000)
         p = run_cli(
             "ingest", str(big), "--db", str(db), "--quiet", env={"MCQAUDIT_INGEST_MEMORY_LIMIT": "100MB"}
@@ -544,6 +548,6 @@ def test_a_full_disk_while_spilling_says_the_disk_is_full(tmp_path: Path) -> Non
         assert p.returncode == 1, p.stderr
         assert "no space left on the device" in p.stderr and "nothing was written" in p.stderr, p.stderr
         assert "Out of Memory" not in p.stderr and "Traceback" not in p.stderr, p.stderr
-        assert sorted(f.name for f in disk.iterdir()) == ["s.duckdb", "s.duckdb.lock"]
+        assert sorted(f.name for f in disk.iterdir()) == before == ["s.duckdb", "s.duckdb.info.json", "s.duckdb.lock"]
     finally:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)
