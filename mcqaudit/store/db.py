@@ -283,8 +283,10 @@ class Study:
                 con = duckdb.connect(str(self.path), read_only=self.read_only)
                 con.execute("SET TimeZone = 'UTC'")
                 # DuckDB draws its own bar on stdout for a query over 2 s: mcqaudit says its progress itself,
-                # and a command's output (a report on stdout, --json) must not depend on the machine's speed
-                con.execute("SET enable_progress_bar = false")
+                # and a command's output (a report on stdout, --json) must not depend on the machine's speed.
+                # In a notebook DuckDB refuses the setting (it would need ipywidgets to change it): kept there.
+                with contextlib.suppress(duckdb.Error):
+                    con.execute("SET enable_progress_bar = false")
                 return con
             except duckdb.Error as exc:
                 if not _is_lock_error(exc):
