@@ -405,8 +405,6 @@ def keep_pending(path: str | Path | None = None) -> None:
 
 
 def _keep_chain(key: str, chain: _Chain) -> None:
-    from mcqaudit.store.db import StudyError
-
     study = chain.study
     if not study.path.exists():  # removed since: opening it would make a new, empty file
         _drop(key, chain)
@@ -424,7 +422,7 @@ def _keep_chain(key: str, chain: _Chain) -> None:
             payload, state = _kept_after_reviews(con, chain)
             last = chain.last
             study.after_close(lambda: _keep(study, payload, state, last))
-    except (StudyError, Exception):  # noqa: BLE001 - in the background: not kept, the cache stays stale by its stamp
+    except Exception:  # noqa: BLE001 - in the background (a StudyError too): not kept, the cache stays stale by its stamp
         return
 
 

@@ -109,7 +109,7 @@ def _rows_base(
     )
 
 
-def _cells_of(cells: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _numerator_cells(cells: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """The distinct cells (of ``n``) among ``cells``, ascending, and how often each occurs: counted over every
     cell when they are many (cheaper than sorting them), sorted when they are few."""
     if cells.size * 8 > n:
@@ -142,7 +142,7 @@ def _rate_sums(d: Sequence[np.ndarray], base: _RowsBase, R: Rows, C: Cells) -> R
             w = d[j][base.uniform]
             spot[j] = cluster_sums(base.n_u, np.bincount(base.ii_u, weights=w, minlength=n_items))
     for j in range(k):
-        at, dn = _cells_of(cell[d[j]], C.n)  # the cells with a numerator, and its count
+        at, dn = _numerator_cells(cell[d[j]], C.n)  # the cells with a numerator, and its count
         if not at.size:
             continue
         ng = n_cell[at]
@@ -242,7 +242,7 @@ class _Graded:
     has: np.ndarray  # the cells with a row
     arm_item: np.ndarray  # the (arm, item) of each such cell
     cells_ai: np.ndarray  # cells with a row per (arm, item)
-    # what every parser reading all of these rows shares, made on first use (:func:`_shared`)
+    # what every parser reading all of these rows shares, made by the first :func:`_tally` over them
     base: _RowsBase | None = field(default=None, repr=False)
     known: _Known | None = field(default=None, repr=False)
 

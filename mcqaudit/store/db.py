@@ -402,9 +402,7 @@ class Study:
             self._held.closing = closing
             _last_used[str(self.path)] = time.monotonic()
             try:
-                for (
-                    fn
-                ) in after:  # what the connection's work asked for once it is closed, the lock still held
+                for fn in after:  # what the connection's work asked for once it is closed, the lock still held
                     fn()
             finally:
                 self._held.closing = None
@@ -442,10 +440,6 @@ class Study:
         if after is None:
             raise RuntimeError("after_close needs an open connection")
         after.append(fn)
-
-    def holds_connection(self) -> bool:
-        """Whether this thread is inside :meth:`connect` (a nested connect would reuse that connection)."""
-        return getattr(self._held, "con", None) is not None
 
     def require_writable(self) -> None:
         """Raise :class:`StudyReadOnly` (one line) when the study was opened read-only."""

@@ -419,29 +419,26 @@ def load_frames(
     """Study facts and the per-row frame, in one short-lived connection. ``by``: metadata keys whose value
     per row the frames also carry (``StudyFrames.groups``); none by default, and then no metadata is read.
 
-    The framework letters, log-probs, panel verdicts and reviewers' reviews are read on a second cursor
-    while this one reads the rows. ``defer``: read the rows first, return, and let those be read beside the
-    metrics that need the rows alone (:meth:`StudyFrames.ready` waits for them) — only inside a
-    connection the caller holds (``with study.connect():``) until the frames are ready; otherwise they are
-    read before this returns."""
+    The rows are read first (on both cores); then the framework letters, log-probs, panel verdicts and
+    reviewers' reviews on a second cursor, beside the spot check and the groups on this one. ``defer``: return
+    without waiting for them, to be read beside the metrics that need the rows alone
+    (:meth:`StudyFrames.ready` waits for them) — only inside a connection the caller holds
+    (``with study.connect():``) until the frames are ready; otherwise they are read before this returns."""
     import numpy as np
 
     from mcqaudit.metrics.inputs import StudyFrames
 
     if verdicts not in VERDICT_VIEWS:
         raise ValueError(f"verdicts must be one of {', '.join(VERDICT_VIEWS)}, not {verdicts!r}")
-    defer = defer and study.holds_connection()
+    defer = defer and study.connected
     with study.connect() as con:
         f = study_facts(con)
         reviewer_names = [r[0] for r in con.execute(_REVIEWER_NAMES_SQL).fetchall()]
-        if defer:  # the rows first, on both cores: the metrics start on them while the rest is read
-            rows = _fetch(con, *rows_sql(verdicts, f))
+        rows = _fetch(con, *rows_sql(verdicts, f))
         pool = ThreadPoolExecutor(1)
         later = pool.submit(_side_frames, con.cursor(), f, reviewer_names)
         pool.shutdown(wait=False)
         try:
-            if not defer:
-                rows = _fetch(con, *rows_sql(verdicts, f))
             uniform = _fetch(con, _UNIFORM_SQL)
             lookup = _row_lookup(rows.pop("rn"))
             groups = _groupings(con, by, lookup, len(rows)) if by else {}
@@ -470,7 +467,8 @@ def load_frames(
                 "reviewers": to_row(reviewers),
             }
 
-        read = None if defer else side()
+        if not defer:
+            wait([later])  # the second cursor is done with the connection before it closes
 
     uniform_rows = to_row(uniform)
     in_uniform = np.zeros(len(rows), dtype=bool)
@@ -481,7 +479,5 @@ def load_frames(
     pending = np.asarray(rows.pop("pending"), dtype=bool)
 
     info = _study_info(study, f, rows, in_uniform, pending, reviewer_names)
-    if read is None:
-        return StudyFrames(info=info, verdicts=verdicts, rows=rows, groups=groups, pending=side)
-    return StudyFrames(info=info, verdicts=verdicts, rows=rows, groups=groups, framework=read["framework"],
-                       logprob=read["logprob"], panel=read["panel"], reviewers=read["reviewers"])  # fmt: skip
+    frames = StudyFrames(info=info, verdicts=verdicts, rows=rows, groups=groups, pending=side)
+    return frames if defer else frames.ready()

@@ -18,6 +18,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from mcqaudit.metrics.rules import arm_order
 from mcqaudit.review.filters import (
     NO_LETTER,
     NO_VERDICT,
@@ -606,9 +607,8 @@ def study_choices(study: Study) -> dict[str, list[str]]:
             """SELECT DISTINCT g.arm, a.ordinal, g.orientation FROM gen_rows g LEFT JOIN arms a USING (arm)"""
         ).fetchall()
         parsers = known_parsers(study)  # the same connection (nested)
-    ordinal = {arm: o for arm, o, _ in pairs}
     return {
-        "arms": sorted(ordinal, key=lambda a: (ordinal[a] is None, ordinal[a] or 0, a)),
+        "arms": arm_order([a for a, _, _ in pairs], {a: o for a, o, _ in pairs if o is not None}),
         "orientations": sorted({o for _, _, o in pairs}, key=lambda o: (len(o), o)),
         "judge_statuses": ["skipped", "pending", "ok", "error"],
         "parsers": parsers,
