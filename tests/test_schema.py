@@ -372,3 +372,24 @@ def test_a_study_at_migration_4_reads_the_same_after_the_upgrade(tmp_path: Path)
             "SELECT table_type FROM information_schema.tables WHERE table_name = 'current_judge'"
         ).fetchall() == [("BASE TABLE",)]
     assert assert_maintained(study) > 0
+
+
+def test_a_study_connection_draws_no_duckdb_progress_bar(tmp_path: Path) -> None:
+    """DuckDB prints its own bar on stdout for a query over 2 s (on a busy machine, a report's): every
+    connection a Study opens, read-write or read-only, turns it off, so that a command's output does not
+    depend on the machine's speed. Asked in a plain interpreter, as a command runs (under pytest DuckDB
+    starts with the bar off)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "s.duckdb"
+    Study(path, create=True)
+    code = (
+        "import sys, duckdb; from mcqaudit.store import Study\n"
+        "print(duckdb.connect().execute(\"SELECT current_setting('enable_progress_bar')\").fetchone()[0])\n"
+        "for ro in (False, True):\n"
+        "    with Study(sys.argv[1], read_only=ro).connect() as con:\n"
+        "        print(con.execute(\"SELECT current_setting('enable_progress_bar')\").fetchone()[0])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False", "False"], out.stdout + out.stderr
