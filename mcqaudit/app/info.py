@@ -428,7 +428,14 @@ def _keep_chain(key: str, chain: _Chain) -> None:
 
 def _kept_after_reviews(con: Any, chain: _Chain) -> tuple[dict[str, Any], dict[str, Any]]:
     from mcqaudit.metrics.facts import quick_flags
-    from mcqaudit.store.facts import apply_review, counts_of, raw_counts, scope_of, state_facts, verdict_rows
+    from mcqaudit.store.facts import (
+        apply_review,
+        counts_of,
+        raw_counts,
+        scoped_copies,
+        state_facts,
+        verdict_rows,
+    )
     from mcqaudit.store.summary import merge_verdicts
 
     raw = chain.state["facts"]
@@ -447,10 +454,10 @@ def _kept_after_reviews(con: Any, chain: _Chain) -> tuple[dict[str, Any], dict[s
             f"WHERE row_id NOT IN {sql_list(sorted(chain.old))} "
             "UNION ALL SELECT row_id, verdict, picked_letter FROM mcq_reviews_before)"
         )
-        now = scope_of(con, list(chain.old))
-        was_scope = dataclasses.replace(now, reviews=before_reviews)
-        before = raw_counts(con, f, was_scope, raw["names"]), verdict_rows(con, was_scope)
-        after = raw_counts(con, f, now, raw["names"]), verdict_rows(con, now)
+        with scoped_copies(con, list(chain.old)) as now:
+            was_scope = dataclasses.replace(now, reviews=before_reviews)
+            before = raw_counts(con, f, was_scope, raw["names"]), verdict_rows(con, was_scope)
+            after = raw_counts(con, f, now, raw["names"]), verdict_rows(con, now)
     finally:
         con.execute("DROP TABLE IF EXISTS mcq_reviews_before")
     new_raw = apply_review(raw, before[0], after[0])

@@ -9,8 +9,9 @@ reads, whose item-cluster sums ``k, Σn, Σd, Σd², Σd·n, Σn²`` give the cl
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mcqaudit.metrics.facts import FactCounts, Letters, LogprobCounts, ParserCounts, Sample, Sums6
@@ -174,12 +175,7 @@ def raw_counts(
     add, for the parsers ``names`` (the whole study's): :func:`counts_of` turns them into FactCounts."""
     sql, params = rows_sql("final", f, scope)
     uniform = f"{_UNIFORM_SQL} AND g.{scope.items}" if scope else _UNIFORM_SQL
-    if scope is not None:
-        # the items' generations copied once, and read below in place of gen_rows (one scan of the table,
-        # not one per subquery); their rowids there number them alike for every query below
-        con.execute(
-            f"CREATE OR REPLACE TEMP TABLE {_SCOPED_GEN} AS SELECT * FROM gen_rows WHERE {scope.items}"
-        )
+    # with a scope, the tables are read from their scoped copies (:func:`scoped_copies`)
     tr = _scoped if scope is not None else _whole
     con.execute(tr(_ROWS.format(rows=sql, uniform=uniform)), params)
     try:
@@ -222,12 +218,17 @@ def raw_counts(
         }
     finally:
         con.execute("DROP TABLE IF EXISTS mcq_fact_rows")
-        if scope is not None:
-            con.execute(f"DROP TABLE IF EXISTS {_SCOPED_GEN}")
     return out
 
 
-_SCOPED_GEN = "mcq_scope_gen"
+# The big tables a scope's counts read, and their copies holding the scope's rows alone (:func:`scoped_copies`).
+_SCOPED = {
+    "gen_rows": "mcq_scope_gen",
+    "parser_letters": "mcq_scope_letters",
+    "judge_verdicts": "mcq_scope_verdicts",
+    "current_judge": "mcq_scope_judge",
+}
+_SCOPED_READ = re.compile(r"\b(FROM|JOIN) (" + "|".join(_SCOPED) + r")\b")
 
 
 def _whole(sql: str) -> str:
@@ -235,8 +236,35 @@ def _whole(sql: str) -> str:
 
 
 def _scoped(sql: str) -> str:
-    """``sql`` reading the scope's copy of its generations (:data:`_SCOPED_GEN`) wherever it reads gen_rows."""
-    return re.sub(r"\b(FROM|JOIN) gen_rows\b", rf"\1 {_SCOPED_GEN}", sql)
+    """``sql`` reading the scope's copies (:data:`_SCOPED`) wherever it reads one of the big tables."""
+    return _SCOPED_READ.sub(lambda m: f"{m[1]} {_SCOPED[m[2]]}", sql)
+
+
+@contextlib.contextmanager
+def scoped_copies(con: duckdb.DuckDBPyConnection, row_ids: Sequence[str]) -> Iterator[Scope]:
+    """Every row of the items of ``row_ids`` (what a review of those rows can change of the counts), as their
+    :class:`Scope`; inside, the rows of those items in each big table the counts read are copied into a small
+    temporary table (:data:`_SCOPED`), which :func:`raw_counts` and :func:`verdict_rows` over the scope read
+    instead: each big table is scanned once, not once per query that reads it, however many queries read the
+    scope (the counts before and after a review), and the copy of the generations numbers its rows alike
+    (rowid) for every one of them."""
+    gen, letters, verdicts, judge = (_SCOPED[t] for t in _SCOPED)
+    try:
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {gen} AS SELECT * FROM gen_rows WHERE item_id IN "
+            "(SELECT item_id FROM gen_rows WHERE row_id IN (SELECT unnest(?::VARCHAR[])))",
+            [sorted(set(row_ids))],
+        )
+        got = con.execute(f"SELECT row_id, item_id FROM {gen}").fetchall()
+        for table, copy in ((t, c) for t, c in _SCOPED.items() if t != "gen_rows"):
+            con.execute(
+                f"CREATE OR REPLACE TEMP TABLE {copy} AS SELECT * FROM {table} "
+                f"WHERE row_id IN (SELECT row_id FROM {gen})"
+            )
+        yield Scope.of(sorted({i for _, i in got}), [r for r, _ in got])
+    finally:
+        for copy in (gen, letters, verdicts, judge):
+            con.execute(f"DROP TABLE IF EXISTS {copy}")
 
 
 # The summary's verdicts table (store/summary.py), over a scope's rows: graded_rows' verdict, source and judge
@@ -270,7 +298,7 @@ def verdict_rows(con: duckdb.DuckDBPyConnection, scope: Scope) -> list[list[Any]
     """The rows of the summary's ``verdicts`` table (arm, source, correct, incorrect, other, rows) that the
     scope's rows add."""
     sql = _VERDICTS.format(rows=scope.rows, reviews=scope.reviews, items=scope.items)
-    return [list(r) for r in con.execute(sql).fetchall()]
+    return [list(r) for r in con.execute(_scoped(sql)).fetchall()]
 
 
 def _add(old: Any, plus: Any, minus: Any) -> Any:
@@ -315,16 +343,6 @@ def state_facts(raw: dict[str, Any]) -> Facts:
         frameworks=list(st["frameworks"]),
         n_reviews=int(raw["n_reviews"]),
     )
-
-
-def scope_of(con: duckdb.DuckDBPyConnection, row_ids: Sequence[str]) -> Scope:
-    """Every row of the items of ``row_ids`` (what a review of those rows can change of the counts)."""
-    got = con.execute(
-        "SELECT row_id, item_id FROM gen_rows WHERE item_id IN "
-        "(SELECT item_id FROM gen_rows WHERE row_id IN (SELECT unnest(?::VARCHAR[])))",
-        [sorted(set(row_ids))],
-    ).fetchall()
-    return Scope.of(sorted({i for _, i in got}), [r for r, _ in got])
 
 
 def counts_of(raw: dict[str, Any]) -> FactCounts:
