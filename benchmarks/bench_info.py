@@ -10,6 +10,8 @@ process, interleaved ``--runs`` times (medians, with the load average):
 - the same computed (the cache removed first: what the first ``info`` after a change to the study costs);
 - whether ``info`` imported numpy, pandas, pyarrow or the metrics' numpy modules (``-X importtime``: it must not);
 - where the computing ``info``'s time goes: imports, the summary, the flags' counts, the fingerprints;
+- keeping the cache after 20 reviews (a copy of the study: reviews drawn at random, then ``keep_pending``), beside
+  computing it whole in the same process;
 - a bare ``GROUP BY arm, orientation`` over ``graded_rows`` (counts of rows, graded rows and CORRECT),
   against the same GROUP BY over the base table ``gen_rows``, and against ``graded_rows`` as it was before
   schema migration 6 (windows over every judge reply and review at read time).
@@ -113,6 +115,45 @@ def child_parts(db: str) -> None:
     print(json.dumps(out))
 
 
+KEEP_REVIEWS = 20
+
+
+def child_keep(db: str, repeats: int) -> None:
+    """Keeping info's cache after reviews, in this fresh process, on a copy of the study (the shared study is
+    left as it is): ``repeats`` rounds of :data:`KEEP_REVIEWS` overrides on rows drawn at random, each round's
+    keeping timed (``keep_pending``: what the dashboard does off the review flow, a second after the last
+    review, and a CLI review at its exit), beside a full computation of the cache in the same process (the
+    baseline: what ``info`` computes when no cache is valid). Prints a JSON line of medians."""
+    import shutil
+
+    from mcqaudit.app import info
+    from mcqaudit.app.reviews import add_review
+    from mcqaudit.app.study import open_study
+    from mcqaudit.store.sidecars import info_cache_path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "keep.duckdb"
+        shutil.copy(db, copy)
+        study = open_study(copy)
+        keeps, full = [], []
+        for k in range(repeats):
+            info_cache_path(copy).unlink(missing_ok=True)
+            t0 = time.perf_counter()
+            info.info_facts(study)  # computed, and kept as the cache the reviews below follow
+            full.append(time.perf_counter() - t0)
+            with study.connect() as con:
+                rows = [r[0] for r in con.execute(
+                    f"SELECT row_id FROM gen_rows USING SAMPLE {KEEP_REVIEWS} ROWS (reservoir, {k + 1})"
+                ).fetchall()]  # fmt: skip
+            for row in rows:
+                add_review(study, row, reviewer="bench", action="override", verdict="OTHER")
+            t0 = time.perf_counter()
+            info.keep_pending(copy)
+            keeps.append(time.perf_counter() - t0)
+            assert info_cache_path(copy).exists()
+    print(json.dumps({"keep": statistics.median(keeps), "full": statistics.median(full)}))
+
+
 def _child(mode: str, db: Path, repeats: int = 5) -> dict[str, float]:
     proc = subprocess.run(
         [sys.executable, __file__, "--child", mode, "--db", str(db), "--repeats", str(repeats)],
@@ -181,7 +222,7 @@ def main() -> None:
     ap.add_argument(
         "--json", type=Path, default=None, help="write the result rows here (benchmarks/run_all.py)"
     )
-    ap.add_argument("--child", choices=("scan", "parts"), default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=("scan", "parts", "keep"), default=None, help=argparse.SUPPRESS)
     ap.add_argument("--repeats", type=int, default=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child == "scan":
@@ -189,6 +230,9 @@ def main() -> None:
         return
     if args.child == "parts":
         child_parts(str(args.db))
+        return
+    if args.child == "keep":
+        child_keep(str(args.db), args.repeats)
         return
 
     tmp = tempfile.TemporaryDirectory()
@@ -206,6 +250,7 @@ def main() -> None:
     parts = _child("parts", db)
     times = measure(db, args.runs)
     heavy = heavy_imports(db)
+    keep = _child("keep", db, repeats=3)
     med = {k: statistics.median(v) for k, v in times.items()}
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -227,6 +272,8 @@ def main() -> None:
     )
     print(f"  the same over migration 4's read-time windows:       {scan['read_time_windows']:6.3f} s   "
           f"({scan['read_time_windows'] / scan['graded_rows']:4.1f}x slower than graded_rows now)")  # fmt: skip
+    print(f"keeping info's cache after {KEEP_REVIEWS} reviews (in process): {keep['keep']:6.3f} s   "
+          f"(computing it whole: {keep['full']:6.3f} s)")  # fmt: skip
     help_name = "mcqaudit --help, same run"
     results = [
         _row(f"mcqaudit info, {rows:,} rows, from its cache (study unchanged), median of {args.runs}",
@@ -244,6 +291,9 @@ def main() -> None:
             "target": "= 0",
             "pass": not heavy,
         },
+        _row(f"keeping info's cache after {KEEP_REVIEWS} reviews (off the review flow, or at a CLI review's exit), "
+             f"{rows:,} rows, median of 3", keep["keep"], keep["full"], "computing the cache whole, same process",
+             "for reference (no target)", True),
         _row(f"bare GROUP BY arm, orientation over graded_rows, {rows:,} rows", scan["graded_rows"],
              scan["base"], "the same GROUP BY over the base table gen_rows", f"<= {SCAN_TARGET_S:g} s",
              scan["graded_rows"] <= SCAN_TARGET_S),
