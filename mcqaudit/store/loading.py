@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from mcqaudit.files import line_chunks
 from mcqaudit.ingest.fields import FIELDS, field_keys
@@ -189,6 +187,8 @@ def stage_batch(
     pre_errors: Sequence[str | None],
 ) -> None:
     """Append one batch of raw JSON lines (with line numbers, and any error found before parsing)."""
+    import pyarrow as pa
+
     batch = pa.table(
         {
             "line": pa.array(lines, pa.int64()),
@@ -464,6 +464,8 @@ def raw_rows(con: duckdb.DuckDBPyConnection, lines: Sequence[int], table: str = 
     row's fields as one JSON object."""
     if not lines:
         return {}
+    import pyarrow as pa
+
     con.register("_want", pa.table({"line": pa.array(list(lines), pa.int64())}))
     try:
         if table == "staged":
@@ -972,6 +974,8 @@ def load(
             return res
         bad = [int(r[0]) for r in con.execute("SELECT DISTINCT line FROM errs ORDER BY 1").fetchall()]
         texts = get_raw(bad)
+        import pyarrow as pa
+
         con.register(
             "_raw",
             pa.table({"line": pa.array(list(texts), pa.int64()), "text": pa.array(list(texts.values()))}),
@@ -1195,7 +1199,7 @@ def _write(
     ]
 
     _split_answers(con)
-    strict_hits = _strict_letters(con, strict, strict_max_extra)
+    _strict_letters(con, strict, strict_max_extra)
     # one pass over the rows for what the inserts need and what the result says
     ((counts_of_n, with_reasoning, truncated),) = con.execute(
         "SELECT list(DISTINCT n_opt ORDER BY n_opt), "
@@ -1205,8 +1209,7 @@ def _write(
     res.with_reasoning, res.truncated = int(with_reasoning), int(truncated)
     ns = [int(n) for n in counts_of_n or [] if n is not None]
     naive_letter, naive_params = naive_letter_sql(ns, naive_pattern)
-    con.register("_strict", strict_hits)
-    with _then(con, lambda: con.unregister("_strict")):
+    with _then(con, "DROP TABLE _strict"):
         # gen_rows has no key (schema migration 8): the insert runs in parallel, in row_id order so that
         # one-row lookups skip by zone maps. The parsers read the answer (docs/design.md §3); answer is
         # NULL where it is the generation itself.
@@ -1293,22 +1296,24 @@ def _split_answers(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE final ADD COLUMN answer VARCHAR")
     con.execute("ALTER TABLE final ADD COLUMN split_reasoning VARCHAR")
     con.execute("ALTER TABLE final ADD COLUMN closed BOOLEAN DEFAULT true")
-    reader = con.sql(
+    cur = con.execute(
         "SELECT row_id, generation FROM final WHERE reasoning IS NULL AND "
         f"regexp_matches(generation, {_lit(REASONING_START)})"
-    ).to_arrow_reader(_SPLIT_BATCH)
+    )
     ids: list[str] = []
     answers: list[str] = []
     thoughts: list[str | None] = []
     closed: list[bool] = []
-    for batch in reader:
-        for row_id, gen in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+    while batch := cur.fetchmany(_SPLIT_BATCH):
+        for row_id, gen in batch:
             split = split_reasoning(gen)
             ids.append(row_id)
             answers.append(split.answer)
             thoughts.append(split.reasoning)
             closed.append(split.closed)
     if ids:
+        import pyarrow as pa  # (only here: most files have no reasoning block to split off)
+
         con.register(
             "_split",
             pa.table(
@@ -1350,24 +1355,26 @@ _STRICT_CANDIDATES = """
 
 def _strict_letters(
     con: duckdb.DuckDBPyConnection, strict: Callable[[str, Sequence[str]], str | None], strict_max_extra: int
-) -> pa.Table:
-    """(row_id, letter) of the rows strict resolves, among the generations short enough to be a bare answer.
-    With ``parsers.strict`` its SQL twin (``store/strict_sql.py``) decides every row whose texts it folds
-    exactly, and Python only the rest; another ``strict`` runs in Python on every such row."""
+) -> None:
+    """``_strict`` (row_id, letter): the rows strict resolves, among the generations short enough to be a bare
+    answer. With ``parsers.strict`` its SQL twin (``store/strict_sql.py``) decides every row whose texts it
+    folds exactly, in DuckDB, and Python only the rest; another ``strict`` runs in Python on every such row."""
     from mcqaudit import parsers
     from mcqaudit.store.strict_sql import WS_CLASS, sql_text, strict_letters_sql
 
     # what Python's str.strip() removes, as strict measures (DuckDB's one-argument trim() removes spaces)
     cand = _STRICT_CANDIDATES.format(extra=int(strict_max_extra), ws=WS_CLASS, ws_chars=sql_text(WHITESPACE))
-    decided: pa.Table | None = None
-    rows: Iterable[tuple[Any, ...]]
+    con.execute("CREATE OR REPLACE TEMP TABLE _strict (row_id VARCHAR, letter VARCHAR)")
     if strict is parsers.strict:
-        got: pa.Table = con.sql(strict_letters_sql(con, f"({cand})", strict_max_extra)).to_arrow_table()
-        fallback = got.filter(got.column("fallback"))
-        decided = got.filter(pc.invert(got.column("fallback"))).select(["row_id", "letter"])
-        rows = zip(
-            *(fallback.column(c).to_pylist() for c in ("row_id", "generation", "options")), strict=True
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE _strict_sql AS "
+            + strict_letters_sql(con, f"({cand})", strict_max_extra)
         )
+        with _then(con, "DROP TABLE _strict_sql"):
+            con.execute("INSERT INTO _strict SELECT row_id, letter FROM _strict_sql WHERE NOT fallback")
+            rows = con.execute(
+                "SELECT row_id, generation, options FROM _strict_sql WHERE fallback"
+            ).fetchall()
     else:
         rows = con.execute(cand).fetchall()
     ids: list[str] = []
@@ -1379,8 +1386,15 @@ def _strict_letters(
         if letter is not None:
             ids.append(row_id)
             letters.append(letter)
-    python = pa.table({"row_id": pa.array(ids, pa.string()), "letter": pa.array(letters, pa.string())})
-    return python if decided is None else pa.concat_tables([decided.cast(python.schema), python])
+    if ids:
+        import pyarrow as pa  # (only here: most files' answers are all decided in DuckDB)
+
+        con.register(
+            "_python_strict",
+            pa.table({"row_id": pa.array(ids, pa.string()), "letter": pa.array(letters, pa.string())}),
+        )
+        with _then(con, lambda: con.unregister("_python_strict")):
+            con.execute("INSERT INTO _strict SELECT row_id, letter FROM _python_strict")
 
 
 # The SQL side of the parsers that ingest runs in DuckDB (RE2), over a table with columns (row_id, generation,
@@ -1548,6 +1562,8 @@ def upsert_items(
     rows = list(items)
     if not rows:
         return 0, []
+    import pyarrow as pa
+
     con.register(
         "_items",
         pa.table(
