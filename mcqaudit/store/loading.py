@@ -5,10 +5,11 @@ or (without --skip-bad) nothing does.
 
 - **Stage** puts every row into the temp table ``stg``: its line (or row) number, an error found before
   parsing, the JSON type of the record, and one JSON value per field (NULL when absent). JSONL takes DuckDB's
-  typed fast path first (`read_json` with the columns given, every field a JSON value); when DuckDB cannot
-  read the file, or its records do not match its lines one to one (blank lines), the file is staged line by
-  line from Python instead (`stage_batch`, exact line numbers, a reason for each line that is not JSON). CSV
-  and Parquet are read by `read_csv` / `read_parquet` and staged the same way.
+  typed fast path first (`read_json` with the columns given, every field a JSON value), which checks and
+  types the rows as it reads them, straight into ``parsed`` (no ``stg``: the JSON values are not kept);
+  when DuckDB cannot read the file, or its records do not match its lines one to one (blank lines), the
+  file is staged line by line from Python instead (`stage_batch`, exact line numbers, a reason for each
+  line that is not JSON). CSV and Parquet are read by `read_csv` / `read_parquet` and staged the same way.
 - **Validate** runs :data:`CHECKS`, one declarative table of field checks, twice over at most: once as a
   single flag per row over every row, and, only when a row is flagged, as the reasons of the flagged rows.
   A JSONL file the fast path staged is restaged line by line before the reasons are read, so that every
@@ -232,10 +233,10 @@ _DUPLICATE_KEY = (
 
 
 def key_mentions(con: duckdb.DuckDBPyConnection, columns: Mapping[str, str] | None) -> dict[str, int]:
-    """{key: rows of ``stg`` (the fast path) that have it}, for the keys the fields are read from."""
+    """{key: rows of the fast path's ``parsed`` that have it}, for the keys the fields are read from."""
     col = _columns(columns)
-    counts = ", ".join(f"count({n})" for n in FIELDS)
-    row = con.execute(f"SELECT {counts} FROM stg").fetchone() or (0,) * len(FIELDS)
+    counts = ", ".join(f"count(*) FILTER (present & {1 << i} <> 0)" for i in range(len(FIELDS)))
+    row = con.execute(f"SELECT {counts} FROM parsed").fetchone() or (0,) * len(FIELDS)
     out: dict[str, int] = {}
     for n, c in zip(FIELDS, row, strict=True):
         out[col[n]] = max(out.get(col[n], 0), int(c))
@@ -248,38 +249,43 @@ def stage_jsonl_fast(
     lines: Callable[[], int],
     columns: Mapping[str, str] | None,
     longest_line: int = 0,
+    default_arm: str | None = None,
 ) -> bool:
-    """DuckDB's typed fast path: `read_json` straight into ``stg``, one JSON value per field. A line DuckDB
-    cannot read stages as a row of nulls (``ignore_errors``: an error would abort the transaction), which the
-    checks flag. False (nothing staged) when the records and the file's lines (``lines()``, counted
-    first) are not one to one: blank lines would shift the numbers; ``longest_line`` bounds the longest
-    line (read_json's buffer). Raises StageError when DuckDB cannot
-    read the file at all."""
+    """DuckDB's typed fast path, in one pass over the file: `read_json` (one JSON value per field) checked
+    and typed as it is read, straight into ``parsed`` (the typed values, the flag of every check but the
+    orientation's, which :func:`flagged` adds, and ``present``: a bit per field with a value, for
+    :func:`key_mentions`); the JSON values themselves are not kept. A line DuckDB cannot read stages as a row
+    of nulls (``ignore_errors``: an error would abort the transaction), which the checks flag. False (nothing
+    staged) when the records and the file's lines (``lines()``, counted first) are not one to one: blank
+    lines would shift the numbers; ``longest_line`` bounds the longest line (read_json's buffer). Raises
+    StageError when DuckDB cannot read the file at all."""
     col = _columns(columns)
     spec = "{" + ", ".join(f"{_lit(k)}: 'JSON'" for k in field_keys(columns)) + "}"
     fields = ", ".join(f"{_ident(col[n])} AS {n}" for n in FIELDS)
+    source = f"""(
+        SELECT NULL::BIGINT AS line, NULL::VARCHAR AS pre_error, NULL::VARCHAR[] AS bad_utf8, 'OBJECT' AS jt, {fields}
+        FROM read_json(?, format = 'newline_delimited', records = true, columns = {spec},
+                       ignore_errors = true, maximum_object_size = ?)
+    )"""
+    present = " + ".join(f"({n} IS NOT NULL)::INTEGER * {1 << i}" for i, n in enumerate(FIELDS))
+    checked = _typed_select(_flag(checks(default_arm, orientation=False)), f", {present} AS present")
+    con.execute("SET VARIABLE default_arm = ?", [default_arm])
     con.execute("SET preserve_insertion_order = true")  # the record order gives the line numbers
     try:
         con.execute(
-            f"""
-            CREATE OR REPLACE TEMP TABLE stg AS
-            SELECT NULL::BIGINT AS line, NULL::VARCHAR AS pre_error, NULL::VARCHAR[] AS bad_utf8,
-                'OBJECT' AS jt, {fields}
-            FROM read_json(?, format = 'newline_delimited', records = true, columns = {spec},
-                           ignore_errors = true, maximum_object_size = ?)
-            """,
+            f"CREATE OR REPLACE TEMP TABLE parsed AS {_validation_cte(source)} {checked}",
             # DuckDB's default (16 MB) unless a line is longer: a bigger buffer costs memory in every thread
             [path, max(longest_line, 16 << 20)],
         )
         # no row_number() window (it gathers every record in one place first): the rows keep the file's
         # order, so a row's line is its place in the table (rowids start high inside a transaction)
-        con.execute("UPDATE stg SET line = rowid - (SELECT min(rowid) FROM stg) + 1")
+        con.execute("UPDATE parsed SET line = rowid - (SELECT min(rowid) FROM parsed) + 1")
     except (duckdb.OutOfMemoryException, duckdb.IOException):
         raise  # memory or a full disk (spill files), not the file: the caller says which
     except duckdb.Error as exc:
         raise StageError(str(exc).split("\n")[0]) from None
-    if lines() != staged_count(con):
-        con.execute("DROP TABLE stg")
+    if lines() != staged_count(con, "parsed"):
+        con.execute("DROP TABLE parsed")
         return False
     return True
 
@@ -448,15 +454,17 @@ def any_record_has(con: duckdb.DuckDBPyConnection, column: str) -> bool:
     )
 
 
-def staged_count(con: duckdb.DuckDBPyConnection) -> int:
-    return _count(con, "SELECT count(*) FROM stg")
+def staged_count(con: duckdb.DuckDBPyConnection, table: str = "stg") -> int:
+    """The rows staged (``table``: ``stg``, or the fast path's ``parsed``)."""
+    return _count(con, f"SELECT count(*) FROM {table}")
 
 
 def all_columns_seen(con: duckdb.DuckDBPyConnection, columns: Mapping[str, str]) -> bool:
-    """Whether every mapped field has a value in some staged row."""
-    counts = ", ".join(f"count({name})" for name in columns)
-    row = con.execute(f"SELECT {counts} FROM stg").fetchone()
-    return row is not None and all(row)
+    """Whether every mapped field has a value in some row the fast path staged (``parsed``)."""
+    bits = sum(1 << FIELDS.index(name) for name in columns)
+    seen = ", ".join(f"bool_or(present & {1 << FIELDS.index(name)} <> 0)" for name in columns)
+    row = con.execute(f"SELECT {seen} FROM parsed").fetchone() if bits else (True,)
+    return row is not None and all(bool(v) for v in row)
 
 
 def raw_rows(con: duckdb.DuckDBPyConnection, lines: Sequence[int], table: str = "staged") -> dict[int, str]:
@@ -567,8 +575,9 @@ _MAY_LOOK_ALIKE = (
 _JOINED = "array_to_string(opts, chr(31))"
 
 
-def checks(default_arm: str | None) -> list[Check]:
-    """Every problem visible within one row, in the order they are listed for a line."""
+def checks(default_arm: str | None, orientation: bool = True) -> list[Check]:
+    """Every problem visible within one row, in the order they are listed for a line (without
+    ``orientation``: all but the orientation label's check, which reads the labels staged)."""
     out = [
         Check("line", "pre_error IS NOT NULL", "pre_error"),
         Check("line", "pre_error IS NULL AND jt IS NULL", "'not valid JSON'"),
@@ -591,7 +600,7 @@ def checks(default_arm: str | None) -> list[Check]:
                 f"{_lit(spec.type_message + ', got ')} || {_word(t)}",
             )
         )
-    out += [*_name_checks(), *_option_checks(), *_value_checks(), *_usage_checks()]
+    out += [*_name_checks(), *_option_checks(), *_value_checks(orientation), *_usage_checks()]
     if default_arm is not None:
         out.append(
             Check(
@@ -697,9 +706,9 @@ def _usage_checks() -> list[Check]:
     return out
 
 
-def _value_checks() -> list[Check]:
+def _value_checks(orientation: bool = True) -> list[Check]:
     """gold, sample, parsed_letter, option_logprobs and orientation against the row's options."""
-    return [
+    out = [
         Check(
             "gold",
             f"{_N_OK} AND t_gold IN ('BIGINT', 'UBIGINT') AND NOT (TRY_CAST(gold AS BIGINT) BETWEEN 0 AND n_opt - 1)",
@@ -747,14 +756,21 @@ def _value_checks() -> list[Check]:
             "'values must be finite numbers: NaN and Infinity are not JSON numbers (for a probability of 0, "
             "leave the letter out)'",
         ),
-        Check(
-            "orientation",
-            f"{_N_OK} AND t_orientation = 'VARCHAR' AND (length(s_orientation) <> n_opt OR "
-            "s_orientation NOT IN (SELECT label FROM _labels))",
-            "'''' || s_orientation || ''' is not an orientation label for ' || n_opt || "
-            f"' options (a permutation of ' || left('{LETTERS}', n_opt) || ')'",
-        ),
     ]
+    if orientation:
+        out.append(
+            Check(
+                "orientation",
+                f"{_N_OK} AND t_orientation = 'VARCHAR' AND {_BAD_LABEL.format(label='s_orientation')}",
+                "'''' || s_orientation || ''' is not an orientation label for ' || n_opt || "
+                f"' options (a permutation of ' || left('{LETTERS}', n_opt) || ')'",
+            )
+        )
+    return out
+
+
+# an orientation label (a string) that is not one of ``_labels`` of the row's option count
+_BAD_LABEL = "(length({label}) <> n_opt OR {label} NOT IN (SELECT label FROM _labels))"
 
 
 def _jtype(c: str) -> str:
@@ -767,7 +783,7 @@ def _jtype(c: str) -> str:
     )
 
 
-def _validation_cte() -> str:
+def _validation_cte(source: str = "stg") -> str:
     """``x``: ``stg`` with each field's type (t_*), string value (s_*), the options as a list (``opts``, NULL
     unless every option is a string) and their count (``n_opt``); an options object whose keys are A, B, ...
     in order is read as the list of its values (``o_raw`` keeps it as given)."""
@@ -784,7 +800,7 @@ def _validation_cte() -> str:
     return f"""
     WITH x0 AS (
         SELECT * REPLACE ({as_list.format(t=_jtype("options"), v="options")} AS options), options AS o_raw, {raw}
-        FROM stg
+        FROM {source}
     ), x1 AS (
         SELECT *, {_jtype("options")} AS t_options, {strings} FROM x0
     ), x2 AS (
@@ -822,14 +838,20 @@ def _flag(cs: Sequence[Check]) -> str:
     return "CASE WHEN " + " OR ".join(f"({c.predicate})" for c in cs) + " THEN true ELSE false END"
 
 
-def _orientation_labels(con: duckdb.DuckDBPyConnection) -> None:
-    """``_labels``: the distinct orientation labels staged that are a permutation of the first letters (as
-    many as the label is long), for the orientation check: a few labels checked once, not every row."""
+def _orientation_labels(con: duckdb.DuckDBPyConnection, fast: bool = False) -> None:
+    """``_labels``: the distinct orientation labels staged (``fast``: typed in ``parsed``) that are a
+    permutation of the first letters (as many as the label is long), for the orientation check: a few labels
+    checked once, not every row."""
+    labels = (
+        "SELECT DISTINCT given_orientation AS label FROM parsed WHERE given_orientation IS NOT NULL"
+        if fast
+        else "SELECT o->>'$' AS label FROM (SELECT DISTINCT orientation AS o FROM stg WHERE jt = 'OBJECT') "
+        "WHERE left(o::VARCHAR, 1) = '\"'"
+    )
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _labels AS
-        SELECT label FROM (SELECT o->>'$' AS label FROM (SELECT DISTINCT orientation AS o FROM stg WHERE jt = 'OBJECT')
-                           WHERE left(o::VARCHAR, 1) = '"')
+        SELECT label FROM ({labels})
         WHERE array_to_string(list_sort(string_split(label, '')), '') = left('{LETTERS}', length(label))
         """
     )
@@ -840,8 +862,11 @@ def flagged(con: duckdb.DuckDBPyConnection, default_arm: str | None) -> int:
     (:data:`checks`); returns how many rows are flagged. The same pass resolves the rows as if none were
     flagged (``canon``, then ``final``: see :func:`_resolve`), so that a file without problems is not
     written once more as ``parsed`` first; when some row is flagged, ``parsed`` holds the typed values of
-    every row with its flag instead (and ``final`` is dropped)."""
+    every row with its flag instead (and ``final`` is dropped). After the fast path (no ``stg``: it staged
+    ``parsed`` itself, every check but the orientation's flagged), only that check is left to do."""
     con.execute("SET VARIABLE default_arm = ?", [default_arm])
+    if not _count(con, "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = 'stg'"):
+        return _flagged_fast(con)
     con.execute("DROP TABLE IF EXISTS parsed")
     _orientation_labels(con)
     # the item canons of the rows as typed (every row's: right when none is flagged)
@@ -862,6 +887,20 @@ def flagged(con: duckdb.DuckDBPyConnection, default_arm: str | None) -> int:
         con.execute("DROP TABLE final")
         con.execute("DROP TABLE canon")
     return bad
+
+
+def _flagged_fast(con: duckdb.DuckDBPyConnection) -> int:
+    """:func:`flagged` after the fast path: the orientation check over ``parsed``, which then holds every
+    row's flag; returns how many rows are flagged. Without any, ``parsed`` is resolved by :func:`_resolve`."""
+    con.execute("ALTER TABLE parsed DROP COLUMN present")  # (read by key_mentions, before)
+    _orientation_labels(con, fast=True)
+    wrong_label = (
+        f"n_opt BETWEEN 2 AND {_MAX} AND given_orientation IS NOT NULL AND "
+        + _BAD_LABEL.format(label="given_orientation")
+    )
+    if _count(con, f"SELECT count(*) FROM parsed WHERE NOT bad AND {wrong_label}"):
+        con.execute(f"UPDATE parsed SET bad = true WHERE NOT bad AND {wrong_label}")
+    return _count(con, "SELECT count(*) FROM parsed WHERE bad")
 
 
 def diagnose(con: duckdb.DuckDBPyConnection, default_arm: str | None) -> None:
@@ -890,9 +929,10 @@ _PARSED_COLUMNS = (
 )
 
 
-def _typed_select(bad: str) -> str:
+def _typed_select(bad: str, extra: str = "") -> str:
     """The SELECT over the validation CTE's ``x`` of the typed values of every staged row (the
-    :data:`_PARSED_COLUMNS`), ``bad`` the flag's SQL. No expression here can raise on a bad value."""
+    :data:`_PARSED_COLUMNS`, then ``extra``), ``bad`` the flag's SQL. No expression here can raise on a bad
+    value."""
     return f"""
         SELECT line, {bad} AS bad,
             s_item_id AS item_id,
@@ -913,7 +953,7 @@ def _typed_select(bad: str) -> str:
             CASE WHEN t_metadata = 'OBJECT' THEN metadata END AS metadata,
             s_reasoning AS reasoning,
             {finish_reason_sql("s_finish_reason")} AS finish_reason,
-            CASE WHEN t_usage = 'OBJECT' THEN usage END AS usage
+            CASE WHEN t_usage = 'OBJECT' THEN usage END AS usage{extra}
         FROM x
     """
 
