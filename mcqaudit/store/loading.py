@@ -558,6 +558,34 @@ def _as_read(v: str) -> str:
     )
 
 
+# Characters NFC leaves as they are wherever they stand, in the blocks option texts are most often written
+# in (Latin, Greek, Cyrillic, Hebrew, Arabic, Devanagari, Thai, punctuation and symbols, CJK, kana, Hangul
+# syllables, full-width forms): assigned starters (canonical combining class 0) that NFC maps to themselves
+# and that are the second character of no canonical composition (NFC_Quick_Check Yes). A text of ASCII and
+# these only is in NFC, so nfc_normalize() is asked only about a text with another character (RE2 ranges;
+# tests/test_ingest_fields.py derives them again from unicodedata and checks them against DuckDB).
+_NFC_STABLE = (
+    r"\x{00a0}-\x{02ff}\x{0370}-\x{0373}\x{0375}-\x{0377}\x{037a}-\x{037d}\x{037f}\x{0384}-\x{0386}"
+    r"\x{0388}-\x{038a}\x{038c}\x{038e}-\x{03a1}\x{03a3}-\x{0482}\x{0488}-\x{052f}\x{05be}\x{05c0}"
+    r"\x{05c3}\x{05c6}\x{05d0}-\x{05ea}\x{05ef}-\x{05f4}\x{0600}-\x{060f}\x{061b}-\x{064a}"
+    r"\x{0660}-\x{066f}\x{0671}-\x{06d5}\x{06dd}-\x{06de}\x{06e5}-\x{06e6}\x{06e9}\x{06ee}-\x{06ff}"
+    r"\x{0900}-\x{093b}\x{093d}-\x{094c}\x{094e}-\x{0950}\x{0955}-\x{0957}\x{0960}-\x{097f}"
+    r"\x{0e01}-\x{0e37}\x{0e3f}-\x{0e47}\x{0e4c}-\x{0e5b}\x{1e00}-\x{1f15}\x{1f18}-\x{1f1d}"
+    r"\x{1f20}-\x{1f45}\x{1f48}-\x{1f4d}\x{1f50}-\x{1f57}\x{1f59}\x{1f5b}\x{1f5d}\x{1f5f}-\x{1f70}"
+    r"\x{1f72}\x{1f74}\x{1f76}\x{1f78}\x{1f7a}\x{1f7c}\x{1f80}-\x{1fb4}\x{1fb6}-\x{1fba}"
+    r"\x{1fbc}-\x{1fbd}\x{1fbf}-\x{1fc4}\x{1fc6}-\x{1fc8}\x{1fca}\x{1fcc}-\x{1fd2}\x{1fd6}-\x{1fda}"
+    r"\x{1fdd}-\x{1fe2}\x{1fe4}-\x{1fea}\x{1fec}-\x{1fed}\x{1ff2}-\x{1ff4}\x{1ff6}-\x{1ff8}\x{1ffa}"
+    r"\x{1ffc}\x{1ffe}\x{2002}-\x{2064}\x{2066}-\x{2071}\x{2074}-\x{208e}\x{2090}-\x{209c}"
+    r"\x{20a0}-\x{20c0}\x{20dd}-\x{20e0}\x{20e2}-\x{20e4}\x{2100}-\x{2125}\x{2127}-\x{2129}"
+    r"\x{212c}-\x{218b}\x{2190}-\x{2328}\x{232b}-\x{2426}\x{2440}-\x{244a}\x{2460}-\x{2adb}"
+    r"\x{2add}-\x{2b73}\x{2b76}-\x{2b95}\x{2b97}-\x{2bff}\x{3000}-\x{3029}\x{3030}-\x{303f}"
+    r"\x{3041}-\x{3096}\x{309b}-\x{30ff}\x{3400}-\x{4dbf}\x{4e00}-\x{9fff}\x{ac00}-\x{d7a3}"
+    r"\x{ff01}-\x{ffbe}\x{ffc2}-\x{ffc7}\x{ffca}-\x{ffcf}\x{ffd2}-\x{ffd7}\x{ffda}-\x{ffdc}"
+    r"\x{ffe0}-\x{ffe6}\x{ffe8}-\x{ffee}"
+)
+_NFC_UNSURE = "[^\\x{00}-\\x{7f}" + _NFC_STABLE + "]"
+
+
 # a cheap guard before _as_read, over each row's options as DuckDB's compact JSON text (``o_txt``: an options
 # list of strings, non-ASCII characters unescaped). Options without an invisible character, a run of
 # spaces, a tab or newline or other control character (escaped in JSON), a space at an option's start or
@@ -568,7 +596,7 @@ def _as_read(v: str) -> str:
 # option costs more than string functions over the list's text.
 _MAY_LOOK_ALIKE = (
     f"regexp_matches(o_txt, '{_INVISIBLE}|  |\\\\[^\\\\\"/]|\" | \"') "
-    "OR (strlen(o_txt) <> length(o_txt) AND nfc_normalize(o_txt) <> o_txt) "
+    f"OR (strlen(o_txt) <> length(o_txt) AND regexp_matches(o_txt, '{_NFC_UNSURE}') AND nfc_normalize(o_txt) <> o_txt) "
     "OR (lower(o_txt) <> o_txt AND len(list_distinct(from_json(lower(o_txt), '[\"VARCHAR\"]'))) < n_opt)"
 )
 # the list joined by a unit separator, for the empty-option guard
