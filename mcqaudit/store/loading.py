@@ -811,6 +811,25 @@ def _jtype(c: str) -> str:
     )
 
 
+# an options array whose elements are all strings, as DuckDB's compact JSON writes it (a match says so at
+# once; a text it does not match is asked json_type() of each element)
+_STRINGS_ARRAY = r'\[(?:"(?:[^"\\]|\\.)*"(?:,"(?:[^"\\]|\\.)*")*)?\]'
+
+
+def _has_duplicate(max_pairs: int = 8) -> str:
+    """SQL over ``opts`` and ``n_opt``: whether two options are the same text, as list_distinct() finds
+    (NULL without a list): up to ``max_pairs`` options by comparing each pair, past that by list_distinct()
+    (a list_distinct() per row costs several times the comparisons)."""
+    whens = []
+    for n in range(2, max_pairs + 1):
+        pairs = " OR ".join(f"opts[{i}] = opts[{j}]" for i in range(1, n) for j in range(i + 1, n + 1))
+        whens.append(f"WHEN {n} THEN {pairs}")
+    return f"CASE n_opt {' '.join(whens)} ELSE len(list_distinct(opts)) < n_opt END"
+
+
+_HAS_DUPLICATE = _has_duplicate()
+
+
 def _validation_cte(source: str = "stg") -> str:
     """``x``: ``stg`` with each field's type (t_*), string value (s_*), the options as a list (``opts``, NULL
     unless every option is a string) and their count (``n_opt``); an options object whose keys are A, B, ...
@@ -834,18 +853,19 @@ def _validation_cte(source: str = "stg") -> str:
     ), x2 AS (
         SELECT *,
             CASE WHEN jt = 'OBJECT' AND t_options = 'ARRAY'
-                  AND (json_array_length(options) = 0 OR list_distinct(json_type(options, '$[*]')) = ['VARCHAR'])
+                  AND (regexp_full_match(options::VARCHAR, '{_STRINGS_ARRAY}') OR json_array_length(options) = 0
+                       OR list_distinct(json_type(options, '$[*]')) = ['VARCHAR'])
                  THEN from_json(options, '["VARCHAR"]') END AS opts,
             len(opts)::INTEGER AS n_opt
         FROM x1
     ), x3 AS (
-        SELECT *, len(list_distinct(opts)) AS nd, options::VARCHAR AS o_txt FROM x2
+        SELECT *, {_HAS_DUPLICATE} AS o_dup, options::VARCHAR AS o_txt FROM x2
     ), x AS (
         -- what the checks need of the options, per row (no join: a study has about as many distinct lists
         -- as rows / arms, and a join on them spills at 10 M rows)
-        SELECT * EXCLUDE (nd, o_txt), nd < n_opt AS o_dup,
+        SELECT * EXCLUDE (o_txt),
             -- (CASE, not AND: a projection's AND evaluates the lambda on every row)
-            CASE WHEN nd = n_opt AND ({_MAY_LOOK_ALIKE})
+            CASE WHEN NOT o_dup AND ({_MAY_LOOK_ALIKE})
                  THEN len(list_distinct(list_transform(opts, lambda v: {_as_read('v')}))) < n_opt
                  ELSE false END AS o_alike,
             CASE WHEN n_opt > 0 AND regexp_matches({_JOINED}, '(?:^|\\x{{1f}}) *(?:\\x{{1f}}|$)')
