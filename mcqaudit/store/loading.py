@@ -597,8 +597,9 @@ _NFC_UNSURE = "[^\\x{00}-\\x{7f}" + _NFC_STABLE + "]"
 _MAY_LOOK_ALIKE = (
     f"regexp_matches(o_txt, '{_INVISIBLE}|  |\\\\[^\\\\\"/]|\" | \"') "
     f"OR (strlen(o_txt) <> length(o_txt) AND regexp_matches(o_txt, '{_NFC_UNSURE}') AND nfc_normalize(o_txt) <> o_txt) "
-    "OR (lower(o_txt) <> o_txt AND len(list_distinct(from_json(lower(o_txt), '[\"VARCHAR\"]'))) < n_opt)"
+    "OR (o_low IS NOT NULL AND {low_dup})"
 )
+# (o_low: the lowered list, where lower() changes the list's text)
 # the list joined by a unit separator, for the empty-option guard
 _JOINED = "array_to_string(opts, chr(31))"
 
@@ -816,15 +817,15 @@ def _jtype(c: str) -> str:
 _STRINGS_ARRAY = r'\[(?:"(?:[^"\\]|\\.)*"(?:,"(?:[^"\\]|\\.)*")*)?\]'
 
 
-def _has_duplicate(max_pairs: int = 8) -> str:
-    """SQL over ``opts`` and ``n_opt``: whether two options are the same text, as list_distinct() finds
-    (NULL without a list): up to ``max_pairs`` options by comparing each pair, past that by list_distinct()
-    (a list_distinct() per row costs several times the comparisons)."""
+def _has_duplicate(max_pairs: int = 8, items: str = "opts") -> str:
+    """SQL over ``items`` (a list of ``n_opt`` texts) and ``n_opt``: whether two of the texts are the same,
+    as list_distinct() finds (NULL without a list): up to ``max_pairs`` texts by comparing each pair, past
+    that by list_distinct() (a list_distinct() per row costs several times the comparisons)."""
     whens = []
     for n in range(2, max_pairs + 1):
-        pairs = " OR ".join(f"opts[{i}] = opts[{j}]" for i in range(1, n) for j in range(i + 1, n + 1))
+        pairs = " OR ".join(f"{items}[{i}] = {items}[{j}]" for i in range(1, n) for j in range(i + 1, n + 1))
         whens.append(f"WHEN {n} THEN {pairs}")
-    return f"CASE n_opt {' '.join(whens)} ELSE len(list_distinct(opts)) < n_opt END"
+    return f"CASE n_opt {' '.join(whens)} ELSE len(list_distinct({items})) < n_opt END"
 
 
 _HAS_DUPLICATE = _has_duplicate()
@@ -859,13 +860,16 @@ def _validation_cte(source: str = "stg") -> str:
             len(opts)::INTEGER AS n_opt
         FROM x1
     ), x3 AS (
-        SELECT *, {_HAS_DUPLICATE} AS o_dup, options::VARCHAR AS o_txt FROM x2
+        SELECT *, {_HAS_DUPLICATE} AS o_dup, options::VARCHAR AS o_txt,
+            CASE WHEN lower(options::VARCHAR) <> options::VARCHAR
+                 THEN from_json(lower(options::VARCHAR), '["VARCHAR"]') END AS o_low
+        FROM x2
     ), x AS (
         -- what the checks need of the options, per row (no join: a study has about as many distinct lists
         -- as rows / arms, and a join on them spills at 10 M rows)
-        SELECT * EXCLUDE (o_txt),
+        SELECT * EXCLUDE (o_txt, o_low),
             -- (CASE, not AND: a projection's AND evaluates the lambda on every row)
-            CASE WHEN NOT o_dup AND ({_MAY_LOOK_ALIKE})
+            CASE WHEN NOT o_dup AND ({_MAY_LOOK_ALIKE.replace("{low_dup}", _has_duplicate(items="o_low"))})
                  THEN len(list_distinct(list_transform(opts, lambda v: {_as_read('v')}))) < n_opt
                  ELSE false END AS o_alike,
             CASE WHEN n_opt > 0 AND regexp_matches({_JOINED}, '(?:^|\\x{{1f}}) *(?:\\x{{1f}}|$)')
