@@ -399,7 +399,7 @@ def _stage(loader: Loader, p: Path, kind: str, o: IngestOptions, progress: Progr
     if progress:
         progress("reading", 0, None)
     if kind == "jsonl":
-        if _stage_jsonl_fast(loader, p, o.maps):
+        if _stage_jsonl_fast(loader, p, o.maps, o.arm):
             return _Staged("fast", "line", {})
         return _Staged("text", "line", {}, _stage_lines(loader, p, o.maps, progress))
     stage = loader.stage_csv if kind == "csv" else loader.stage_parquet
@@ -435,7 +435,7 @@ def _stage_lines(loader: Loader, p: Path, maps: Mapping[str, str], progress: Pro
     return lines.blank_lines
 
 
-def _stage_jsonl_fast(loader: Loader, path: Path, maps: Mapping[str, str]) -> bool:
+def _stage_jsonl_fast(loader: Loader, path: Path, maps: Mapping[str, str], arm: str | None = None) -> bool:
     """DuckDB's typed read, its buffer sized for the longest line; False when the file needs the
     line-by-line path (a line over MAX_LINE_BYTES, which read_json would refuse by aborting the
     transaction, is that path's error on its line)."""
@@ -452,7 +452,7 @@ def _stage_jsonl_fast(loader: Loader, path: Path, maps: Mapping[str, str]) -> bo
     )
     counter.start()
     try:
-        ok = _stage_table(lambda: loader.stage_jsonl_fast(path, lambda: count, maps, longest), path)
+        ok = _stage_table(lambda: loader.stage_jsonl_fast(path, lambda: count, maps, longest, arm), path)
     finally:
         counter.join()
     if ok:

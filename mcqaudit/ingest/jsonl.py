@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -147,18 +148,23 @@ def _clean_chunk(text: str, line_no: int) -> LineBatch:
 def scan_lines(path: Path) -> tuple[int, int]:
     """(the file's lines as DuckDB's JSON reader counts records: newlines, plus an unterminated last line;
     a bound on its longest line, 0 when every line is under 16 MB). A line of k slices or more holds k - 1
-    whole aligned slices without a newline, so the longest line is under (run + 2) slices."""
+    whole aligned slices without a newline, so the longest line is under (run + 2) slices. Read into one
+    reused buffer and counted in place, a slice at a time."""
     n = 0
-    last = b"\n"
+    last = 10  # "\n": an empty file has no unterminated line
     run = longest_run = 0
     with path.open("rb") as fh:
-        while chunk := fh.read(CHUNK_BYTES):  # CHUNK_BYTES is a multiple of _SLICE: the slices stay aligned
-            n += chunk.count(b"\n")
-            last = chunk[-1:]
-            for i in range(0, len(chunk) - _SLICE + 1, _SLICE):
-                run = run + 1 if chunk.find(b"\n", i, i + _SLICE) < 0 else 0
-                longest_run = max(longest_run, run)
-    return n + (last != b"\n"), (longest_run + 2) * _SLICE if longest_run else 0
+        size = os.fstat(fh.fileno()).st_size
+        buf = bytearray(CHUNK_BYTES if size >= _SLICE else size + 1)  # (a small file: one read, one slice)
+        while got := fh.readinto(buf):  # CHUNK_BYTES is a multiple of _SLICE: the slices stay aligned
+            for i in range(0, got, _SLICE):
+                newlines = buf.count(b"\n", i, min(i + _SLICE, got))
+                n += newlines
+                if i + _SLICE <= got:  # (a whole slice: a partial one ends the file)
+                    run = run + 1 if newlines == 0 else 0
+                    longest_run = max(longest_run, run)
+            last = buf[got - 1]
+    return n + (last != 10), (longest_run + 2) * _SLICE if longest_run else 0
 
 
 def _signature(data: Any, starts: Any, lengths: Any) -> tuple[Any, Any]:

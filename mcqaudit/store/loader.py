@@ -97,6 +97,7 @@ class Loader:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self._con = con
         self._raw_table: str | None = None  # the table the raw text of a row comes from (None: the file)
+        self._staged = "stg"  # the table the rows were staged in (the fast path's: parsed)
 
     # --- the study ------------------------------------------------------------------------------------
     def upsert_items(self, items: Sequence[Item]) -> tuple[int, list[str]]:
@@ -128,6 +129,7 @@ class Loader:
         sql.create_errors(self._con)
         self._con.execute("DROP TABLE IF EXISTS staged")
         self._raw_table = None
+        self._staged = "stg"
 
     def set_memory_limit(self, memory_limit: str) -> None:
         sql.bounded_memory(self._con, memory_limit)
@@ -136,18 +138,26 @@ class Loader:
         """Stage raw JSON lines (each field read from its key, ``columns`` as for `--map`); replaces what
         was staged before."""
         sql.create_staging(self._con)
+        self._staged = "stg"
         for b in batches:
             sql.stage_batch(self._con, b.lines, b.texts, b.pre_errors)
         sql.stage_from_text(self._con, columns)
         self._raw_table = "staged"
 
     def stage_jsonl_fast(
-        self, path: Path, lines: Callable[[], int], columns: Mapping[str, str] | None, longest_line: int
+        self,
+        path: Path,
+        lines: Callable[[], int],
+        columns: Mapping[str, str] | None,
+        longest_line: int,
+        default_arm: str | None = None,
     ) -> bool:
-        """DuckDB's typed read of a JSONL file (store/loading.py `stage_jsonl_fast`): False, nothing staged,
-        when its records and the file's lines are not one to one. Raises StageError."""
+        """DuckDB's typed read of a JSONL file, checked as it is read (store/loading.py `stage_jsonl_fast`):
+        False, nothing staged, when its records and the file's lines are not one to one. Raises StageError."""
         self._raw_table = None
-        return sql.stage_jsonl_fast(self._con, str(path), lines, columns, longest_line)
+        ok = sql.stage_jsonl_fast(self._con, str(path), lines, columns, longest_line, default_arm)
+        self._staged = "parsed" if ok else "stg"
+        return ok
 
     def fast_key_counts(self, columns: Mapping[str, str] | None) -> dict[str, int]:
         """{key: rows the fast path staged with a value for it}."""
@@ -158,7 +168,8 @@ class Loader:
 
     def unstage(self) -> None:
         """Drop what the fast path staged (the file goes the line-by-line way instead)."""
-        self._con.execute("DROP TABLE stg")
+        self._con.execute("DROP TABLE parsed")
+        self._staged = "stg"
 
     def stage_csv(self, path: Path, columns: Mapping[str, str] | None) -> list[str]:
         """Stage a CSV file; its header. Raises StageError."""
@@ -173,7 +184,7 @@ class Loader:
         return header
 
     def staged_count(self) -> int:
-        return sql.staged_count(self._con)
+        return sql.staged_count(self._con, self._staged)
 
     def first_record_keys(self) -> list[str] | None:
         """The keys of the first staged line (the line-by-line path), when it is a JSON object."""
@@ -196,7 +207,7 @@ class Loader:
         """Drop the staged fields, unless they are where a row's raw text comes from (CSV, Parquet)."""
         self._con.execute("DROP TABLE IF EXISTS _labels")
         if self._raw_table != "stg":
-            self._con.execute("DROP TABLE stg")
+            self._con.execute("DROP TABLE IF EXISTS stg")  # (the fast path staged none)
 
     # --- resolve and write ----------------------------------------------------------------------------
     def next_ingest_id(self) -> int:

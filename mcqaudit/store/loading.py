@@ -5,10 +5,11 @@ or (without --skip-bad) nothing does.
 
 - **Stage** puts every row into the temp table ``stg``: its line (or row) number, an error found before
   parsing, the JSON type of the record, and one JSON value per field (NULL when absent). JSONL takes DuckDB's
-  typed fast path first (`read_json` with the columns given, every field a JSON value); when DuckDB cannot
-  read the file, or its records do not match its lines one to one (blank lines), the file is staged line by
-  line from Python instead (`stage_batch`, exact line numbers, a reason for each line that is not JSON). CSV
-  and Parquet are read by `read_csv` / `read_parquet` and staged the same way.
+  typed fast path first (`read_json` with the columns given, every field a JSON value), which checks and
+  types the rows as it reads them, straight into ``parsed`` (no ``stg``: the JSON values are not kept);
+  when DuckDB cannot read the file, or its records do not match its lines one to one (blank lines), the
+  file is staged line by line from Python instead (`stage_batch`, exact line numbers, a reason for each
+  line that is not JSON). CSV and Parquet are read by `read_csv` / `read_parquet` and staged the same way.
 - **Validate** runs :data:`CHECKS`, one declarative table of field checks, twice over at most: once as a
   single flag per row over every row, and, only when a row is flagged, as the reasons of the flagged rows.
   A JSONL file the fast path staged is restaged line by line before the reasons are read, so that every
@@ -28,8 +29,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from mcqaudit.files import line_chunks
 from mcqaudit.ingest.fields import FIELDS, field_keys
@@ -189,6 +188,8 @@ def stage_batch(
     pre_errors: Sequence[str | None],
 ) -> None:
     """Append one batch of raw JSON lines (with line numbers, and any error found before parsing)."""
+    import pyarrow as pa
+
     batch = pa.table(
         {
             "line": pa.array(lines, pa.int64()),
@@ -232,10 +233,10 @@ _DUPLICATE_KEY = (
 
 
 def key_mentions(con: duckdb.DuckDBPyConnection, columns: Mapping[str, str] | None) -> dict[str, int]:
-    """{key: rows of ``stg`` (the fast path) that have it}, for the keys the fields are read from."""
+    """{key: rows of the fast path's ``parsed`` that have it}, for the keys the fields are read from."""
     col = _columns(columns)
-    counts = ", ".join(f"count({n})" for n in FIELDS)
-    row = con.execute(f"SELECT {counts} FROM stg").fetchone() or (0,) * len(FIELDS)
+    counts = ", ".join(f"count(*) FILTER (present & {1 << i} <> 0)" for i in range(len(FIELDS)))
+    row = con.execute(f"SELECT {counts} FROM parsed").fetchone() or (0,) * len(FIELDS)
     out: dict[str, int] = {}
     for n, c in zip(FIELDS, row, strict=True):
         out[col[n]] = max(out.get(col[n], 0), int(c))
@@ -248,38 +249,43 @@ def stage_jsonl_fast(
     lines: Callable[[], int],
     columns: Mapping[str, str] | None,
     longest_line: int = 0,
+    default_arm: str | None = None,
 ) -> bool:
-    """DuckDB's typed fast path: `read_json` straight into ``stg``, one JSON value per field. A line DuckDB
-    cannot read stages as a row of nulls (``ignore_errors``: an error would abort the transaction), which the
-    checks flag. False (nothing staged) when the records and the file's lines (``lines()``, counted
-    first) are not one to one: blank lines would shift the numbers; ``longest_line`` bounds the longest
-    line (read_json's buffer). Raises StageError when DuckDB cannot
-    read the file at all."""
+    """DuckDB's typed fast path, in one pass over the file: `read_json` (one JSON value per field) checked
+    and typed as it is read, straight into ``parsed`` (the typed values, the flag of every check but the
+    orientation's, which :func:`flagged` adds, and ``present``: a bit per field with a value, for
+    :func:`key_mentions`); the JSON values themselves are not kept. A line DuckDB cannot read stages as a row
+    of nulls (``ignore_errors``: an error would abort the transaction), which the checks flag. False (nothing
+    staged) when the records and the file's lines (``lines()``, counted first) are not one to one: blank
+    lines would shift the numbers; ``longest_line`` bounds the longest line (read_json's buffer). Raises
+    StageError when DuckDB cannot read the file at all."""
     col = _columns(columns)
     spec = "{" + ", ".join(f"{_lit(k)}: 'JSON'" for k in field_keys(columns)) + "}"
     fields = ", ".join(f"{_ident(col[n])} AS {n}" for n in FIELDS)
+    source = f"""(
+        SELECT NULL::BIGINT AS line, NULL::VARCHAR AS pre_error, NULL::VARCHAR[] AS bad_utf8, 'OBJECT' AS jt, {fields}
+        FROM read_json(?, format = 'newline_delimited', records = true, columns = {spec},
+                       ignore_errors = true, maximum_object_size = ?)
+    )"""
+    present = " + ".join(f"({n} IS NOT NULL)::INTEGER * {1 << i}" for i, n in enumerate(FIELDS))
+    checked = _typed_select(_flag(checks(default_arm, orientation=False)), f", {present} AS present")
+    con.execute("SET VARIABLE default_arm = ?", [default_arm])
     con.execute("SET preserve_insertion_order = true")  # the record order gives the line numbers
     try:
         con.execute(
-            f"""
-            CREATE OR REPLACE TEMP TABLE stg AS
-            SELECT NULL::BIGINT AS line, NULL::VARCHAR AS pre_error, NULL::VARCHAR[] AS bad_utf8,
-                'OBJECT' AS jt, {fields}
-            FROM read_json(?, format = 'newline_delimited', records = true, columns = {spec},
-                           ignore_errors = true, maximum_object_size = ?)
-            """,
+            f"CREATE OR REPLACE TEMP TABLE parsed AS {_validation_cte(source)} {checked}",
             # DuckDB's default (16 MB) unless a line is longer: a bigger buffer costs memory in every thread
             [path, max(longest_line, 16 << 20)],
         )
         # no row_number() window (it gathers every record in one place first): the rows keep the file's
         # order, so a row's line is its place in the table (rowids start high inside a transaction)
-        con.execute("UPDATE stg SET line = rowid - (SELECT min(rowid) FROM stg) + 1")
+        con.execute("UPDATE parsed SET line = rowid - (SELECT min(rowid) FROM parsed) + 1")
     except (duckdb.OutOfMemoryException, duckdb.IOException):
         raise  # memory or a full disk (spill files), not the file: the caller says which
     except duckdb.Error as exc:
         raise StageError(str(exc).split("\n")[0]) from None
-    if lines() != staged_count(con):
-        con.execute("DROP TABLE stg")
+    if lines() != staged_count(con, "parsed"):
+        con.execute("DROP TABLE parsed")
         return False
     return True
 
@@ -448,15 +454,17 @@ def any_record_has(con: duckdb.DuckDBPyConnection, column: str) -> bool:
     )
 
 
-def staged_count(con: duckdb.DuckDBPyConnection) -> int:
-    return _count(con, "SELECT count(*) FROM stg")
+def staged_count(con: duckdb.DuckDBPyConnection, table: str = "stg") -> int:
+    """The rows staged (``table``: ``stg``, or the fast path's ``parsed``)."""
+    return _count(con, f"SELECT count(*) FROM {table}")
 
 
 def all_columns_seen(con: duckdb.DuckDBPyConnection, columns: Mapping[str, str]) -> bool:
-    """Whether every mapped field has a value in some staged row."""
-    counts = ", ".join(f"count({name})" for name in columns)
-    row = con.execute(f"SELECT {counts} FROM stg").fetchone()
-    return row is not None and all(row)
+    """Whether every mapped field has a value in some row the fast path staged (``parsed``)."""
+    bits = sum(1 << FIELDS.index(name) for name in columns)
+    seen = ", ".join(f"bool_or(present & {1 << FIELDS.index(name)} <> 0)" for name in columns)
+    row = con.execute(f"SELECT {seen} FROM parsed").fetchone() if bits else (True,)
+    return row is not None and all(bool(v) for v in row)
 
 
 def raw_rows(con: duckdb.DuckDBPyConnection, lines: Sequence[int], table: str = "staged") -> dict[int, str]:
@@ -464,6 +472,8 @@ def raw_rows(con: duckdb.DuckDBPyConnection, lines: Sequence[int], table: str = 
     row's fields as one JSON object."""
     if not lines:
         return {}
+    import pyarrow as pa
+
     con.register("_want", pa.table({"line": pa.array(list(lines), pa.int64())}))
     try:
         if table == "staged":
@@ -548,6 +558,34 @@ def _as_read(v: str) -> str:
     )
 
 
+# Characters NFC leaves as they are wherever they stand, in the blocks option texts are most often written
+# in (Latin, Greek, Cyrillic, Hebrew, Arabic, Devanagari, Thai, punctuation and symbols, CJK, kana, Hangul
+# syllables, full-width forms): assigned starters (canonical combining class 0) that NFC maps to themselves
+# and that are the second character of no canonical composition (NFC_Quick_Check Yes). A text of ASCII and
+# these only is in NFC, so nfc_normalize() is asked only about a text with another character (RE2 ranges;
+# tests/test_ingest_fields.py derives them again from unicodedata and checks them against DuckDB).
+_NFC_STABLE = (
+    r"\x{00a0}-\x{02ff}\x{0370}-\x{0373}\x{0375}-\x{0377}\x{037a}-\x{037d}\x{037f}\x{0384}-\x{0386}"
+    r"\x{0388}-\x{038a}\x{038c}\x{038e}-\x{03a1}\x{03a3}-\x{0482}\x{0488}-\x{052f}\x{05be}\x{05c0}"
+    r"\x{05c3}\x{05c6}\x{05d0}-\x{05ea}\x{05ef}-\x{05f4}\x{0600}-\x{060f}\x{061b}-\x{064a}"
+    r"\x{0660}-\x{066f}\x{0671}-\x{06d5}\x{06dd}-\x{06de}\x{06e5}-\x{06e6}\x{06e9}\x{06ee}-\x{06ff}"
+    r"\x{0900}-\x{093b}\x{093d}-\x{094c}\x{094e}-\x{0950}\x{0955}-\x{0957}\x{0960}-\x{097f}"
+    r"\x{0e01}-\x{0e37}\x{0e3f}-\x{0e47}\x{0e4c}-\x{0e5b}\x{1e00}-\x{1f15}\x{1f18}-\x{1f1d}"
+    r"\x{1f20}-\x{1f45}\x{1f48}-\x{1f4d}\x{1f50}-\x{1f57}\x{1f59}\x{1f5b}\x{1f5d}\x{1f5f}-\x{1f70}"
+    r"\x{1f72}\x{1f74}\x{1f76}\x{1f78}\x{1f7a}\x{1f7c}\x{1f80}-\x{1fb4}\x{1fb6}-\x{1fba}"
+    r"\x{1fbc}-\x{1fbd}\x{1fbf}-\x{1fc4}\x{1fc6}-\x{1fc8}\x{1fca}\x{1fcc}-\x{1fd2}\x{1fd6}-\x{1fda}"
+    r"\x{1fdd}-\x{1fe2}\x{1fe4}-\x{1fea}\x{1fec}-\x{1fed}\x{1ff2}-\x{1ff4}\x{1ff6}-\x{1ff8}\x{1ffa}"
+    r"\x{1ffc}\x{1ffe}\x{2002}-\x{2064}\x{2066}-\x{2071}\x{2074}-\x{208e}\x{2090}-\x{209c}"
+    r"\x{20a0}-\x{20c0}\x{20dd}-\x{20e0}\x{20e2}-\x{20e4}\x{2100}-\x{2125}\x{2127}-\x{2129}"
+    r"\x{212c}-\x{218b}\x{2190}-\x{2328}\x{232b}-\x{2426}\x{2440}-\x{244a}\x{2460}-\x{2adb}"
+    r"\x{2add}-\x{2b73}\x{2b76}-\x{2b95}\x{2b97}-\x{2bff}\x{3000}-\x{3029}\x{3030}-\x{303f}"
+    r"\x{3041}-\x{3096}\x{309b}-\x{30ff}\x{3400}-\x{4dbf}\x{4e00}-\x{9fff}\x{ac00}-\x{d7a3}"
+    r"\x{ff01}-\x{ffbe}\x{ffc2}-\x{ffc7}\x{ffca}-\x{ffcf}\x{ffd2}-\x{ffd7}\x{ffda}-\x{ffdc}"
+    r"\x{ffe0}-\x{ffe6}\x{ffe8}-\x{ffee}"
+)
+_NFC_UNSURE = "[^\\x{00}-\\x{7f}" + _NFC_STABLE + "]"
+
+
 # a cheap guard before _as_read, over each row's options as DuckDB's compact JSON text (``o_txt``: an options
 # list of strings, non-ASCII characters unescaped). Options without an invisible character, a run of
 # spaces, a tab or newline or other control character (escaped in JSON), a space at an option's start or
@@ -558,15 +596,17 @@ def _as_read(v: str) -> str:
 # option costs more than string functions over the list's text.
 _MAY_LOOK_ALIKE = (
     f"regexp_matches(o_txt, '{_INVISIBLE}|  |\\\\[^\\\\\"/]|\" | \"') "
-    "OR (strlen(o_txt) <> length(o_txt) AND nfc_normalize(o_txt) <> o_txt) "
-    "OR (lower(o_txt) <> o_txt AND len(list_distinct(from_json(lower(o_txt), '[\"VARCHAR\"]'))) < n_opt)"
+    f"OR (strlen(o_txt) <> length(o_txt) AND regexp_matches(o_txt, '{_NFC_UNSURE}') AND nfc_normalize(o_txt) <> o_txt) "
+    "OR (o_low IS NOT NULL AND {low_dup})"
 )
+# (o_low: the lowered list, where lower() changes the list's text)
 # the list joined by a unit separator, for the empty-option guard
 _JOINED = "array_to_string(opts, chr(31))"
 
 
-def checks(default_arm: str | None) -> list[Check]:
-    """Every problem visible within one row, in the order they are listed for a line."""
+def checks(default_arm: str | None, orientation: bool = True) -> list[Check]:
+    """Every problem visible within one row, in the order they are listed for a line (without
+    ``orientation``: all but the orientation label's check, which reads the labels staged)."""
     out = [
         Check("line", "pre_error IS NOT NULL", "pre_error"),
         Check("line", "pre_error IS NULL AND jt IS NULL", "'not valid JSON'"),
@@ -589,7 +629,7 @@ def checks(default_arm: str | None) -> list[Check]:
                 f"{_lit(spec.type_message + ', got ')} || {_word(t)}",
             )
         )
-    out += [*_name_checks(), *_option_checks(), *_value_checks(), *_usage_checks()]
+    out += [*_name_checks(), *_option_checks(), *_value_checks(orientation), *_usage_checks()]
     if default_arm is not None:
         out.append(
             Check(
@@ -695,9 +735,9 @@ def _usage_checks() -> list[Check]:
     return out
 
 
-def _value_checks() -> list[Check]:
+def _value_checks(orientation: bool = True) -> list[Check]:
     """gold, sample, parsed_letter, option_logprobs and orientation against the row's options."""
-    return [
+    out = [
         Check(
             "gold",
             f"{_N_OK} AND t_gold IN ('BIGINT', 'UBIGINT') AND NOT (TRY_CAST(gold AS BIGINT) BETWEEN 0 AND n_opt - 1)",
@@ -745,14 +785,21 @@ def _value_checks() -> list[Check]:
             "'values must be finite numbers: NaN and Infinity are not JSON numbers (for a probability of 0, "
             "leave the letter out)'",
         ),
-        Check(
-            "orientation",
-            f"{_N_OK} AND t_orientation = 'VARCHAR' AND (length(s_orientation) <> n_opt OR "
-            "s_orientation NOT IN (SELECT label FROM _labels))",
-            "'''' || s_orientation || ''' is not an orientation label for ' || n_opt || "
-            f"' options (a permutation of ' || left('{LETTERS}', n_opt) || ')'",
-        ),
     ]
+    if orientation:
+        out.append(
+            Check(
+                "orientation",
+                f"{_N_OK} AND t_orientation = 'VARCHAR' AND {_BAD_LABEL.format(label='s_orientation')}",
+                "'''' || s_orientation || ''' is not an orientation label for ' || n_opt || "
+                f"' options (a permutation of ' || left('{LETTERS}', n_opt) || ')'",
+            )
+        )
+    return out
+
+
+# an orientation label (a string) that is not one of ``_labels`` of the row's option count
+_BAD_LABEL = "(length({label}) <> n_opt OR {label} NOT IN (SELECT label FROM _labels))"
 
 
 def _jtype(c: str) -> str:
@@ -765,7 +812,26 @@ def _jtype(c: str) -> str:
     )
 
 
-def _validation_cte() -> str:
+# an options array whose elements are all strings, as DuckDB's compact JSON writes it (a match says so at
+# once; a text it does not match is asked json_type() of each element)
+_STRINGS_ARRAY = r'\[(?:"(?:[^"\\]|\\.)*"(?:,"(?:[^"\\]|\\.)*")*)?\]'
+
+
+def _has_duplicate(max_pairs: int = 8, items: str = "opts") -> str:
+    """SQL over ``items`` (a list of ``n_opt`` texts) and ``n_opt``: whether two of the texts are the same,
+    as list_distinct() finds (NULL without a list): up to ``max_pairs`` texts by comparing each pair, past
+    that by list_distinct() (a list_distinct() per row costs several times the comparisons)."""
+    whens = []
+    for n in range(2, max_pairs + 1):
+        pairs = " OR ".join(f"{items}[{i}] = {items}[{j}]" for i in range(1, n) for j in range(i + 1, n + 1))
+        whens.append(f"WHEN {n} THEN {pairs}")
+    return f"CASE n_opt {' '.join(whens)} ELSE len(list_distinct({items})) < n_opt END"
+
+
+_HAS_DUPLICATE = _has_duplicate()
+
+
+def _validation_cte(source: str = "stg") -> str:
     """``x``: ``stg`` with each field's type (t_*), string value (s_*), the options as a list (``opts``, NULL
     unless every option is a string) and their count (``n_opt``); an options object whose keys are A, B, ...
     in order is read as the list of its values (``o_raw`` keeps it as given)."""
@@ -782,24 +848,28 @@ def _validation_cte() -> str:
     return f"""
     WITH x0 AS (
         SELECT * REPLACE ({as_list.format(t=_jtype("options"), v="options")} AS options), options AS o_raw, {raw}
-        FROM stg
+        FROM {source}
     ), x1 AS (
         SELECT *, {_jtype("options")} AS t_options, {strings} FROM x0
     ), x2 AS (
         SELECT *,
             CASE WHEN jt = 'OBJECT' AND t_options = 'ARRAY'
-                  AND (json_array_length(options) = 0 OR list_distinct(json_type(options, '$[*]')) = ['VARCHAR'])
+                  AND (regexp_full_match(options::VARCHAR, '{_STRINGS_ARRAY}') OR json_array_length(options) = 0
+                       OR list_distinct(json_type(options, '$[*]')) = ['VARCHAR'])
                  THEN from_json(options, '["VARCHAR"]') END AS opts,
             len(opts)::INTEGER AS n_opt
         FROM x1
     ), x3 AS (
-        SELECT *, len(list_distinct(opts)) AS nd, options::VARCHAR AS o_txt FROM x2
+        SELECT *, {_HAS_DUPLICATE} AS o_dup, options::VARCHAR AS o_txt,
+            CASE WHEN lower(options::VARCHAR) <> options::VARCHAR
+                 THEN from_json(lower(options::VARCHAR), '["VARCHAR"]') END AS o_low
+        FROM x2
     ), x AS (
         -- what the checks need of the options, per row (no join: a study has about as many distinct lists
         -- as rows / arms, and a join on them spills at 10 M rows)
-        SELECT * EXCLUDE (nd, o_txt), nd < n_opt AS o_dup,
+        SELECT * EXCLUDE (o_txt, o_low),
             -- (CASE, not AND: a projection's AND evaluates the lambda on every row)
-            CASE WHEN nd = n_opt AND ({_MAY_LOOK_ALIKE})
+            CASE WHEN NOT o_dup AND ({_MAY_LOOK_ALIKE.replace("{low_dup}", _has_duplicate(items="o_low"))})
                  THEN len(list_distinct(list_transform(opts, lambda v: {_as_read('v')}))) < n_opt
                  ELSE false END AS o_alike,
             CASE WHEN n_opt > 0 AND regexp_matches({_JOINED}, '(?:^|\\x{{1f}}) *(?:\\x{{1f}}|$)')
@@ -820,14 +890,20 @@ def _flag(cs: Sequence[Check]) -> str:
     return "CASE WHEN " + " OR ".join(f"({c.predicate})" for c in cs) + " THEN true ELSE false END"
 
 
-def _orientation_labels(con: duckdb.DuckDBPyConnection) -> None:
-    """``_labels``: the distinct orientation labels staged that are a permutation of the first letters (as
-    many as the label is long), for the orientation check: a few labels checked once, not every row."""
+def _orientation_labels(con: duckdb.DuckDBPyConnection, fast: bool = False) -> None:
+    """``_labels``: the distinct orientation labels staged (``fast``: typed in ``parsed``) that are a
+    permutation of the first letters (as many as the label is long), for the orientation check: a few labels
+    checked once, not every row."""
+    labels = (
+        "SELECT DISTINCT given_orientation AS label FROM parsed WHERE given_orientation IS NOT NULL"
+        if fast
+        else "SELECT o->>'$' AS label FROM (SELECT DISTINCT orientation AS o FROM stg WHERE jt = 'OBJECT') "
+        "WHERE left(o::VARCHAR, 1) = '\"'"
+    )
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _labels AS
-        SELECT label FROM (SELECT o->>'$' AS label FROM (SELECT DISTINCT orientation AS o FROM stg WHERE jt = 'OBJECT')
-                           WHERE left(o::VARCHAR, 1) = '"')
+        SELECT label FROM ({labels})
         WHERE array_to_string(list_sort(string_split(label, '')), '') = left('{LETTERS}', length(label))
         """
     )
@@ -838,8 +914,11 @@ def flagged(con: duckdb.DuckDBPyConnection, default_arm: str | None) -> int:
     (:data:`checks`); returns how many rows are flagged. The same pass resolves the rows as if none were
     flagged (``canon``, then ``final``: see :func:`_resolve`), so that a file without problems is not
     written once more as ``parsed`` first; when some row is flagged, ``parsed`` holds the typed values of
-    every row with its flag instead (and ``final`` is dropped)."""
+    every row with its flag instead (and ``final`` is dropped). After the fast path (no ``stg``: it staged
+    ``parsed`` itself, every check but the orientation's flagged), only that check is left to do."""
     con.execute("SET VARIABLE default_arm = ?", [default_arm])
+    if not _count(con, "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = 'stg'"):
+        return _flagged_fast(con)
     con.execute("DROP TABLE IF EXISTS parsed")
     _orientation_labels(con)
     # the item canons of the rows as typed (every row's: right when none is flagged)
@@ -860,6 +939,20 @@ def flagged(con: duckdb.DuckDBPyConnection, default_arm: str | None) -> int:
         con.execute("DROP TABLE final")
         con.execute("DROP TABLE canon")
     return bad
+
+
+def _flagged_fast(con: duckdb.DuckDBPyConnection) -> int:
+    """:func:`flagged` after the fast path: the orientation check over ``parsed``, which then holds every
+    row's flag; returns how many rows are flagged. Without any, ``parsed`` is resolved by :func:`_resolve`."""
+    con.execute("ALTER TABLE parsed DROP COLUMN present")  # (read by key_mentions, before)
+    _orientation_labels(con, fast=True)
+    wrong_label = (
+        f"n_opt BETWEEN 2 AND {_MAX} AND given_orientation IS NOT NULL AND "
+        + _BAD_LABEL.format(label="given_orientation")
+    )
+    if _count(con, f"SELECT count(*) FROM parsed WHERE NOT bad AND {wrong_label}"):
+        con.execute(f"UPDATE parsed SET bad = true WHERE NOT bad AND {wrong_label}")
+    return _count(con, "SELECT count(*) FROM parsed WHERE bad")
 
 
 def diagnose(con: duckdb.DuckDBPyConnection, default_arm: str | None) -> None:
@@ -888,9 +981,10 @@ _PARSED_COLUMNS = (
 )
 
 
-def _typed_select(bad: str) -> str:
+def _typed_select(bad: str, extra: str = "") -> str:
     """The SELECT over the validation CTE's ``x`` of the typed values of every staged row (the
-    :data:`_PARSED_COLUMNS`), ``bad`` the flag's SQL. No expression here can raise on a bad value."""
+    :data:`_PARSED_COLUMNS`, then ``extra``), ``bad`` the flag's SQL. No expression here can raise on a bad
+    value."""
     return f"""
         SELECT line, {bad} AS bad,
             s_item_id AS item_id,
@@ -911,7 +1005,7 @@ def _typed_select(bad: str) -> str:
             CASE WHEN t_metadata = 'OBJECT' THEN metadata END AS metadata,
             s_reasoning AS reasoning,
             {finish_reason_sql("s_finish_reason")} AS finish_reason,
-            CASE WHEN t_usage = 'OBJECT' THEN usage END AS usage
+            CASE WHEN t_usage = 'OBJECT' THEN usage END AS usage{extra}
         FROM x
     """
 
@@ -972,6 +1066,8 @@ def load(
             return res
         bad = [int(r[0]) for r in con.execute("SELECT DISTINCT line FROM errs ORDER BY 1").fetchall()]
         texts = get_raw(bad)
+        import pyarrow as pa
+
         con.register(
             "_raw",
             pa.table({"line": pa.array(list(texts), pa.int64()), "text": pa.array(list(texts.values()))}),
@@ -1195,7 +1291,7 @@ def _write(
     ]
 
     _split_answers(con)
-    strict_hits = _strict_letters(con, strict, strict_max_extra)
+    _strict_letters(con, strict, strict_max_extra)
     # one pass over the rows for what the inserts need and what the result says
     ((counts_of_n, with_reasoning, truncated),) = con.execute(
         "SELECT list(DISTINCT n_opt ORDER BY n_opt), "
@@ -1205,8 +1301,7 @@ def _write(
     res.with_reasoning, res.truncated = int(with_reasoning), int(truncated)
     ns = [int(n) for n in counts_of_n or [] if n is not None]
     naive_letter, naive_params = naive_letter_sql(ns, naive_pattern)
-    con.register("_strict", strict_hits)
-    with _then(con, lambda: con.unregister("_strict")):
+    with _then(con, "DROP TABLE _strict"):
         # gen_rows has no key (schema migration 8): the insert runs in parallel, in row_id order so that
         # one-row lookups skip by zone maps. The parsers read the answer (docs/design.md §3); answer is
         # NULL where it is the generation itself.
@@ -1293,22 +1388,24 @@ def _split_answers(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE final ADD COLUMN answer VARCHAR")
     con.execute("ALTER TABLE final ADD COLUMN split_reasoning VARCHAR")
     con.execute("ALTER TABLE final ADD COLUMN closed BOOLEAN DEFAULT true")
-    reader = con.sql(
+    cur = con.execute(
         "SELECT row_id, generation FROM final WHERE reasoning IS NULL AND "
         f"regexp_matches(generation, {_lit(REASONING_START)})"
-    ).to_arrow_reader(_SPLIT_BATCH)
+    )
     ids: list[str] = []
     answers: list[str] = []
     thoughts: list[str | None] = []
     closed: list[bool] = []
-    for batch in reader:
-        for row_id, gen in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+    while batch := cur.fetchmany(_SPLIT_BATCH):
+        for row_id, gen in batch:
             split = split_reasoning(gen)
             ids.append(row_id)
             answers.append(split.answer)
             thoughts.append(split.reasoning)
             closed.append(split.closed)
     if ids:
+        import pyarrow as pa  # (only here: most files have no reasoning block to split off)
+
         con.register(
             "_split",
             pa.table(
@@ -1350,24 +1447,26 @@ _STRICT_CANDIDATES = """
 
 def _strict_letters(
     con: duckdb.DuckDBPyConnection, strict: Callable[[str, Sequence[str]], str | None], strict_max_extra: int
-) -> pa.Table:
-    """(row_id, letter) of the rows strict resolves, among the generations short enough to be a bare answer.
-    With ``parsers.strict`` its SQL twin (``store/strict_sql.py``) decides every row whose texts it folds
-    exactly, and Python only the rest; another ``strict`` runs in Python on every such row."""
+) -> None:
+    """``_strict`` (row_id, letter): the rows strict resolves, among the generations short enough to be a bare
+    answer. With ``parsers.strict`` its SQL twin (``store/strict_sql.py``) decides every row whose texts it
+    folds exactly, in DuckDB, and Python only the rest; another ``strict`` runs in Python on every such row."""
     from mcqaudit import parsers
     from mcqaudit.store.strict_sql import WS_CLASS, sql_text, strict_letters_sql
 
     # what Python's str.strip() removes, as strict measures (DuckDB's one-argument trim() removes spaces)
     cand = _STRICT_CANDIDATES.format(extra=int(strict_max_extra), ws=WS_CLASS, ws_chars=sql_text(WHITESPACE))
-    decided: pa.Table | None = None
-    rows: Iterable[tuple[Any, ...]]
+    con.execute("CREATE OR REPLACE TEMP TABLE _strict (row_id VARCHAR, letter VARCHAR)")
     if strict is parsers.strict:
-        got: pa.Table = con.sql(strict_letters_sql(con, f"({cand})", strict_max_extra)).to_arrow_table()
-        fallback = got.filter(got.column("fallback"))
-        decided = got.filter(pc.invert(got.column("fallback"))).select(["row_id", "letter"])
-        rows = zip(
-            *(fallback.column(c).to_pylist() for c in ("row_id", "generation", "options")), strict=True
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE _strict_sql AS "
+            + strict_letters_sql(con, f"({cand})", strict_max_extra)
         )
+        with _then(con, "DROP TABLE _strict_sql"):
+            con.execute("INSERT INTO _strict SELECT row_id, letter FROM _strict_sql WHERE NOT fallback")
+            rows = con.execute(
+                "SELECT row_id, generation, options FROM _strict_sql WHERE fallback"
+            ).fetchall()
     else:
         rows = con.execute(cand).fetchall()
     ids: list[str] = []
@@ -1379,8 +1478,15 @@ def _strict_letters(
         if letter is not None:
             ids.append(row_id)
             letters.append(letter)
-    python = pa.table({"row_id": pa.array(ids, pa.string()), "letter": pa.array(letters, pa.string())})
-    return python if decided is None else pa.concat_tables([decided.cast(python.schema), python])
+    if ids:
+        import pyarrow as pa  # (only here: most files' answers are all decided in DuckDB)
+
+        con.register(
+            "_python_strict",
+            pa.table({"row_id": pa.array(ids, pa.string()), "letter": pa.array(letters, pa.string())}),
+        )
+        with _then(con, lambda: con.unregister("_python_strict")):
+            con.execute("INSERT INTO _strict SELECT row_id, letter FROM _python_strict")
 
 
 # The SQL side of the parsers that ingest runs in DuckDB (RE2), over a table with columns (row_id, generation,
@@ -1548,6 +1654,8 @@ def upsert_items(
     rows = list(items)
     if not rows:
         return 0, []
+    import pyarrow as pa
+
     con.register(
         "_items",
         pa.table(
