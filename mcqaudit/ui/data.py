@@ -235,6 +235,11 @@ def rows(path: str, f: RowFilter, limit: int, offset: int) -> tuple[pd.DataFrame
     return row_page(path, v, key, limit, offset), row_count(path, v, key)
 
 
+def page_of(path: str, f: RowFilter, limit: int, offset: int) -> pd.DataFrame:
+    """One page of the list ``f`` without its length (a page that knows the length from the report's counts)."""
+    return row_page(path, study_version(path), filter_json(f), limit, offset)
+
+
 # --- exports (made on demand, never cached: they can be large) ------------------------------------------------
 def export_rows(path: str, fmt: str) -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
