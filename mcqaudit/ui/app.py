@@ -27,6 +27,7 @@ class PageSpec:
     url: str
     icon: str
     render: Callable[[], None]
+    report: bool = True  # the page shows the report (:func:`mcqaudit.ui.data.analysis`)
 
 
 def _specs() -> list[PageSpec]:
@@ -38,7 +39,7 @@ def _specs() -> list[PageSpec]:
         PageSpec("OTHER by arm", "other", ":material/help:", other.page),
         PageSpec("Parsers vs judge", "parsers", ":material/compare:", parsers.page),
         PageSpec("Bias", "bias", ":material/balance:", bias.page),
-        PageSpec("Review", "review", ":material/rate_review:", review.page),
+        PageSpec("Review", "review", ":material/rate_review:", review.page, report=False),
         PageSpec("Export", "export", ":material/download:", export.page),
     ]
 
@@ -151,6 +152,8 @@ def main(default: str = "overview") -> None:
     nav = st.navigation(list(pages.values()))
     if wants_review and nav.title != "Review":
         st.switch_page(pages["Review"], query_params=st.query_params.to_dict())
+    if next((s.report for s in specs if s.name == nav.title), False):
+        data.start_analysis(path)  # the report computes while the sidebar and the page read their own
     sidebar(path)
     state.write_session_url()
     if nav.title != "Review":

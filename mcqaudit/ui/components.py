@@ -66,21 +66,14 @@ def flag_table(instances: Sequence[Flag]) -> pd.DataFrame:
     """One row per instance of a flag: arm, parser (where the flag names one), evidence, items, rows."""
     import pandas as pd
 
-    df = pd.DataFrame(
-        {
-            "arm": [f.get("arm") or "—" for f in instances],
-            "parser": [f.get("parser") or "—" for f in instances],
-            "evidence": [f["evidence"] for f in instances],
-            "items": [f.get("items") for f in instances],
-            "rows": [f.get("rows") for f in instances],
-        }
-    )
-    if not any(f.get("parser") for f in instances):
-        df = df.drop(columns="parser")
+    # the columns made with their dtypes at once (a drop and two casts afterwards took ~2 ms a table)
+    cols: dict[str, object] = {"arm": [f.get("arm") or "—" for f in instances]}
+    if any(f.get("parser") for f in instances):
+        cols["parser"] = [f.get("parser") or "—" for f in instances]
+    cols["evidence"] = [f["evidence"] for f in instances]
     for c in ("items", "rows"):
-        if c in df.columns:
-            df[c] = df[c].astype("Int64")
-    return df
+        cols[c] = pd.array([f.get(c) for f in instances], dtype="Int64")
+    return pd.DataFrame(cols)
 
 
 def flags(

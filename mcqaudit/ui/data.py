@@ -12,9 +12,11 @@ write made stale (see :data:`STALE_AFTER`), so their memory goes at once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -90,6 +92,26 @@ def _analysis(path: str, version: Version, n_boot: int, control: str | None) -> 
     """:func:`analysis` with every argument spelt out: ``st.cache_data`` keys an entry by the arguments as
     passed (a default left out is another key), so every caller reaches the same entry this way."""
     return analysis(path, version, n_boot, control, "final")
+
+
+def start_analysis(path: str) -> None:
+    """Start :func:`analysis` (what every page but Review shows) for the study as it is now, in a thread, so
+    that the sidebar's and the page's own reads run beside it instead of before or after it; the page's
+    call (:func:`report`) then waits for that computation (Streamlit's per-entry compute lock) and shows its
+    spinner meanwhile, or finds the entry cached. Cached already: the thread only reads the entry back."""
+    args = (path, study_version(path), bootstrap())
+    threading.Thread(target=_warm_analysis, args=args, name="mcqaudit-analysis", daemon=True).start()
+
+
+def _warm_analysis(path: str, version: Version, n_boot: int) -> None:
+    # as if nested in a cached function: no spinner drawn from this thread (it has no script context); the
+    # page shows its own while it waits for this entry
+    from streamlit.runtime.scriptrunner_utils.script_run_context import in_cached_function
+
+    in_cached_function.set(True)
+    # an error is the page's to show: its own call computes the entry again and raises it there
+    with contextlib.suppress(Exception):
+        _analysis(path, version, n_boot, None)
 
 
 def counts_of(frames: StudyFrames) -> pd.DataFrame:
@@ -211,6 +233,11 @@ def rows(path: str, f: RowFilter, limit: int, offset: int) -> tuple[pd.DataFrame
     v = study_version(path)
     key = filter_json(f)
     return row_page(path, v, key, limit, offset), row_count(path, v, key)
+
+
+def page_of(path: str, f: RowFilter, limit: int, offset: int) -> pd.DataFrame:
+    """One page of the list ``f`` without its length (a page that knows the length from the report's counts)."""
+    return row_page(path, study_version(path), filter_json(f), limit, offset)
 
 
 # --- exports (made on demand, never cached: they can be large) ------------------------------------------------

@@ -387,14 +387,14 @@ def pairwise(report: Report) -> pd.DataFrame | None:
     if not pw:
         return None
     arms = list(report["arms"])
-    text = pd.DataFrame("", index=arms, columns=arms)
-    for a in arms:
-        for b in arms:
-            m = (pw.get(a) or {}).get(b)
-            if a == b:
-                text.loc[a, b] = "—"
-            elif not m or m.get("value") is None:
-                text.loc[a, b] = "not compared"
-            else:
-                text.loc[a, b] = f"{pct(m, sign=True)} · {m.get('pairing', 'paired')}"
-    return text
+
+    def cell(a: str, b: str) -> str:
+        m = (pw.get(a) or {}).get(b)
+        if a == b:
+            return "—"
+        if not m or m.get("value") is None:
+            return "not compared"
+        return f"{pct(m, sign=True)} · {m.get('pairing', 'paired')}"
+
+    # built by column (a cell at a time through .loc took ~8 ms for five arms)
+    return pd.DataFrame({b: [cell(a, b) for a in arms] for b in arms}, index=arms, columns=arms)

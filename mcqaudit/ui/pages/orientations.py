@@ -54,5 +54,5 @@ def render_orientations(report: Report, meta: Mapping[str, str | None], path: st
 
 
 def page() -> None:
-    c = load()
+    c = load(groups.keys)
     render_orientations(c.report, c.meta, c.path)

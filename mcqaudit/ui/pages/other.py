@@ -63,8 +63,10 @@ def render_other(
     arm = st.selectbox(
         "Arm", arms, key=state.bind(state.OTHER_ARM), on_change=state.sync, args=(state.OTHER_ARM,)
     )
-    f = RowFilter(arms=(arm,), verdicts=(OTHER,))
-    df, total = data.rows(path, f, LIST_LIMIT, 0)
+    # the length from the verdict counts (the frames the report read: what a count over graded_rows gives,
+    # tests/test_dashboard_data.py), so that the page reads the one page of rows it shows
+    total = int(counts.loc[counts["arm"] == arm, "other"].sum())
+    df = data.page_of(path, other_rows(arm), LIST_LIMIT, 0)
     st.markdown(
         f"**{total}** OTHER rows in {tables.md_escape(arm)}"
         + (f" (first {LIST_LIMIT} shown)" if total > LIST_LIMIT else "")
@@ -77,6 +79,20 @@ def render_other(
     )
     if st.button(f"Review these {total} rows →", key="other_to_review", disabled=total == 0):
         send_to_review(arms=[arm], verdicts=[OTHER])
+
+
+def other_rows(arm: str) -> RowFilter:
+    return RowFilter(arms=(arm,), verdicts=(OTHER,))
+
+
+def _early_rows(path: str, version: data.Version) -> None:
+    """The OTHER rows of the arm the list will show (the one chosen, else the last), read beside the report:
+    the arms in the sidebar's order are the report's (both :func:`mcqaudit.metrics.rules.arm_order`)."""
+    arms = data.choices(path, version)["arms"]
+    chosen = st.session_state.get(state.OTHER_ARM)
+    arm = chosen if chosen in arms else (arms[-1] if arms else None)
+    if arm is not None:
+        data.page_of(path, other_rows(arm), LIST_LIMIT, 0)
 
 
 def truncation_by_arm(report: Report) -> pd.DataFrame:
@@ -116,5 +132,5 @@ def truncation_by_orientation(report: Report) -> pd.DataFrame:
 
 
 def page() -> None:
-    c = load()
+    c = load(groups.keys, _early_rows)
     render_other(c.report, c.meta, data.verdict_counts(c.path, c.version), c.path)
