@@ -444,3 +444,19 @@ def test_letter_spans_point_at_the_letter_each_parser_returns(text: str, n: int)
 
 def test_letter_spans_on_the_classic_failure() -> None:
     assert parsers.letter_spans("At the garden, I'd go with C.", 4)["naive"] == ("A", (0, 1))
+
+
+# OpenCompass's "1." line pattern: on a text of one line its group is read without RE2's extraction
+# (store/loading.py `_one_line_first_sql`); its letters stay Python's on texts built of what it reads: ones,
+# option letters, other capitals, Unicode whitespace, newlines (none, one at the end, or within)
+_ONE_LINE_CHARS = st.sampled_from(
+    ["1", "1", "A", "B", "C", "D", "E", "a", "x", " ", "\u3000", "\t", "é", "答", "\n", "."]
+)
+
+
+@HYP
+@given(st.lists(st.lists(_ONE_LINE_CHARS, max_size=30).map("".join), min_size=1, max_size=12))
+def test_the_one_line_form_of_the_opencompass_line_pattern_matches_python(texts: list[str]) -> None:
+    texts = texts + [t.replace("\n", "") for t in texts] + [t.replace("\n", "") + "\n" for t in texts]
+    expected = [_python_letter("opencompass_first_option", t, 4) for t in texts]
+    assert duckdb_letters("opencompass_first_option", texts, [4] * len(texts)) == expected

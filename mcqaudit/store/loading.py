@@ -1561,6 +1561,35 @@ def _last_match_rests() -> frozenset[str]:
     return frozenset({r"\(([A-Z])\)", rf":{WS}*([A-D])", r"\b([A-J])\b"})
 
 
+def _one_line_first_class(pattern: str) -> str | None:
+    r"""The option class ``[...]`` of OpenCompass's "1." line pattern (``parsers._opencompass_patterns``:
+    ``1(?:[^\n]WS?[^\n]*?)?([...])[^\n]*\n?\z``), when ``pattern`` is exactly that one; else None."""
+    import re
+
+    from mcqaudit.parsers import _PY_END, WS
+
+    m = re.fullmatch(r"1\(\?:.*\)\?\((\[[A-Z]+\])\).*", pattern, re.DOTALL)
+    if m is None or pattern != rf"1(?:[^\n]{WS}?[^\n]*?)?({m[1]})[^\n]*{_PY_END}":
+        return None
+    return m[1]
+
+
+def _one_line_first_sql(cls: str, params: list[object]) -> str:
+    r"""SQL: that pattern's group 1 on a text with no newline but perhaps a final one (so ``[^\n]`` is any
+    character there), where it matches, without RE2 extracting the group (its slow engine over the whole
+    matched line: most of a varied ingest). There, the leftmost match starts at the first ``1`` (a ``1`` before
+    the last option letter: any later one would have it too), and Perl's choices give the first option letter
+    from two characters after it (the optional group taken: one character, whitespace or not, then the
+    fewest characters), else the letter just after it (the group left out). tests/test_parsers.py holds it
+    equal to Python's ``re`` on random text."""
+    at = "strpos(generation, '1')"
+    params += [cls, cls]
+    return (
+        f"coalesce(nullif(regexp_extract(substr(generation, {at} + 2), ?), ''), "
+        f"CASE WHEN regexp_full_match(substr(generation, {at} + 1, 1), ?) THEN substr(generation, {at} + 1, 1) END)"
+    )
+
+
 def _first_match_sql(patterns: Sequence[str], ascii_only: bool, params: list[object]) -> str:
     """A COALESCE over the patterns in order: the first one whose group 1 is non-empty gives it. COALESCE
     evaluates each pattern's CASE only for the rows still undecided (NULL so far), the CASE extracts the
@@ -1582,6 +1611,16 @@ def _first_match_sql(patterns: Sequence[str], ascii_only: bool, params: list[obj
                 "THEN nullif(regexp_extract_all(generation, ?, 1)[-1], '') END"
             )
             params += [rest, rest]
+            continue
+        cls = _one_line_first_class(p)
+        if cls is not None:
+            params.append(p)
+            one_line = _one_line_first_sql(cls, params)
+            params.append(p)
+            cases.append(
+                f"CASE WHEN {guard}regexp_matches(generation, ?) THEN nullif(CASE WHEN strpos(generation, chr(10)) "
+                f"IN (0, length(generation)) THEN {one_line} ELSE regexp_extract(generation, ?, 1) END, '') END"
+            )
             continue
         cases.append(
             f"CASE WHEN {guard}regexp_matches(generation, ?) THEN nullif(regexp_extract(generation, ?, 1), '') END"
