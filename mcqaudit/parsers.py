@@ -207,6 +207,13 @@ _LM_EVAL_FLEXIBLE = FrameworkParser(
 )
 
 
+def opencompass_line_pattern(option_class: str) -> str:
+    """OpenCompass's "1." line pattern (an option letter of ``option_class`` on the last line after a ``1``):
+    one of :func:`_opencompass_patterns`, and the one ingest reads a one-line text's group of without RE2's
+    extraction (store/loading.py `_one_line_first_sql`)."""
+    return rf"1(?:[^\n]{WS}?[^\n]*?)?({option_class})[^\n]*{_PY_END}"
+
+
 def _opencompass_patterns(options: str) -> tuple[str, ...]:
     """OpenCompass ``first_option_postprocess(text, options)`` in capture-group form.
 
@@ -259,7 +266,7 @@ def _opencompass_patterns(options: str) -> tuple[str, ...]:
         rf"^({o}){s}?选?项",
         rf"(?:{s}|^)({o})[{ws_or}。，,：:\.$]",
         rf"(?:{s}|^)({o})(?:{s}|{_END})",
-        rf"1(?:[^\n]{s}?[^\n]*?)?({o})[^\n]*{end}",
+        opencompass_line_pattern(o),
         # "cushion" patterns, on by default: any option letter followed by a colon, then any option letter
         rf"({o}):",
         rf"({o})",

@@ -106,6 +106,11 @@ def _count(con: duckdb.DuckDBPyConnection, sql_text: str, params: list[object] |
     return int(row[0]) if row else 0
 
 
+def _temp_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether this connection has the temporary table ``name`` (which of the staged tables a step left)."""
+    return bool(_count(con, "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?", [name]))
+
+
 @contextlib.contextmanager
 def _then(con: duckdb.DuckDBPyConnection, *cleanups: str | Callable[[], object]) -> Iterator[None]:
     """Run ``cleanups`` (statements: drops, settings; or calls) after the block. When the block raised, a
@@ -461,9 +466,8 @@ def staged_count(con: duckdb.DuckDBPyConnection, table: str = "stg") -> int:
 
 def all_columns_seen(con: duckdb.DuckDBPyConnection, columns: Mapping[str, str]) -> bool:
     """Whether every mapped field has a value in some row the fast path staged (``parsed``)."""
-    bits = sum(1 << FIELDS.index(name) for name in columns)
     seen = ", ".join(f"bool_or(present & {1 << FIELDS.index(name)} <> 0)" for name in columns)
-    row = con.execute(f"SELECT {seen} FROM parsed").fetchone() if bits else (True,)
+    row = con.execute(f"SELECT {seen} FROM parsed").fetchone() if columns else (True,)
     return row is not None and all(bool(v) for v in row)
 
 
@@ -563,7 +567,7 @@ def _as_read(v: str) -> str:
 # syllables, full-width forms): assigned starters (canonical combining class 0) that NFC maps to themselves
 # and that are the second character of no canonical composition (NFC_Quick_Check Yes). A text of ASCII and
 # these only is in NFC, so nfc_normalize() is asked only about a text with another character (RE2 ranges;
-# tests/test_ingest_fields.py derives them again from unicodedata and checks them against DuckDB).
+# tests/test_ingest_nfc.py derives them again from unicodedata and checks them against DuckDB).
 _NFC_STABLE = (
     r"\x{00a0}-\x{02ff}\x{0370}-\x{0373}\x{0375}-\x{0377}\x{037a}-\x{037d}\x{037f}\x{0384}-\x{0386}"
     r"\x{0388}-\x{038a}\x{038c}\x{038e}-\x{03a1}\x{03a3}-\x{0482}\x{0488}-\x{052f}\x{05be}\x{05c0}"
@@ -917,7 +921,7 @@ def flagged(con: duckdb.DuckDBPyConnection, default_arm: str | None) -> int:
     every row with its flag instead (and ``final`` is dropped). After the fast path (no ``stg``: it staged
     ``parsed`` itself, every check but the orientation's flagged), only that check is left to do."""
     con.execute("SET VARIABLE default_arm = ?", [default_arm])
-    if not _count(con, "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = 'stg'"):
+    if not _temp_table(con, "stg"):
         return _flagged_fast(con)
     con.execute("DROP TABLE IF EXISTS parsed")
     _orientation_labels(con)
@@ -950,8 +954,7 @@ def _flagged_fast(con: duckdb.DuckDBPyConnection) -> int:
         f"n_opt BETWEEN 2 AND {_MAX} AND given_orientation IS NOT NULL AND "
         + _BAD_LABEL.format(label="given_orientation")
     )
-    if _count(con, f"SELECT count(*) FROM parsed WHERE NOT bad AND {wrong_label}"):
-        con.execute(f"UPDATE parsed SET bad = true WHERE NOT bad AND {wrong_label}")
+    con.execute(f"UPDATE parsed SET bad = true WHERE NOT bad AND {wrong_label}")
     return _count(con, "SELECT count(*) FROM parsed WHERE bad")
 
 
@@ -1149,7 +1152,7 @@ def _final_sql(rows: str, fused: bool) -> str:
 def _resolve(con: duckdb.DuckDBPyConnection, replace: bool) -> int:
     """``final``: the rows of ``parsed`` with their item's canonical order, orientation, row id and gold
     option; the problems between rows go to ``errs``. Returns the count of identical duplicates."""
-    if _count(con, "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = 'parsed'"):
+    if _temp_table(con, "parsed"):
         _canon(con, "parsed")
         con.execute(f"CREATE OR REPLACE TEMP TABLE final AS {_final_sql('parsed', fused=False)}")
         con.execute("DROP TABLE parsed")
@@ -1566,12 +1569,10 @@ def _one_line_first_class(pattern: str) -> str | None:
     ``1(?:[^\n]WS?[^\n]*?)?([...])[^\n]*\n?\z``), when ``pattern`` is exactly that one; else None."""
     import re
 
-    from mcqaudit.parsers import _PY_END, WS
+    from mcqaudit.parsers import opencompass_line_pattern
 
     m = re.fullmatch(r"1\(\?:.*\)\?\((\[[A-Z]+\])\).*", pattern, re.DOTALL)
-    if m is None or pattern != rf"1(?:[^\n]{WS}?[^\n]*?)?({m[1]})[^\n]*{_PY_END}":
-        return None
-    return m[1]
+    return m[1] if m is not None and pattern == opencompass_line_pattern(m[1]) else None
 
 
 def _one_line_first_sql(cls: str, params: list[object]) -> str:
