@@ -28,6 +28,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
+from mcqaudit.app.info import refresh
 from mcqaudit.app.study import JUDGED, replay_journal, take_replayed
 from mcqaudit.endpoint import api_key_for, looks_like_env_name, run_until_sigterm
 from mcqaudit.endpoint import scrub as scrub
@@ -140,15 +141,6 @@ class JudgeSettings:
     max_retries: int = 5
     arms: tuple[str, ...] = ()
     limit: int | None = None
-
-
-def _refresh_info(study: Study) -> None:
-    """``info``'s cache computed for the study as this run left it (the next ``info`` answers at once); a
-    study that cannot be opened again now (locked for too long) keeps none, and ``info`` computes it then."""
-    from mcqaudit.app.info import refresh
-
-    with contextlib.suppress(StudyError):
-        refresh(study)
 
 
 def grade_options(settings: JudgeSettings) -> GradeOptions:
@@ -286,7 +278,7 @@ async def grade_async(
             with contextlib.suppress(BaseException):
                 await (await asyncio.wrap_future(building)).close()
         raise
-    await asyncio.to_thread(_refresh_info, study)  # info's cache computed for the study as the run left it
+    await asyncio.to_thread(refresh, study)  # info's cache computed for the study as the run left it
     summary.elapsed_s = time.monotonic() - started
     return summary
 
@@ -321,7 +313,7 @@ async def grade_batch_async(
         _register(study, config, options.panel)
         work = select_work(study, config, options.arms, options.limit, panel=options.panel)
         await run_batches(study, options, batch, judge, summary, reporter or NullBatchReporter(), work)
-    await asyncio.to_thread(_refresh_info, study)
+    await asyncio.to_thread(refresh, study)
     summary.elapsed_s = time.monotonic() - started
     return summary
 
@@ -352,7 +344,7 @@ def grade_without_judge(study: Study, arms: Sequence[str] = ()) -> Resolved:
     check_arms(study, arms)
     judging.set_unaudited(study, True)
     counts = judging.resolution_counts(study, arms)
-    _refresh_info(study)
+    refresh(study)
     return Resolved(counts.get("prefilter", 0), counts.get("rule", 0), counts.get("needs_judge", 0))
 
 

@@ -229,10 +229,14 @@ def refresh(study: Study) -> None:
     """Bring ``info``'s cache up to date after a write that changed the study wholesale (an ingest, a grade
     run): computed in one connection, and kept with the stamp the file has when that connection has closed
     (the file lock still held: no other mcqaudit process wrote in between), so that the next ``info`` answers
-    from it at once. A study that is read-only, or a folder that cannot be written, keeps none."""
+    from it at once. A study that is read-only, or a folder that cannot be written, keeps none; so does one
+    that cannot be opened again now (locked for too long: a :class:`StudyError`, which the write before it
+    does not fail for), and ``info`` computes it then."""
+    from mcqaudit.store.db import StudyError
+
     if study.read_only or study.connected:  # nested: what the caller writes after would not be in it
         return
-    with study.connect():
+    with contextlib.suppress(StudyError), study.connect():
         facts, state = _compute(study)
         payload = _payload(facts)
         study.after_close(lambda: _keep(study, payload, state))

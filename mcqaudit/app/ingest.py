@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from mcqaudit import parsers
+from mcqaudit.app.info import refresh
 from mcqaudit.app.scored import Taken, take_scored
 from mcqaudit.app.study import open_study
 from mcqaudit.ingest import IMPORTED, Note, check_file, check_input, expand, jsonl, problem, read_records
@@ -188,20 +189,11 @@ def ingest(db: Path, files: Sequence[Path], options: IngestOptions, hooks: Inges
             results += loaded
             hooks.loaded(group, loaded)
         if wrote:
-            _refresh_info(study)
+            refresh(study)  # info's cache computed for the study as this ingest left it
     finally:
         if new_study and not wrote:
             _discard_new_study(db)
     return IngestRun(tuple(results), tuple(failed))
-
-
-def _refresh_info(study: Study) -> None:
-    """``info``'s cache computed for the study as this ingest left it (the next ``info`` answers at once); a
-    study this run cannot open again (locked for too long) keeps none, and ``info`` computes it then."""
-    from mcqaudit.app.info import refresh
-
-    with contextlib.suppress(StudyError):
-        refresh(study)
 
 
 def _discard_new_study(path: Path) -> None:
