@@ -203,6 +203,53 @@ def test_s_right_after_choosing_a_letter_saves(browser_page: tuple[Any, str], ke
     assert final(keys_db, rid) == ("INCORRECT", wrong)
 
 
+def test_s_with_the_letter_list_still_open_saves_and_a_note_takes_its_keys(
+    browser_page: tuple[Any, str], keys_db: Path
+) -> None:
+    """On a busy machine the letter list can still be open when `s` comes: with a letter chosen and the list
+    open again, `s` saves that letter (it is no option's name, so it never types a search). Then, on the next
+    row, `2` and `s` typed into the note field are text: nothing is saved and the key log says so."""
+    page, url = browser_page
+    s = Study(keys_db)
+    rows = s.query(
+        """SELECT row_id, gold_letter FROM graded_rows WHERE final_verdict = 'CORRECT'
+           AND row_id NOT IN (SELECT row_id FROM reviews) ORDER BY row_id LIMIT 2"""
+    )
+    (rid, gold), (rid2, _) = rows
+    wrong = next(x for x in "ABCD" if x != gold)
+    open_row(page, url, f"row={rid}&reviewer={REVIEWER}")
+    n = len(reviews(keys_db))
+    page.get_by_role("radiogroup", name="Verdict").get_by_text("INCORRECT", exact=True).click()
+    settle(page)
+    box = page.locator('[class*="st-key-letter-"]').get_by_role("combobox")
+    box.click()
+    page.get_by_role("option", name=wrong, exact=True).click()
+    settle(page)
+    box.click()
+    page.get_by_role("option", name=gold, exact=True).wait_for()
+    assert box.get_attribute("aria-expanded") == "true"
+    page.screenshot(path=str(ARTIFACTS / "review-letter-list-open.png"))
+    clear_log(page)
+    page.keyboard.press("s")
+    got = wait_reviews(keys_db, n + 1, page)
+    assert got[-1][:4] == (rid, "override", "INCORRECT", wrong)
+    assert final(keys_db, rid) == ("INCORRECT", wrong)
+
+    open_row(page, url, f"row={rid2}&reviewer={REVIEWER}")
+    clear_log(page)
+    note = page.get_by_role("textbox", name="Note (optional)")
+    note.click()
+    page.keyboard.type("2s")
+    assert note.input_value() == "2s"
+    page.wait_for_timeout(1500)
+    assert len(reviews(keys_db)) == n + 1
+    log = page.evaluate("window.__mcqauditKeyLog || []")
+    assert log == [
+        "2: typed into the field in focus (input note-" + rid2 + "), not applied",
+        "s: typed into the field in focus (input note-" + rid2 + "), not applied",
+    ], log
+
+
 def test_blind_override_saves_the_verdict_and_letter_chosen(
     browser_page: tuple[Any, str], keys_db: Path
 ) -> None:

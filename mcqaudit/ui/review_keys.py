@@ -16,8 +16,12 @@ holds a small key queue (the script below, installed once per browser tab):
 - a released key whose row is no longer on screen is refused, visibly (a notice on the page, and the key
   log), never applied to the new row; so is a key whose button is disabled once the page is idle (``s``
   before a verdict is chosen);
-- ``s`` and ``1`` / ``2`` / ``3`` also work from the picked-letter select once its list is closed (no letter
-  is ``S`` or a digit on any item with fewer than 19 options); while its list is open they type into it.
+- ``s`` and ``1`` / ``2`` / ``3`` also work from the picked-letter select, its list closed or still open (no
+  letter is ``S`` or a digit on any item with fewer than 19 options, so they would only type a search that
+  matches nothing; the list may stay open for a moment after a letter is clicked on a busy machine); they type
+  into its search only while its open list offers an option of that name (``S`` on an item of 19 options or
+  more);
+- a shortcut key typed into a text field is not applied, and the key log says so.
 
 ``window.__mcqauditKeyLog`` in the browser keeps what became of the last 50 keys, for tests and diagnosis.
 """
@@ -43,7 +47,7 @@ REVIEW_KEYS: dict[str, dict[str, Any]] = {
     "j": {"click": "next"},
     "k": {"click": "prev"},
 }
-# keys that still act from the picked-letter select (its list closed): none of them is an option letter there
+# keys that still act from the picked-letter select: none of them is an option letter there (but S from 19 options)
 FROM_LETTER_SELECT = "s123"
 LETTER_SELECT = "letter-"  # the key prefix of the picked-letter select (ui/pages/review.py)
 ROW_MARKER = "mq-row-line"  # the container whose `code` is the id of the row on screen
@@ -121,11 +125,18 @@ _KEYS_JS = """
   function disabled(t) {
     return t.disabled || t.getAttribute("aria-disabled") === "true" || !!t.querySelector("input[disabled]");
   }
-  function letterSelect(el) {
-    // the picked-letter select's input, with its list closed
-    if (!el || !el.closest) return false;
-    const box = el.closest('[class*="st-key-' + CFG.letter + '"]');
-    return !!box && el.getAttribute("aria-expanded") !== "true";
+  function letterSelect(el, key) {
+    // the picked-letter select's input, unless its list is open and offers an option named as the key
+    if (!el || !el.closest || !el.closest('[class*="st-key-' + CFG.letter + '"]')) return false;
+    if (el.getAttribute("aria-expanded") !== "true") return true;
+    const name = key.toUpperCase();
+    return !Array.from(doc.querySelectorAll('[role="option"]')).some(function (o) { return o.innerText.trim() === name; });
+  }
+  function describe(el) {
+    const box = el && el.closest ? el.closest('[class*="st-key-"]') : null;
+    const k = box ? Array.from(box.classList).find(function (c) { return c.indexOf("st-key-") === 0; }) : null;
+    const open = el && el.getAttribute && el.getAttribute("aria-expanded") === "true" ? ", its list open" : "";
+    return (el && el.tagName ? el.tagName.toLowerCase() : "?") + (k ? " " + k.slice(7) : "") + open;
   }
   function typing(el) {
     if (!el) return false;
@@ -215,9 +226,10 @@ _KEYS_JS = """
     const key = (e.key || "").toLowerCase();
     const spec = (win.__mcqauditKeys || {})[key];
     const el = doc.activeElement;
-    const fromSelect = !!spec && CFG.fromSelect.includes(key) && (letterSelect(e.target) || letterSelect(el));
+    const fromSelect = !!spec && CFG.fromSelect.includes(key) && (letterSelect(e.target, key) || letterSelect(el, key));
     if (!fromSelect && (typing(e.target) || typing(el))) {
       if (e.key === "Enter") { pokedAt = Date.now(); runsAtPoke = runs; }
+      if (spec) note(key, "typed into the field in focus (" + describe(el || e.target) + "), not applied");
       return;
     }
     if (!spec) {
