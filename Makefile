@@ -44,4 +44,4 @@ bench: $(BIN)/.installed browser-deps
 	$(BIN)/python benchmarks/run_all.py --results benchmarks/RESULTS.md
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache sample_runs/*.duckdb sample_runs/*.duckdb.info.json
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache sample_runs/*.duckdb sample_runs/*.duckdb.info.json sample_runs/*.duckdb.report.json

@@ -37,6 +37,7 @@ from rich.text import Text
 from mcqaudit import __version__
 from mcqaudit.files import WriteFailed, write_atomic
 from mcqaudit.terminal import visible
+from mcqaudit.vocab import VERDICT_VIEWS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -679,16 +680,22 @@ def report(
     orientations is one unit. Every difference carries its minimum detectable effect. The HTML and
     Markdown say when verdicts come from the heuristic stand-in judge or an unaudited (--no-judge) study.
     """
-    from mcqaudit.app.report import build_report
+    from mcqaudit.app.report_cache import cached_report
     from mcqaudit.report import FORMATS, render
 
     if fmt not in FORMATS:
         raise _fail(f"error: --format must be one of {', '.join(FORMATS)}, not {fmt!r}", 2)
-    study, view = _report_study(db, verdicts, bootstrap)
-    try:
-        rep = build_report(study, control=control, verdicts=view, n_boot=bootstrap, seed=seed, by=by or ())
-    except ValueError as exc:
-        raise _fail(f"error: {exc}", 2) from None
+    rep = None
+    if verdicts in VERDICT_VIEWS and bootstrap >= 0:  # kept from an earlier run: nothing opened or computed
+        rep = cached_report(db, control, verdicts, bootstrap, seed, by=by or ())
+    if rep is None:
+        from mcqaudit.app.report import build_report
+
+        study, view = _report_study(db, verdicts, bootstrap)
+        try:
+            rep = build_report(study, control=control, verdicts=view, n_boot=bootstrap, seed=seed, by=by or ())
+        except ValueError as exc:
+            raise _fail(f"error: {exc}", 2) from None
     text = render(rep, fmt)
     if out is None:
         sys.stdout.write(text)

@@ -4,7 +4,7 @@ the judge-vs-human groups, whether any row was truncated. Pure; both renderers i
 
 from __future__ import annotations
 
-from typing import TypedDict, overload
+from typing import Literal, TypedDict, overload
 
 from mcqaudit.metrics.results import (
     ArmDelta,
@@ -12,12 +12,16 @@ from mcqaudit.metrics.results import (
     FamilyDelta,
     FamilyMetrics,
     JudgeAgreement,
+    JudgePanel,
+    LetterRates,
     Metric,
     Report,
 )
 
 __all__ = [
+    "LETTER_KINDS",
     "FamilyView",
+    "LetterKind",
     "NoFamilyDelta",
     "NoFamilyMetrics",
     "agreement_groups",
@@ -25,10 +29,17 @@ __all__ = [
     "family_entry",
     "first_family",
     "group_label",
+    "judge_label",
+    "misread_counts",
+    "primary_label",
     "report_families",
 ]
 
 FamilyView = tuple[str | None, list[str], int | None]  # an item family: label, orientations, items
+# parser_letters rates, each over the same rows (those whose reference letter is known), so that
+# misread = wrong_letter + fabricated + missed
+LetterKind = Literal["misread", "wrong_letter", "fabricated", "missed"]
+LETTER_KINDS: tuple[LetterKind, ...] = ("misread", "wrong_letter", "fabricated", "missed")
 
 
 def any_truncated(report: Report) -> bool:
@@ -107,3 +118,25 @@ def group_label(report: Report, key: str, value: str, *, items: bool = False) ->
         return f"{value} (small)" if small else value
     n = facts["items"].get(value, 0)
     return f"{value} ({n} item{'' if n == 1 else 's'}{', small' if small else ''})"
+
+
+def misread_counts(entry: LetterRates) -> dict[str, int]:
+    """The rows behind each of a ``parser_letters`` entry's four rates (they share their ``n``)."""
+    m = entry.get("misread")
+    n = int(m["n"]) if m else 0
+    out: dict[str, int] = {}
+    for k in LETTER_KINDS:
+        rate = entry.get(k)
+        out[k] = round(((rate["value"] if rate else None) or 0.0) * n)
+    return out
+
+
+def judge_label(panel: JudgePanel, fp: str) -> str:
+    """A panel judge in words: its model and the head of its fingerprint."""
+    model = panel["judges"][fp]["model"] if fp in panel["judges"] else None
+    return f"{model} ({fp[:12]})" if model else fp[:12]
+
+
+def primary_label(panel: JudgePanel) -> str:
+    fp = panel["primary"] or ""
+    return f"{panel['primary_model']} ({fp[:12]})" if panel["primary_model"] else fp[:12]

@@ -27,8 +27,6 @@ from mcqaudit.formatting import (
     with_chance,
 )
 from mcqaudit.metrics import MIN_AUDIT_ROWS, MIN_CI_ROWS, MIN_ITEMS, PARSER_DISAGREEMENT_MIN_ROWS
-from mcqaudit.metrics.panel import judge_label, primary_label
-from mcqaudit.metrics.parsers import misread_counts
 from mcqaudit.metrics.results import (
     ArmDelta,
     BootstrapFacts,
@@ -48,6 +46,9 @@ from mcqaudit.reading import (
     any_truncated,
     family_entry,
     group_label,
+    judge_label,
+    misread_counts,
+    primary_label,
     report_families,
 )
 from mcqaudit.vocab import LETTERS

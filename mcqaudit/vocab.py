@@ -16,6 +16,7 @@ VERDICTS: Final[tuple[str, str, str]] = (CORRECT, INCORRECT, OTHER)
 Verdict = Literal["CORRECT", "INCORRECT", "OTHER"]
 # which verdicts a report reads (docs/design.md §7): the final ones (reviews applied) or the judge's alone
 VerdictView = Literal["final", "judge"]
+VERDICT_VIEWS: tuple[VerdictView, ...] = ("final", "judge")
 
 
 class VerdictCode(IntEnum):

@@ -21,6 +21,7 @@ from mcqaudit.metrics.results import FingerprintUse, Flag, GroupArm, GroupFacts,
 from mcqaudit.metrics.rules import MAX_GROUPS, ci_method
 from mcqaudit.native import fast_arrays
 from mcqaudit.report import SCHEMA_VERSION, findings
+from mcqaudit.vocab import VERDICT_VIEWS
 
 if TYPE_CHECKING:
     from mcqaudit.store.db import Study
@@ -37,10 +38,10 @@ def open_study(study: str | Path | Study) -> Study:
 
 def verdict_view(value: str) -> VerdictView:
     """``final`` or ``judge`` (the verdicts a report reads, docs/design.md §7); ``ValueError`` otherwise."""
-    views: dict[str, VerdictView] = {"final": "final", "judge": "judge"}
-    if value not in views:
-        raise ValueError(f"verdicts must be final or judge, not {value!r}")
-    return views[value]
+    for view in VERDICT_VIEWS:
+        if value == view:
+            return view
+    raise ValueError(f"verdicts must be final or judge, not {value!r}")
 
 
 GROUP_PREFIX = "metadata."
@@ -120,8 +121,20 @@ def build_report(
 ) -> Report:
     """The report dict of a study file (path or open :class:`~mcqaudit.store.db.Study`). ``ci``: how the CIs
     are computed (``auto``: the item bootstrap, from ``rules.NORMAL_MIN_ITEMS`` items its normal approximation).
-    ``by``: ``metadata.KEY`` specs (``report --by``): the report gains ``by_group`` and ``group_by``."""
-    return report_and_frames(study, control, verdicts, n_boot, seed, ci, by)[0]
+    ``by``: ``metadata.KEY`` specs (``report --by``): the report gains ``by_group`` and ``group_by``.
+
+    A report these options gave on the study file as it is now is read from the reports' cache beside it
+    (:mod:`mcqaudit.app.report_cache`); one computed here is kept there."""
+    from mcqaudit.app import report_cache
+
+    hit = report_cache.cached_report(study, control, verdicts, n_boot, seed, ci, by)
+    if hit is not None:
+        return hit
+    opened = open_study(study)
+    taken = report_cache.stamp_before_reading(opened)
+    report = report_and_frames(opened, control, verdicts, n_boot, seed, ci, by)[0]
+    report_cache.keep_report(opened, taken, report, control, verdicts, n_boot, seed, ci, by)
+    return report
 
 
 def report_and_frames(

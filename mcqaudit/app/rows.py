@@ -36,6 +36,7 @@ __all__ = [
     "row_detail",
     "row_ids",
     "study_choices",
+    "verdict_counts",
 ]
 
 StudyLike = str | Path | Study
@@ -44,6 +45,11 @@ StudyLike = str | Path | Study
 def study_choices(study: StudyLike) -> dict[str, list[str]]:
     """The values the filters offer: arms (ingest order), orientations, judge statuses, parsers."""
     return sql.study_choices(open_study(study))
+
+
+def verdict_counts(study: StudyLike) -> pd.DataFrame:
+    """Rows, CORRECT, INCORRECT, OTHER and ungraded per arm and orientation (final verdicts), arms in order."""
+    return sql.verdict_counts(open_study(study))
 
 
 def count_rows(study: StudyLike, f: RowFilter) -> int:

@@ -187,7 +187,8 @@ def _judge_sensitive_flags(res: Results) -> list[Flag]:
     out: list[Flag] = []
     if not jp:
         return out
-    from mcqaudit.metrics.panel import judge_label, primary_label, sensitive  # numpy: the report's path only
+    from mcqaudit.metrics.panel import sensitive  # numpy: the report's path only
+    from mcqaudit.reading import judge_label, primary_label
 
     ctrl = res["control_arm"]
     for fp, by_arm in jp["delta_by_judge"].items():

@@ -243,14 +243,3 @@ def sensitive(primary: Metric | None, other: Metric | None) -> bool:
         return False
     opposite = (vp > 0 > vo) or (vp < 0 < vo)
     return vo < lo or vo > hi or (opposite and _excludes_zero(primary) and _excludes_zero(other))
-
-
-def judge_label(panel: JudgePanel, fp: str) -> str:
-    """A panel judge in words: its model and the head of its fingerprint."""
-    model = panel["judges"][fp]["model"] if fp in panel["judges"] else None
-    return f"{model} ({fp[:12]})" if model else fp[:12]
-
-
-def primary_label(panel: JudgePanel) -> str:
-    fp = panel["primary"] or ""
-    return f"{panel['primary_model']} ({fp[:12]})" if panel["primary_model"] else fp[:12]

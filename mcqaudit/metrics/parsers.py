@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 
@@ -33,10 +32,6 @@ from mcqaudit.metrics.rules import MISREAD_WORDS as MISREAD_WORDS  # the words l
 from mcqaudit.vocab import LETTERS, VERDICT_CODES, VerdictCode
 
 ROW_PARSERS = ("strict", "naive", "user")  # parsers with a letter column in the frames' rows
-# parser_letters rates, each over the same rows (those whose reference letter is known), so that
-# misread = wrong_letter + fabricated + missed
-LetterKind = Literal["misread", "wrong_letter", "fabricated", "missed"]
-LETTER_KINDS: tuple[LetterKind, ...] = ("misread", "wrong_letter", "fabricated", "missed")
 # the three ways of misreading, in words (flag evidence, findings)
 # the confusion's key for "no letter": the reference of an OTHER row, or a parser that read none
 NO_LETTER = "none"
@@ -161,7 +156,7 @@ def _rate_sums(d: Sequence[np.ndarray], base: _RowsBase, R: Rows, C: Cells) -> R
 class LetterTally:
     """One parser's letters against the reference letters, on graded rows whose reference is known."""
 
-    rates: RateSums  # k = LETTER_KINDS
+    rates: RateSums  # k = mcqaudit.reading.LETTER_KINDS
     # (n_arms, n_or, L + 1, L + 1) rows, reference × parser letter; index 0 = none, q + 1 = letter q
     confusion: np.ndarray
 
@@ -389,7 +384,7 @@ def letter_confusion_of(m: np.ndarray, n_letters: int) -> LetterConfusion:
 
 
 def _letter_rates(sums: np.ndarray, conf: np.ndarray, n_letters: int) -> LetterRates:
-    """The four rates from their cluster sums (``(4, 6)``, :data:`LETTER_KINDS` order) and the confusion."""
+    """The four rates from their cluster sums (``(4, 6)``, :data:`mcqaudit.reading.LETTER_KINDS` order) and the confusion."""
     return {
         "misread": clustered_rate(sums[0]),
         "wrong_letter": clustered_rate(sums[1]),
@@ -425,15 +420,4 @@ def parser_letters(tallies: list[ParserTally], orientations: list[str], a: int) 
         if p.name == "strict":
             entry["compared"] = STRICT_COMPARED
         out[p.name] = entry
-    return out
-
-
-def misread_counts(entry: LetterRates) -> dict[str, int]:
-    """The rows behind each of a ``parser_letters`` entry's four rates (they share their ``n``)."""
-    m = entry.get("misread")
-    n = int(m["n"]) if m else 0
-    out: dict[str, int] = {}
-    for k in LETTER_KINDS:
-        rate = entry.get(k)
-        out[k] = round(((rate["value"] if rate else None) or 0.0) * n)
     return out

@@ -94,13 +94,17 @@ def save(
     folder that cannot be written keeps none."""
     if stamp(study_path) != taken:
         return False
-    path = info_cache_path(study_path)
+    return write_whole(
+        info_cache_path(study_path), {"code": code_key(), "stamp": taken, "payload": payload, "state": state}
+    )
+
+
+def write_whole(path: Path, data: dict[str, Any]) -> bool:
+    """``data`` as JSON at ``path``, written whole (a temporary file beside it, then renamed) or not at all:
+    False when the folder cannot be written (nothing left behind)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(
-            json.dumps({"code": code_key(), "stamp": taken, "payload": payload, "state": state}),
-            encoding="utf-8",
-        )
+        tmp.write_text(json.dumps(data), encoding="utf-8")
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):

@@ -77,10 +77,20 @@ def analysis(
     path: str, version: Version, n_boot: int, control: str | None = None, verdicts: str = "final"
 ) -> tuple[Report, pd.DataFrame]:
     """The report and the verdict counts per arm and orientation, from one read of the study's frames:
-    one cached entry per (study version, resamples, control, verdict view), shared by every page."""
+    one cached entry per (study version, resamples, control, verdict view), shared by every page.
+
+    The report these options gave on the study as it is now, when kept beside it (a ``mcqaudit report``
+    with the same options, or this dashboard earlier: :mod:`mcqaudit.app.report_cache`), is read instead,
+    the final verdicts' counts then from one GROUP BY; one computed here is kept there."""
+    from mcqaudit.app import report_cache
     from mcqaudit.app.report import report_and_frames, verdict_view
 
-    rep, frames = report_and_frames(get_study(path), control, verdict_view(verdicts), n_boot, SEED)
+    study = get_study(path)
+    if verdicts == "final" and (hit := report_cache.cached_report(study, control, verdicts, n_boot, SEED)):
+        return hit, rw.verdict_counts(study)
+    taken = report_cache.stamp_before_reading(study)
+    rep, frames = report_and_frames(study, control, verdict_view(verdicts), n_boot, SEED)
+    report_cache.keep_report(study, taken, rep, control, verdicts, n_boot, SEED, "auto", ())
     return rep, counts_of(frames)
 
 

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 import pandas as pd
 
 from mcqaudit.formatting import md_text
-from mcqaudit.metrics.parsers import misread_counts
 from mcqaudit.metrics.results import (
     LetterRates,
     Metric,
@@ -19,7 +18,14 @@ from mcqaudit.metrics.results import (
     ParserDisagreement,
     Report,
 )
-from mcqaudit.reading import FamilyView, agreement_groups, family_entry, first_family, report_families
+from mcqaudit.reading import (
+    FamilyView,
+    agreement_groups,
+    family_entry,
+    first_family,
+    misread_counts,
+    report_families,
+)
 from mcqaudit.report import agreement_cells, num, with_chance
 from mcqaudit.report import pct as _pct
 from mcqaudit.vocab import VERDICTS
