@@ -113,7 +113,7 @@ def main() -> None:
         secs = br.build(db, args.items, args.arms)
         print(f"built {args.items * args.arms * 4:,} rows in {secs:.1f} s -> {db}")
 
-    from mcqaudit.app.report import report_and_frames
+    from mcqaudit.app.report import build_report, report_and_frames
     from mcqaudit.store import Study
     from mcqaudit.store.sidecars import report_cache_path
 
@@ -156,8 +156,8 @@ def main() -> None:
             colds.append(render(str(db), page))
             with _quiet_stderr():
                 st.cache_data.clear()
-            if not report_cache_path(db).exists():
-                raise SystemExit("the cold render kept no report beside the study")
+            if not report_cache_path(db).exists():  # a page without the report (Review): kept as report would
+                build_report(study, n_boot=bootstrap(), seed=0)
             kepts.append(render(str(db), page))
         for _ in range(n):
             bares.append(bare_scan())

@@ -689,11 +689,11 @@ def report(
     if verdicts in VERDICT_VIEWS and bootstrap >= 0:  # kept from an earlier run: nothing opened or computed
         rep = cached_report(db, control, verdicts, bootstrap, seed, by=by or ())
     if rep is None:
-        from mcqaudit.app.report import build_report
+        from mcqaudit.app.report import computed_report
 
         study, view = _report_study(db, verdicts, bootstrap)
         try:
-            rep = build_report(study, control=control, verdicts=view, n_boot=bootstrap, seed=seed, by=by or ())
+            rep = computed_report(study, control=control, verdicts=view, n_boot=bootstrap, seed=seed, by=by or ())
         except ValueError as exc:
             raise _fail(f"error: {exc}", 2) from None
     text = render(rep, fmt)
@@ -753,18 +753,25 @@ def check(
 
     The flags are the report's (the same bootstrap as `mcqaudit report`, so the two agree).
     """
-    from mcqaudit.app.check import UnknownFlag, fail_on_names
+    from mcqaudit.app.check import UnknownFlag, check_report, fail_on_names
     from mcqaudit.app.check import check as check_study
+    from mcqaudit.app.report_cache import cached_report
 
     try:
         names = fail_on_names(fail_on)
     except UnknownFlag as exc:
         raise _fail(f"error: --fail-on: {exc}", 2) from None
-    study, view = _report_study(db, verdicts, bootstrap)
-    try:
-        res = check_study(study, names, control=control, verdicts=view, n_boot=bootstrap, seed=seed)
-    except ValueError as exc:
-        raise _fail(f"error: {exc}", 2) from None
+    kept = None
+    if verdicts in VERDICT_VIEWS and bootstrap >= 0:  # a report kept from an earlier run: nothing opened
+        kept = cached_report(db, control, verdicts, bootstrap, seed)
+    if kept is not None:
+        res = check_report(kept, names)
+    else:
+        study, view = _report_study(db, verdicts, bootstrap)
+        try:
+            res = check_study(study, names, control=control, verdicts=view, n_boot=bootstrap, seed=seed)
+        except ValueError as exc:
+            raise _fail(f"error: {exc}", 2) from None
     if as_json:
         sys.stdout.write(json.dumps(res.as_json(), indent=2, ensure_ascii=False) + "\n")
         sys.stdout.flush()

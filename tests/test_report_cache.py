@@ -96,6 +96,29 @@ def test_a_second_report_imports_neither_duckdb_nor_numpy(db: Path) -> None:
     assert proc.stderr.strip() == "[]"
 
 
+def test_check_after_report_reads_the_kept_report_and_says_what_it_would_have_computed(db: Path) -> None:
+    """The CI gate's usual pair: `report`, then `check` with the same options. The check reads the kept
+    report (no duckdb, no numpy) and prints, exits and says in JSON what a computed check does."""
+    args = ["--db", str(db), "--bootstrap", str(BOOT)]
+    want = run_cli("check", *args, "--json")
+    want_text = run_cli("check", *args)
+    report_cache_path(db).unlink()
+    run_cli("report", *args, "--format", "md", check=True)
+    code = (
+        "import sys\nfrom mcqaudit.cli import main\nsys.argv = ['mcqaudit', *sys.argv[1:]]\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
+        "sys.stderr.write(repr((code, sorted(m for m in sys.modules if m.split('.')[0] in ('duckdb', 'numpy')))))"
+    )
+    for extra, expect in ((["--json"], want), ([], want_text)):
+        proc = subprocess.run(
+            [sys.executable, "-c", code, "check", *args, *extra],
+            capture_output=True, text=True, env=process_env(), check=False,
+        )  # fmt: skip
+        assert proc.stdout == expect.stdout
+        assert proc.stderr.strip() == repr((expect.returncode, []))
+    assert json.loads(want.stdout)["fired"] and want.returncode == 1  # the fixture's flags fire
+
+
 def test_a_review_or_a_control_arm_is_never_answered_from_an_older_report(db: Path) -> None:
     before = build_report(db, n_boot=BOOT)
     study = Study(db)

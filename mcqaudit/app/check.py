@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypedDict
 
-from mcqaudit.app.report import build_report
-from mcqaudit.metrics.results import Flag
+from mcqaudit.metrics.results import Flag, Report
 from mcqaudit.metrics.rules import FLAG_ORDER
 
 if TYPE_CHECKING:
@@ -88,9 +87,22 @@ def check(
     """Check a study's flags: those named in ``fail_on`` (all by default, see :func:`fail_on_names`) that
     fire make the check fail. The flags are the report's (:func:`~mcqaudit.app.report.build_report` with
     the same options), so a check and ``mcqaudit report`` agree. Raises :class:`UnknownFlag` before any
-    work for an unknown name, and what ``build_report`` raises (``ValueError`` for an unknown control arm)."""
+    work for an unknown name, and what ``build_report`` raises (``ValueError`` for an unknown control arm).
+    A report kept beside the study with these options (a ``mcqaudit report`` before) is read, not computed,
+    and then neither duckdb nor the metrics are imported."""
+    from mcqaudit.app.report_cache import cached_report
+
     names = fail_on_names(fail_on)
-    report = build_report(study, control=control, verdicts=verdicts, n_boot=n_boot, seed=seed)
+    report = cached_report(study, control, verdicts, n_boot, seed)
+    if report is None:
+        from mcqaudit.app.report import computed_report
+
+        report = computed_report(study, control=control, verdicts=verdicts, n_boot=n_boot, seed=seed)
+    return check_report(report, names)
+
+
+def check_report(report: Report, names: tuple[str, ...]) -> CheckResult:
+    """The check of a report's flags against ``names`` (from :func:`fail_on_names`)."""
     flags = report["flags"]
     return CheckResult(
         study=report["study"]["path"],

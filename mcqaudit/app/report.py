@@ -124,12 +124,25 @@ def build_report(
     ``by``: ``metadata.KEY`` specs (``report --by``): the report gains ``by_group`` and ``group_by``.
 
     A report these options gave on the study file as it is now is read from the reports' cache beside it
-    (:mod:`mcqaudit.app.report_cache`); one computed here is kept there."""
+    (:mod:`mcqaudit.app.report_cache`); else it is computed and kept there (:func:`computed_report`)."""
     from mcqaudit.app import report_cache
 
     hit = report_cache.cached_report(study, control, verdicts, n_boot, seed, ci, by)
-    if hit is not None:
-        return hit
+    return hit if hit is not None else computed_report(study, control, verdicts, n_boot, seed, ci, by)
+
+
+def computed_report(
+    study: str | Path | Study,
+    control: str | None = None,
+    verdicts: VerdictView = "final",
+    n_boot: int = 2000,
+    seed: int = 0,
+    ci: str = "auto",
+    by: Sequence[str] = (),
+) -> Report:
+    """:func:`build_report` computed (the cache not looked at: the caller just did), and kept in the cache."""
+    from mcqaudit.app import report_cache
+
     opened = open_study(study)
     taken = report_cache.stamp_before_reading(opened)
     report = report_and_frames(opened, control, verdicts, n_boot, seed, ci, by)[0]
