@@ -229,3 +229,24 @@ def test_the_dashboard_reads_the_report_a_command_kept_and_keeps_its_own(
     assert render(rep, "json") == want and counts.equals(want_counts)
     hit = cached_report(db, n_boot=BOOT)
     assert hit is not None and render(hit, "md") == computed(db)["md"]
+
+
+@pytest.mark.parametrize("kind", ["by_group", "panel_and_reviewers"])
+def test_reports_of_every_part_come_back_from_the_cache_as_they_were(kind: str, tmp_path: Path) -> None:
+    """A report's JSON form loses nothing a renderer reads: with `--by` groups, and with a judge panel and two
+    reviewers (reviewer agreement), the kept report equals the computed dict (no tuple, no key that is not a
+    string) and renders to the same bytes in every format."""
+    if kind == "by_group":
+        from tests.test_by_group import study as by_group_study
+
+        path, by = by_group_study(tmp_path), ["metadata.topic"]
+    else:
+        from tests.overview_panel_study import panel_study
+
+        path, by = panel_study(tmp_path, True), []
+    rep = report_and_frames(Study(path), n_boot=BOOT, by=by)[0]
+    assert rep.get("by_group") if by else rep.get("judge_panel") and rep.get("reviewer_agreement")
+    build_report(path, n_boot=BOOT, by=by)
+    hit = cached_report(path, n_boot=BOOT, by=by)
+    assert hit == rep
+    assert {fmt: render(hit, fmt) for fmt in FORMATS} == {fmt: render(rep, fmt) for fmt in FORMATS}

@@ -16,6 +16,7 @@ import functools
 import hashlib
 import json
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -101,8 +102,9 @@ def save(
 
 def write_whole(path: Path, data: dict[str, Any]) -> bool:
     """``data`` as JSON at ``path``, written whole (a temporary file beside it, then renamed) or not at all:
-    False when the folder cannot be written (nothing left behind)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    False when the folder cannot be written (nothing left behind). The temporary file is this call's own
+    (two threads of one process, e.g. two dashboard sessions, may keep a report at once)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
     try:
         tmp.write_text(json.dumps(data), encoding="utf-8")
         os.replace(tmp, path)
