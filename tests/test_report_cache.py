@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from mcqaudit import orient
 from mcqaudit.app.report import build_report, report_and_frames
 from mcqaudit.app.report_cache import cached_report
 from mcqaudit.report import FORMATS, render
@@ -25,7 +26,8 @@ from mcqaudit.store import reportcache
 from mcqaudit.store.db import Study
 from mcqaudit.store.schema import refresh_effective_reviews
 from mcqaudit.store.sidecars import journal_dir, report_cache_path
-from tests.builders import fixture_study
+from mcqaudit.vocab import LETTERS
+from tests.builders import build_graded_study, fixture_study, write_inputs
 from tests.helpers import process_env, run_cli
 
 BOOT = 200
@@ -231,15 +233,36 @@ def test_the_dashboard_reads_the_report_a_command_kept_and_keeps_its_own(
     assert hit is not None and render(hit, "md") == computed(db)["md"]
 
 
+def grouped_study(tmp_path: Path) -> Path:
+    """Two arms × 3 topics (and rows without one) × 24 items × 4 orientations, through the real ingest; the
+    treated arm is right less often on one topic. No judge: the generations are bare letters (pre-filter)."""
+    items, gens = [], []
+    for t, topic in enumerate(("algebra", "history", "optics", None)):
+        for i in range(24):
+            iid = f"{t}-{i:02d}"
+            items.append({"item_id": iid, "question": f"Question {iid}?", "options": [f"{iid}-{k}" for k in "wxyz"],
+                          "gold": 0})  # fmt: skip
+            for orientation in ("ABCD", "BCDA", "CDAB", "DABC"):
+                gold = orient.displayed_letter("A", orientation)
+                for arm in ("base", "steered"):
+                    right = (i + len(orientation) + t) % (3 if arm == "steered" and topic == "optics" else 5) != 0
+                    gens.append({
+                        "item_id": iid, "arm": arm, "question": f"Question {iid}?", "orientation": orientation,
+                        "options": orient.apply([f"{iid}-{k}" for k in "wxyz"], orientation), "gold": gold,
+                        "generation": gold if right else LETTERS[(LETTERS.index(gold) + 1) % 4],
+                        **({"metadata": {"topic": topic}} if topic else {}),
+                    })  # fmt: skip
+    generations, items_path = write_inputs(tmp_path / "inputs", items, gens)
+    return build_graded_study(tmp_path / "s.duckdb", generations, items=items_path, judge=False)
+
+
 @pytest.mark.parametrize("kind", ["by_group", "panel_and_reviewers"])
 def test_reports_of_every_part_come_back_from_the_cache_as_they_were(kind: str, tmp_path: Path) -> None:
     """A report's JSON form loses nothing a renderer reads: with `--by` groups, and with a judge panel and two
     reviewers (reviewer agreement), the kept report equals the computed dict (no tuple, no key that is not a
     string) and renders to the same bytes in every format."""
     if kind == "by_group":
-        from tests.test_by_group import study as by_group_study
-
-        path, by = by_group_study(tmp_path), ["metadata.topic"]
+        path, by = grouped_study(tmp_path), ["metadata.topic"]
     else:
         from tests.overview_panel_study import panel_study
 
