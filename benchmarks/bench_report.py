@@ -317,7 +317,7 @@ def main() -> None:
     print(f"  from the reports' cache (study unchanged): median {cached:6.2f} s of "
           f"{', '.join(f'{x:.2f}' for x in cached_runs)}   ratio {cached / bare:5.1f}x")  # fmt: skip
     print(f"bare GROUP BY arm, orientation over graded_rows: median {bare:6.2f} s   ratio {cmd / bare:5.1f}x")
-    print(f"build_report + JSON in process: {rep['seconds']:6.2f} s ({rep['method']} CIs)   peak RSS "
+    print(f"report computed + JSON in process: {rep['seconds']:6.2f} s ({rep['method']} CIs)   peak RSS "
           f"{rep['peak_rss_mib']:7.0f} MiB (target < 2048 MiB)")  # fmt: skip
     print(f"  the same with the item bootstrap forced: {boot['seconds']:6.2f} s")
     print(
