@@ -11,6 +11,8 @@ another write, leaves the study's stamp to say the cache is stale.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ from mcqaudit.store import infocache
 from mcqaudit.store.db import Study
 from mcqaudit.store.sidecars import info_cache_path
 from tests.builders import build_graded_study, fixture_study, write_ui_inputs
-from tests.helpers import run_cli
+from tests.helpers import process_env, run_cli
 
 
 def _study(db: Path) -> None:
@@ -233,6 +235,31 @@ def test_refresh_nested_in_a_connection_keeps_nothing(tmp_path: Path) -> None:
         refresh(s)
     assert not info_cache_path(db).exists()
     refresh(s)
+    assert check(db)
+
+
+def test_refresh_on_a_study_another_process_holds_keeps_nothing_and_raises_nothing(tmp_path: Path) -> None:
+    """After a write (an ingest, a grade run, a review-log import) another process may take the file before
+    the cache is computed: the write stands, no cache is kept (after the lock wait gives up), nothing raises,
+    and the next ``info`` computes."""
+    db = tmp_path / "s.duckdb"
+    _study(db)
+    info_cache_path(db).unlink(missing_ok=True)
+    study = Study(db, lock_timeout_s=1.0)  # opened before the other process takes the file
+    hold = subprocess.Popen(
+        [sys.executable, "-c", "import sys, duckdb\ncon = duckdb.connect(sys.argv[1])\nprint('held', flush=True)\n"
+         "sys.stdin.read()", str(db)],
+        env=process_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert hold.stdout is not None and hold.stdout.readline().strip() == "held"
+        refresh(study)
+        assert not info_cache_path(db).exists()
+    finally:
+        assert hold.stdin is not None
+        hold.stdin.close()
+        hold.wait(30)
+    info_facts(db)  # the next info computes it, and keeps it
     assert check(db)
 
 
