@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from mcqaudit.app.ingest import Group, IngestResult, InputError
     from mcqaudit.app.ingest import Progress as IngestProgress
     from mcqaudit.app.study import Study
-    from mcqaudit.metrics.results import Flag
+    from mcqaudit.metrics.results import Flag, Report
     from mcqaudit.vocab import VerdictView
 
 app = typer.Typer(
@@ -680,14 +680,11 @@ def report(
     orientations is one unit. Every difference carries its minimum detectable effect. The HTML and
     Markdown say when verdicts come from the heuristic stand-in judge or an unaudited (--no-judge) study.
     """
-    from mcqaudit.app.report_cache import cached_report
     from mcqaudit.report import FORMATS, render
 
     if fmt not in FORMATS:
         raise _fail(f"error: --format must be one of {', '.join(FORMATS)}, not {fmt!r}", 2)
-    rep = None
-    if verdicts in VERDICT_VIEWS and bootstrap >= 0:  # kept from an earlier run: nothing opened or computed
-        rep = cached_report(db, control, verdicts, bootstrap, seed, by=by or ())
+    rep = _kept_report(db, control, verdicts, bootstrap, seed, by or ())
     if rep is None:
         from mcqaudit.app.report import computed_report
 
@@ -704,6 +701,19 @@ def report(
         _write_out(out, text)
         n = len(rep["flags"])
         err.print(f"wrote {out} ({fmt}; {n} flag{'s' if n != 1 else ''})", markup=False, highlight=False)
+
+
+def _kept_report(
+    db: Path, control: str | None, verdicts: str, bootstrap: int, seed: int, by: Sequence[str] = ()
+) -> Report | None:
+    """The report these options gave on the study as it is now, when one is kept beside it (then nothing is
+    opened, computed or imported beyond it: ``app/report_cache``); None for options that are not valid
+    (:func:`_report_study` says why) or nothing kept."""
+    from mcqaudit.app.report_cache import cached_report
+
+    if verdicts not in VERDICT_VIEWS or bootstrap < 0:
+        return None
+    return cached_report(db, control, verdicts, bootstrap, seed, by=by)
 
 
 def _report_study(db: Path, verdicts: str, bootstrap: int) -> tuple[Study, VerdictView]:
@@ -754,24 +764,21 @@ def check(
     The flags are the report's (the same bootstrap as `mcqaudit report`, so the two agree).
     """
     from mcqaudit.app.check import UnknownFlag, check_report, fail_on_names
-    from mcqaudit.app.check import check as check_study
-    from mcqaudit.app.report_cache import cached_report
 
     try:
         names = fail_on_names(fail_on)
     except UnknownFlag as exc:
         raise _fail(f"error: --fail-on: {exc}", 2) from None
-    kept = None
-    if verdicts in VERDICT_VIEWS and bootstrap >= 0:  # a report kept from an earlier run: nothing opened
-        kept = cached_report(db, control, verdicts, bootstrap, seed)
-    if kept is not None:
-        res = check_report(kept, names)
-    else:
+    rep = _kept_report(db, control, verdicts, bootstrap, seed)
+    if rep is None:
+        from mcqaudit.app.report import computed_report
+
         study, view = _report_study(db, verdicts, bootstrap)
         try:
-            res = check_study(study, names, control=control, verdicts=view, n_boot=bootstrap, seed=seed)
+            rep = computed_report(study, control=control, verdicts=view, n_boot=bootstrap, seed=seed)
         except ValueError as exc:
             raise _fail(f"error: {exc}", 2) from None
+    res = check_report(rep, names)
     if as_json:
         sys.stdout.write(json.dumps(res.as_json(), indent=2, ensure_ascii=False) + "\n")
         sys.stdout.flush()
