@@ -21,6 +21,8 @@ def test_build_demo_is_real_and_idempotent(tmp_path: Path, monkeypatch: pytest.M
     gens.write_text("".join(gens.read_text().splitlines(keepends=True)[:16]))  # 4 items: a quick grade
     db = tmp_path / "demo.duckdb"
     assert build_demo(db, generations=gens, items=items) == db
+    # nothing of the building file is left beside the study (its locks, its info cache)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.duckdb", "inputs"]
     s = Study(db)
     assert s.get_meta("control_arm") == "base" and s.get_meta("demo") == "true"
     assert s.query("SELECT count(*) FROM graded_rows WHERE judge_status = 'pending'")[0][0] == 0

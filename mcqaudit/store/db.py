@@ -29,6 +29,7 @@ import duckdb
 from mcqaudit.files import os_reason
 from mcqaudit.store.infocache import stamp as file_stamp
 from mcqaudit.store.schema import MIGRATIONS
+from mcqaudit.store.sidecars import grading_lock_path, lock_path
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -181,8 +182,7 @@ class GraderLock:
     """
 
     def __init__(self, study_path: str | Path):
-        p = Path(study_path)
-        self.path = p.with_name(p.name + ".grading.lock")
+        self.path = grading_lock_path(study_path)
         self._fd: int | None = None
 
     def try_acquire(self) -> bool:
@@ -367,7 +367,7 @@ class Study:
 
     @property
     def lock_path(self) -> Path:
-        return self.path.with_name(self.path.name + ".lock")
+        return lock_path(self.path)
 
     @contextlib.contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:

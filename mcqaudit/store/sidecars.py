@@ -1,12 +1,16 @@
 """The files a study keeps beside it, by name (no duckdb: read before the study is opened): its journal
-folder (:mod:`~mcqaudit.store.journal`), ``info``'s cache (:mod:`~mcqaudit.store.infocache`) and the reports'
-cache (:mod:`~mcqaudit.store.reportcache`)."""
+folder (:mod:`~mcqaudit.store.journal`), its locks (:mod:`~mcqaudit.store.db`: mcqaudit's writer lock, a grade
+run's lock), ``info``'s cache (:mod:`~mcqaudit.store.infocache`) and the reports' cache
+(:mod:`~mcqaudit.store.reportcache`); DuckDB's write-ahead log besides."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 JOURNAL_SUFFIX = ".journal"
+LOCK_SUFFIX = ".lock"
+GRADING_LOCK_SUFFIX = ".grading.lock"
+WAL_SUFFIX = ".wal"
 INFO_CACHE_SUFFIX = ".info.json"
 REPORT_CACHE_SUFFIX = ".report.json"
 
@@ -24,3 +28,21 @@ def info_cache_path(study_path: str | Path) -> Path:
 def report_cache_path(study_path: str | Path) -> Path:
     p = Path(study_path)
     return p.with_name(p.name + REPORT_CACHE_SUFFIX)
+
+
+def lock_path(study_path: str | Path) -> Path:
+    p = Path(study_path)
+    return p.with_name(p.name + LOCK_SUFFIX)
+
+
+def grading_lock_path(study_path: str | Path) -> Path:
+    p = Path(study_path)
+    return p.with_name(p.name + GRADING_LOCK_SUFFIX)
+
+
+def sidecar_files(study_path: str | Path) -> list[Path]:
+    """Every file a study keeps beside it (not its journal folder, which holds data not yet in the study):
+    what to remove with a study file that is thrown away."""
+    p = Path(study_path)
+    suffixes = (WAL_SUFFIX, LOCK_SUFFIX, GRADING_LOCK_SUFFIX, INFO_CACHE_SUFFIX, REPORT_CACHE_SUFFIX)
+    return [p.with_name(p.name + s) for s in suffixes]
