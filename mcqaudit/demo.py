@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mcqaudit.store.sidecars import WAL_SUFFIX, info_cache_path, report_cache_path, sidecar_files
+from mcqaudit.store.sidecars import discard_study, info_cache_path, report_cache_path, wal_path
 from mcqaudit.vocab import STANDIN_MODEL
 
 if TYPE_CHECKING:
@@ -106,17 +106,15 @@ def build_demo(
         if not force and _current(path, digest):  # another process built it while we waited
             return path
         tmp = path.with_name(f".{path.stem}.building-{os.getpid()}.duckdb")
-        for p in (tmp, *sidecar_files(tmp)):
-            p.unlink(missing_ok=True)
+        discard_study(tmp)
         try:
             _build(tmp, gens, its, digest, reporter)
             os.replace(tmp, path)
             # the replaced study's WAL and caches (their stamp is that file's); its lock stays: others share it
-            for p in (path.with_name(path.name + WAL_SUFFIX), info_cache_path(path), report_cache_path(path)):
+            for p in (wal_path(path), info_cache_path(path), report_cache_path(path)):
                 p.unlink(missing_ok=True)
         finally:  # nothing of the building file is left beside the study: its locks and caches neither
-            for p in (tmp, *sidecar_files(tmp)):
-                p.unlink(missing_ok=True)
+            discard_study(tmp)
     return path
 
 

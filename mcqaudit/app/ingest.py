@@ -31,6 +31,7 @@ from mcqaudit.orient import Item
 from mcqaudit.store.db import Study, StudyError
 from mcqaudit.store.loader import Loader, LoadFailed, StageError, load_transaction
 from mcqaudit.store.loading import INGEST_MEMORY_LIMIT, memory_for_line
+from mcqaudit.store.sidecars import discard_study
 
 __all__ = [
     "Group",
@@ -198,8 +199,7 @@ def ingest(db: Path, files: Sequence[Path], options: IngestOptions, hooks: Inges
 
 def _discard_new_study(path: Path) -> None:
     """Remove a study file that a failed ingest created, with its lock and write-ahead log (docs/design.md §3)."""
-    for f in (path, path.with_name(path.name + ".lock"), path.with_name(path.name + ".wal")):
-        f.unlink(missing_ok=True)
+    discard_study(path)
 
 
 # --------------------------------------------------------------------------------------------- one load

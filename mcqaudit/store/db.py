@@ -29,7 +29,7 @@ import duckdb
 from mcqaudit.files import os_reason
 from mcqaudit.store.infocache import stamp as file_stamp
 from mcqaudit.store.schema import MIGRATIONS
-from mcqaudit.store.sidecars import grading_lock_path, lock_path
+from mcqaudit.store.sidecars import grading_lock_path, lock_path, wal_path
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -517,7 +517,7 @@ def tidy_after_a_kill(con: duckdb.DuckDBPyConnection, path: Path) -> None:
             return
         con.execute("CHECKPOINT")
         end = _study_extent(con)
-        if not path.with_name(path.name + ".wal").exists() and path.stat().st_size > end:
+        if not wal_path(path).exists() and path.stat().st_size > end:
             os.truncate(path, end)
 
 

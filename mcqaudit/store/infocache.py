@@ -20,7 +20,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from mcqaudit.store.sidecars import info_cache_path
+from mcqaudit.store.sidecars import info_cache_path, wal_path
 
 FORMAT = 2
 Stamp = list[list[int] | None]
@@ -30,7 +30,7 @@ def stamp(study_path: str | Path) -> Stamp:
     """The study file's and its write-ahead log's size, mtime, ctime (ns) and inode (None: no such file)."""
     out: Stamp = []
     p = Path(study_path)
-    for f in (p, p.with_name(p.name + ".wal")):
+    for f in (p, wal_path(p)):
         try:
             st = os.stat(f)
         except FileNotFoundError:

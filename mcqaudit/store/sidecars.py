@@ -15,34 +15,43 @@ INFO_CACHE_SUFFIX = ".info.json"
 REPORT_CACHE_SUFFIX = ".report.json"
 
 
-def journal_dir(study_path: str | Path) -> Path:
+def _beside(study_path: str | Path, suffix: str) -> Path:
     p = Path(study_path)
-    return p.with_name(p.name + JOURNAL_SUFFIX)
+    return p.with_name(p.name + suffix)
+
+
+def journal_dir(study_path: str | Path) -> Path:
+    return _beside(study_path, JOURNAL_SUFFIX)
+
+
+def wal_path(study_path: str | Path) -> Path:
+    return _beside(study_path, WAL_SUFFIX)
 
 
 def info_cache_path(study_path: str | Path) -> Path:
-    p = Path(study_path)
-    return p.with_name(p.name + INFO_CACHE_SUFFIX)
+    return _beside(study_path, INFO_CACHE_SUFFIX)
 
 
 def report_cache_path(study_path: str | Path) -> Path:
-    p = Path(study_path)
-    return p.with_name(p.name + REPORT_CACHE_SUFFIX)
+    return _beside(study_path, REPORT_CACHE_SUFFIX)
 
 
 def lock_path(study_path: str | Path) -> Path:
-    p = Path(study_path)
-    return p.with_name(p.name + LOCK_SUFFIX)
+    return _beside(study_path, LOCK_SUFFIX)
 
 
 def grading_lock_path(study_path: str | Path) -> Path:
-    p = Path(study_path)
-    return p.with_name(p.name + GRADING_LOCK_SUFFIX)
+    return _beside(study_path, GRADING_LOCK_SUFFIX)
 
 
 def sidecar_files(study_path: str | Path) -> list[Path]:
-    """Every file a study keeps beside it (not its journal folder, which holds data not yet in the study):
-    what to remove with a study file that is thrown away."""
-    p = Path(study_path)
+    """Every file a study keeps beside it (not its journal folder, which holds data not yet in the study)."""
     suffixes = (WAL_SUFFIX, LOCK_SUFFIX, GRADING_LOCK_SUFFIX, INFO_CACHE_SUFFIX, REPORT_CACHE_SUFFIX)
-    return [p.with_name(p.name + s) for s in suffixes]
+    return [_beside(study_path, s) for s in suffixes]
+
+
+def discard_study(study_path: str | Path) -> None:
+    """Remove a study file that is thrown away (a failed first ingest, a demo's building file) and every file
+    it keeps beside it: nothing of it is left."""
+    for f in (Path(study_path), *sidecar_files(study_path)):
+        f.unlink(missing_ok=True)
