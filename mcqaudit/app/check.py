@@ -90,15 +90,10 @@ def check(
     work for an unknown name, and what ``build_report`` raises (``ValueError`` for an unknown control arm).
     A report kept beside the study with these options (a ``mcqaudit report`` before) is read, not computed,
     and then neither duckdb nor the metrics are imported."""
-    from mcqaudit.app.report_cache import cached_report
+    from mcqaudit.app.report_cache import report_of
 
     names = fail_on_names(fail_on)
-    report = cached_report(study, control, verdicts, n_boot, seed)
-    if report is None:
-        from mcqaudit.app.report import computed_report
-
-        report = computed_report(study, control=control, verdicts=verdicts, n_boot=n_boot, seed=seed)
-    return check_report(report, names)
+    return check_report(report_of(study, control, verdicts, n_boot, seed), names)
 
 
 def check_report(report: Report, names: tuple[str, ...]) -> CheckResult:

@@ -125,10 +125,9 @@ def build_report(
 
     A report these options gave on the study file as it is now is read from the reports' cache beside it
     (:mod:`mcqaudit.app.report_cache`); else it is computed and kept there (:func:`computed_report`)."""
-    from mcqaudit.app import report_cache
+    from mcqaudit.app.report_cache import report_of
 
-    hit = report_cache.cached_report(study, control, verdicts, n_boot, seed, ci, by)
-    return hit if hit is not None else computed_report(study, control, verdicts, n_boot, seed, ci, by)
+    return report_of(study, control, verdicts, n_boot, seed, ci, by)
 
 
 def computed_report(
@@ -141,13 +140,27 @@ def computed_report(
     by: Sequence[str] = (),
 ) -> Report:
     """:func:`build_report` computed (the cache not looked at: the caller just did), and kept in the cache."""
+    return computed_report_and_frames(study, control, verdicts, n_boot, seed, ci, by)[0]
+
+
+def computed_report_and_frames(
+    study: str | Path | Study,
+    control: str | None = None,
+    verdicts: VerdictView = "final",
+    n_boot: int = 2000,
+    seed: int = 0,
+    ci: str = "auto",
+    by: Sequence[str] = (),
+) -> tuple[Report, StudyFrames]:
+    """:func:`report_and_frames`, the report kept in the cache beside the study (the dashboard counts verdicts
+    off the frames)."""
     from mcqaudit.app import report_cache
 
     opened = open_study(study)
     taken = report_cache.stamp_before_reading(opened)
-    report = report_and_frames(opened, control, verdicts, n_boot, seed, ci, by)[0]
+    report, frames = report_and_frames(opened, control, verdicts, n_boot, seed, ci, by)
     report_cache.keep_report(opened, taken, report, control, verdicts, n_boot, seed, ci, by)
-    return report
+    return report, frames
 
 
 def report_and_frames(

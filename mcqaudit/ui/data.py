@@ -82,15 +82,13 @@ def analysis(
     The report these options gave on the study as it is now, when kept beside it (a ``mcqaudit report``
     with the same options, or this dashboard earlier: :mod:`mcqaudit.app.report_cache`), is read instead,
     the final verdicts' counts then from one GROUP BY; one computed here is kept there."""
-    from mcqaudit.app import report_cache
-    from mcqaudit.app.report import report_and_frames, verdict_view
+    from mcqaudit.app.report import computed_report_and_frames, verdict_view
+    from mcqaudit.app.report_cache import cached_report
 
     study = get_study(path)
-    if verdicts == "final" and (hit := report_cache.cached_report(study, control, verdicts, n_boot, SEED)):
+    if verdicts == "final" and (hit := cached_report(study, control, verdicts, n_boot, SEED)) is not None:
         return hit, rw.verdict_counts(study)
-    taken = report_cache.stamp_before_reading(study)
-    rep, frames = report_and_frames(study, control, verdict_view(verdicts), n_boot, SEED)
-    report_cache.keep_report(study, taken, rep, control, verdicts, n_boot, SEED, "auto", ())
+    rep, frames = computed_report_and_frames(study, control, verdict_view(verdicts), n_boot, SEED)
     return rep, counts_of(frames)
 
 
