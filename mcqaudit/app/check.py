@@ -88,12 +88,13 @@ def check(
     fire make the check fail. The flags are the report's (:func:`~mcqaudit.app.report.build_report` with
     the same options), so a check and ``mcqaudit report`` agree. Raises :class:`UnknownFlag` before any
     work for an unknown name, and what ``build_report`` raises (``ValueError`` for an unknown control arm).
-    A report kept beside the study with these options (a ``mcqaudit report`` before) is read, not computed,
-    and then neither duckdb nor the metrics are imported."""
-    from mcqaudit.app.report_cache import report_of
+    A report kept beside the study with these options (a ``mcqaudit report`` before) is read, not computed
+    (:func:`~mcqaudit.app.report.build_report`); the command line looks for it before importing this
+    function's dependencies and then checks it with :func:`check_report`."""
+    from mcqaudit.app.report import build_report  # numpy and the metrics: not for `check_report` alone
 
     names = fail_on_names(fail_on)
-    return check_report(report_of(study, control, verdicts, n_boot, seed), names)
+    return check_report(build_report(study, control, verdicts, n_boot, seed), names)
 
 
 def check_report(report: Report, names: tuple[str, ...]) -> CheckResult:

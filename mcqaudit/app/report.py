@@ -125,9 +125,10 @@ def build_report(
 
     A report these options gave on the study file as it is now is read from the reports' cache beside it
     (:mod:`mcqaudit.app.report_cache`); else it is computed and kept there (:func:`computed_report`)."""
-    from mcqaudit.app.report_cache import report_of
+    from mcqaudit.app.report_cache import cached_report
 
-    return report_of(study, control, verdicts, n_boot, seed, ci, by)
+    hit = cached_report(study, control, verdicts, n_boot, seed, ci, by)
+    return hit if hit is not None else computed_report(study, control, verdicts, n_boot, seed, ci, by)
 
 
 def computed_report(

@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from mcqaudit.metrics.results import Report
     from mcqaudit.store.db import Study
     from mcqaudit.store.infocache import Stamp
-    from mcqaudit.vocab import VerdictView
 
 
 def options_key(control: str | None, verdicts: str, n_boot: int, seed: int, ci: str, by: Sequence[str]) -> str:
@@ -66,25 +65,6 @@ def cached_report(
     report = cast("Report", hit)
     report["study"]["path"] = str(path)
     return report
-
-
-def report_of(
-    study: str | Path | Study,
-    control: str | None = None,
-    verdicts: VerdictView = "final",
-    n_boot: int = 2000,
-    seed: int = 0,
-    ci: str = "auto",
-    by: Sequence[str] = (),
-) -> Report:
-    """The report: kept (:func:`cached_report`), else computed and kept
-    (:func:`mcqaudit.app.report.computed_report`, whose module — numpy, the metrics — is imported only then)."""
-    hit = cached_report(study, control, verdicts, n_boot, seed, ci, by)
-    if hit is not None:
-        return hit
-    from mcqaudit.app.report import computed_report
-
-    return computed_report(study, control, verdicts, n_boot, seed, ci, by)
 
 
 def stamp_before_reading(study: Study) -> Stamp | None:
