@@ -904,12 +904,12 @@ def _orientation_labels(con: duckdb.DuckDBPyConnection, fast: bool = False) -> N
         else "SELECT o->>'$' AS label FROM (SELECT DISTINCT orientation AS o FROM stg WHERE jt = 'OBJECT') "
         "WHERE left(o::VARCHAR, 1) = '\"'"
     )
+    # two statements: in one, DuckDB pushes the filter below the DISTINCT, onto every row (0.3 s at 1 M rows,
+    # where the distinct labels then filtered take 10 ms)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _labels AS {labels}")
     con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE _labels AS
-        SELECT label FROM ({labels})
-        WHERE array_to_string(list_sort(string_split(label, '')), '') = left('{LETTERS}', length(label))
-        """
+        "DELETE FROM _labels WHERE "
+        f"(array_to_string(list_sort(string_split(label, '')), '') = left('{LETTERS}', length(label))) IS NOT TRUE"
     )
 
 
@@ -1109,7 +1109,7 @@ def _canon(con: duckdb.DuckDBPyConnection, rows: str) -> None:
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE canon AS
-        SELECT *, list_sort(canon) AS canon_sorted FROM (
+        SELECT * FROM (
             SELECT item_id, options AS canon, gold_index, origin, NULL::BIGINT AS first_line,
                 NULL::VARCHAR AS ref_label, false AS is_new
             FROM items
@@ -1133,18 +1133,26 @@ def _final_sql(rows: str, fused: bool) -> str:
     order, orientation, row id and gold option. ``fused``: ``rows`` holds flagged rows too (they keep the
     flag, and take no canon)."""
     join = "LEFT JOIN canon c ON c.item_id = p.item_id AND NOT p.bad" if fused else "JOIN canon c USING (item_id)"
+    # each displayed option's place in the canonical order, looked up once (``pos``): the options are distinct
+    # texts (a row with two alike is refused), so they are the canonical set exactly when there are as many
+    # and every one is found there (no list_sort of every row's options)
     return f"""
-        SELECT *,
+        SELECT * EXCLUDE (pos),
             'r' || left(md5(arm || chr(31) || item_id || chr(31) || coalesce(derived, '') || chr(31) || sample::VARCHAR), 20) AS row_id
         FROM (
-            SELECT p.* {"" if fused else "EXCLUDE (bad)"}, c.origin, c.first_line, c.ref_label,
-                list_sort(p.options) = c.canon_sorted AS same_set,
-                CASE WHEN list_sort(p.options) = c.canon_sorted
-                     THEN array_to_string(list_transform(p.options, lambda o: chr(64 + list_position(c.canon, o))), '')
-                END AS derived,
-                p.options[ascii(p.gold_letter) - 64] AS gold_option,
-                CASE WHEN c.gold_index IS NOT NULL THEN c.canon[c.gold_index + 1] END AS known_gold
-            FROM {rows} p {join}
+            SELECT * EXCLUDE (derived, gold_option, known_gold, n_canon) REPLACE (n_canon = n_opt AND list_count(pos) = n_opt AS same_set),
+                CASE WHEN n_canon = n_opt AND list_count(pos) = n_opt
+                     THEN array_to_string(list_transform(pos, lambda k: chr((64 + k)::INTEGER)), '') END AS derived,
+                gold_option, known_gold
+            FROM (
+                SELECT p.* {"" if fused else "EXCLUDE (bad)"}, c.origin, c.first_line, c.ref_label,
+                    NULL::BOOLEAN AS same_set, NULL::VARCHAR AS derived,
+                    p.options[ascii(p.gold_letter) - 64] AS gold_option,
+                    CASE WHEN c.gold_index IS NOT NULL THEN c.canon[c.gold_index + 1] END AS known_gold,
+                    len(c.canon) AS n_canon,
+                    list_transform(p.options, lambda o: list_position(c.canon, o)) AS pos
+                FROM {rows} p {join}
+            )
         )
         """
 
