@@ -10,8 +10,8 @@ Each benchmark is its own script (run alone for its detailed printout); here eac
     python benchmarks/run_all.py --only ingest,report
     python benchmarks/run_all.py --results benchmarks/RESULTS.md   # keep the output (date, machine, commit)
 
-The study-based benchmarks (report, info, dashboard, export, review) share one study of ``--rows`` rows (5 arms × 4
-orientations), built once; review runs last because it writes reviews. Exit status 0 when every target is
+The study-based benchmarks (report, info, dashboard, export, dry_run, review) share one study of ``--rows`` rows
+(5 arms × 4 orientations), built once; review runs last because it writes reviews. Exit status 0 when every target is
 met, 1 when one is missed, 2 when a benchmark failed to run.
 """
 
@@ -62,6 +62,7 @@ BENCHES = [
     ),
     Bench("dashboard", "bench_dashboard.py", _study_args),
     Bench("export", "bench_export.py", _study_args),  # on a copy of the study, given a panel judge
+    Bench("dry_run", "bench_dry_run.py", _study_args),  # grade --dry-run: reads the study, writes nothing
     Bench("review", "bench_review.py", _study_args),
 ]
 

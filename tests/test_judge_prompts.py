@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import unicodedata
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -20,9 +21,12 @@ from mcqaudit.judge.prompts import (
     TEMPLATES,
     Exemplar,
     JudgeConfig,
+    Renderer,
+    format_options,
     neutralise,
     parse_rendered,
     prompt_hash,
+    prompt_hasher,
     render,
 )
 from mcqaudit.judge.replies import parse_reply
@@ -301,3 +305,63 @@ def test_temperature_outside_0_to_0_2_is_refused(temperature: float) -> None:
 def test_prompt_hash_separates_system_and_user() -> None:
     assert prompt_hash("ab", "c") != prompt_hash("a", "bc")
     assert prompt_hash(SYSTEM_PROMPT, "x") == prompt_hash(SYSTEM_PROMPT, "x")
+
+
+# texts that try the bulk renderer's shortcuts: its % format (a literal %, a brace), the markers it puts in
+# the template for a row's fields, angle brackets and label-like lines (what an option's line escapes)
+_TRICKY = st.lists(
+    st.sampled_from(["%", "s", "{", "}", "\x00", "question", "options", "generation", ">", "<", "\u226b",
+                     "\u22d9", "\u2060", "\n", " ", "B. ", "A", "x", "\u00e9"]),
+    max_size=12,
+).map("".join)  # fmt: skip
+_ROW = st.tuples(
+    _TRICKY,  # question
+    st.lists(_TRICKY, min_size=2, max_size=5, unique=True),  # options
+    _TRICKY,  # generation
+    st.sampled_from(["A", "B"]),  # gold letter
+    st.none() | _TRICKY,  # reasoning
+)
+
+
+@given(
+    shape=st.sampled_from(["extract", "gold"]),
+    rationale=st.booleans(),
+    exemplar=st.none() | st.tuples(_TRICKY, _TRICKY),
+    rows=st.lists(_ROW, min_size=1, max_size=6),
+    repeat=st.booleans(),
+)
+def test_the_bulk_renderer_writes_what_render_writes(
+    shape: str, rationale: bool, exemplar: tuple[str, str] | None, rows: list[Any], repeat: bool
+) -> None:
+    """Renderer (a grade run's many rows: the template made once, questions and option lists formatted once)
+    gives render()'s text for every row, one renderer across the rows (its caches warm), whatever the texts
+    hold: a %, braces, the markers it writes for a row's fields (in an exemplar: it then renders as render()
+    does), brackets, label-like lines."""
+    exemplars = [Exemplar(exemplar[0], ("Rome", "Oslo"), exemplar[1], "A", gold="A")] if exemplar else []
+    renderer = Renderer(shape, exemplars, rationale)
+    for question, options, generation, gold, reasoning in rows * (2 if repeat else 1):
+        want = render(shape, question, options, generation, gold_letter=gold, exemplars=exemplars,
+                      rationale=rationale, reasoning=reasoning)  # fmt: skip
+        assert renderer(question, tuple(options), generation, gold_letter=gold, reasoning=reasoning) == want
+        assert renderer(question, list(options), generation, gold_letter=gold, reasoning=reasoning) == want
+    with pytest.raises(ValueError):
+        Renderer("gold")("Q", ("a", "b"), "g")
+
+
+@given(st.lists(_TRICKY, min_size=1, max_size=6))
+def test_an_option_line_skips_only_steps_that_cannot_change_it(options: list[str]) -> None:
+    """format_options neutralises an option only where it has an angle bracket and escapes label-like lines
+    only where it has a newline: the same lines as both steps on every option."""
+    import re
+
+    label_like = re.compile(r"(?<=\n)( *[A-Z]\. )")
+    escaped = [label_like.sub(r" \1", neutralise(o)) for o in options]
+    want = "\n".join(f"{chr(65 + i)}. {text}" for i, text in enumerate(escaped))
+    assert format_options(options) == want
+
+
+@given(system=st.text(max_size=50), user=st.text(max_size=200))
+def test_the_bulk_hasher_is_prompt_hash(system: str, user: str) -> None:
+    digest = prompt_hasher(system)
+    assert digest(user) == prompt_hash(system, user)
+    assert digest(user + "x") == prompt_hash(system, user + "x")  # (the system message's state is copied)

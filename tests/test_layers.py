@@ -56,6 +56,7 @@ LAYERS: dict[str, int] = {
     "mcqaudit.standin": ADAPTER,
     "mcqaudit": PURE,  # the package itself (its version)
     "mcqaudit.vocab": PURE,
+    "mcqaudit.bulk": PURE,
     "mcqaudit.orient": PURE,
     "mcqaudit.parsers": PURE,
     "mcqaudit.reasoning": PURE,

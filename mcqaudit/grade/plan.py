@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
+from mcqaudit.bulk import paused_gc
 from mcqaudit.grade.config import GradeOptions, GradeUsageError, check_arms
 from mcqaudit.grade.records import cached_verdicts
 from mcqaudit.judge.client import JudgeRequest
-from mcqaudit.judge.prompts import SYSTEM_PROMPT, JudgeConfig, prompt_hash, render
+from mcqaudit.judge.prompts import SYSTEM_PROMPT, JudgeConfig, Renderer, prompt_hasher
 from mcqaudit.store import judging
 from mcqaudit.store.db import Study
 from mcqaudit.store.judging import CachedReply, TargetRow, VerdictRecord
@@ -41,6 +42,7 @@ class Planner:
         self.plan = Plan({}, [])
         self._targets = targets
         self._next = 0  # the first row not rendered yet
+        self._renderer = Renderer(config.shape, config.exemplars, config.rationale)
 
     @property
     def done(self) -> bool:
@@ -52,25 +54,25 @@ class Planner:
         config, groups, requests = self.config, self.plan.groups, self.plan.requests
         stop = len(self._targets) if n is None else min(len(self._targets), self._next + n)
         joined: list[tuple[str, TargetRow]] = []
-        for row in self._targets[self._next : stop]:
-            user = render(
-                config.shape,
-                row.question,
-                row.options,
-                row.generation,
-                gold_letter=row.gold_letter if config.shape == "gold" else None,
-                exemplars=config.exemplars,
-                rationale=config.rationale,
-                reasoning=row.reasoning if config.sees_reasoning else None,
-            )
-            h = prompt_hash(SYSTEM_PROMPT, user)
-            group = groups.get(h)
-            if group is None:
-                groups[h] = [row]
-                requests.append(JudgeRequest(h, user, len(row.options)))
-            else:
-                group.append(row)
-                joined.append((h, row))
+        render, gold, sees = self._renderer, config.shape == "gold", config.sees_reasoning
+        digest = prompt_hasher(SYSTEM_PROMPT)
+        with paused_gc():
+            for row in self._targets[self._next : stop]:
+                user = render(
+                    row.question,
+                    row.options,
+                    row.generation,
+                    gold_letter=row.gold_letter if gold else None,
+                    reasoning=row.reasoning if sees else None,
+                )
+                h = digest(user)
+                group = groups.get(h)
+                if group is None:
+                    groups[h] = [row]
+                    requests.append(JudgeRequest(h, user, len(row.options)))
+                else:
+                    group.append(row)
+                    joined.append((h, row))
         self._next = stop
         return joined
 

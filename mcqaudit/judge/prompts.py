@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -199,10 +199,19 @@ def neutralise(generation: str) -> str:
     return _FENCE_LIKE.sub(_break_up, generation)
 
 
+_ANGLES = frozenset(_ANGLE_WEIGHT)
+
+
+def _option_line(text: str) -> str:
+    """An option's text as its line shows it: neutralised, a label-like line in it escaped (each step only
+    where it can change the text: a fence-like run needs an angle bracket, a label-like line a newline)."""
+    if not _ANGLES.isdisjoint(text):
+        text = neutralise(text)
+    return _LABEL_LIKE.sub(_ESCAPE_LABEL, text) if "\n" in text else text
+
+
 def format_options(options: Sequence[str]) -> str:
-    return "\n".join(
-        f"{LETTERS[i]}. {_LABEL_LIKE.sub(_ESCAPE_LABEL, neutralise(o))}" for i, o in enumerate(options)
-    )
+    return "\n".join(f"{LETTERS[i]}. {_option_line(o)}" for i, o in enumerate(options))
 
 
 def legal_values(shape: str, n_options: int) -> tuple[str, ...]:
@@ -271,6 +280,76 @@ def render(
         generation=neutralise(generation),
         legal=", ".join(legal_values(shape, len(options))),
     )
+
+
+_ROW_FIELDS = ("question", "options", "gold", "generation", "reasoning")
+_ROW_FIELD = re.compile("\x00(" + "|".join(_ROW_FIELDS) + ")\x00")
+
+
+class Renderer:
+    """:func:`render` for the many rows of one run, the same text row for row: what no row changes is made
+    once — the template with the fences, the exemplars and the legal replies in place (one for each option
+    count and with or without the reasoning block), as a ``%`` format of the row's own fields, which is
+    three times faster than ``str.format`` over the whole template — and a question or option list seen
+    before is not neutralised and formatted again (an item's rows share them: every arm and sample, and
+    every orientation for the question). At 727,770 rows: 12 s rendered one by one, ~3 s so."""
+
+    def __init__(self, shape: str, exemplars: Sequence[Exemplar] = (), rationale: bool = False) -> None:
+        self.shape = shape
+        self._given, self._rationale = tuple(exemplars), rationale
+        self._template = template_for(shape, rationale)
+        self._exemplars = _render_exemplars(shape, exemplars)
+        self._formats: dict[tuple[int, bool], tuple[str, tuple[str, ...]] | None] = {}
+        self._questions: dict[str, str] = {}
+        self._options: dict[tuple[str, ...], str] = {}
+
+    def _format(self, n: int, reasoning: bool) -> tuple[str, tuple[str, ...]] | None:
+        """The ``%`` format for rows of ``n`` options (with the reasoning block or not) and the order of the
+        row's fields in it; None when an exemplar holds a field's marker (then :func:`render` itself)."""
+        key = (n, reasoning)
+        if key not in self._formats:
+            template = self._template
+            if reasoning:
+                template = template.replace(_RESPONSE_MARK, REASONING_BLOCK + _RESPONSE_MARK, 1)
+            text = template.format(
+                fence_open=FENCE_OPEN,
+                fence_close=FENCE_CLOSE,
+                exemplars=self._exemplars,
+                legal=", ".join(legal_values(self.shape, n)),
+                **{f: f"\x00{f}\x00" for f in _ROW_FIELDS},
+            )
+            order = tuple(_ROW_FIELD.findall(text))
+            expected = (template.count("{" + f + "}") for f in _ROW_FIELDS)
+            ok = all(order.count(f) == e for f, e in zip(_ROW_FIELDS, expected, strict=True))
+            self._formats[key] = (_ROW_FIELD.sub("%s", text.replace("%", "%%")), order) if ok else None
+        return self._formats[key]
+
+    def __call__(
+        self,
+        question: str,
+        options: Sequence[str],
+        generation: str,
+        gold_letter: str | None = None,
+        reasoning: str | None = None,
+    ) -> str:
+        if self.shape == "gold" and not gold_letter:
+            raise ValueError("the gold shape needs the row's gold letter")
+        key = options if isinstance(options, tuple) else tuple(options)
+        made = self._format(len(key), reasoning is not None)
+        if made is None:
+            return render(self.shape, question, key, generation, gold_letter, self._given, self._rationale, reasoning)
+        q = self._questions.get(question)
+        if q is None:
+            q = self._questions[question] = neutralise(question)
+        o = self._options.get(key)
+        if o is None:
+            o = self._options[key] = format_options(key)
+        fmt, order = made
+        if order == ("question", "options", "generation"):  # the extract shape without reasoning: most runs
+            return fmt % (q, o, neutralise(generation))
+        values = {"question": q, "options": o, "gold": gold_letter or "", "generation": neutralise(generation),
+                  "reasoning": neutralise(reasoning or "")}  # fmt: skip
+        return fmt % tuple(values[f] for f in order)
 
 
 @dataclass(frozen=True)
@@ -430,3 +509,15 @@ class JudgeConfig:
 
 def prompt_hash(system: str, user: str) -> str:
     return hashlib.sha256((system + "\x00" + user).encode()).hexdigest()
+
+
+def prompt_hasher(system: str) -> Callable[[str], str]:
+    """:func:`prompt_hash` under one system message, for many prompts: the system message hashed once."""
+    head = hashlib.sha256((system + "\x00").encode())
+
+    def digest(user: str) -> str:
+        h = head.copy()
+        h.update(user.encode())
+        return h.hexdigest()
+
+    return digest

@@ -12,10 +12,11 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 import duckdb
 
+from mcqaudit.bulk import paused_gc
 from mcqaudit.judge.prompts import JudgeConfig
 from mcqaudit.judge.replies import REPLY_ERROR_KINDS
 from mcqaudit.store.db import Study, set_meta, utcnow
@@ -31,9 +32,9 @@ UNAUDITED_KEY = "unaudited"
 InTransaction = Callable[[duckdb.DuckDBPyConnection], None]
 
 
-@dataclass(frozen=True)
-class TargetRow:
-    """A row that needs the judge: everything the prompt is rendered from."""
+class TargetRow(NamedTuple):
+    """A row that needs the judge: everything the prompt is rendered from (a named tuple: a run may target
+    hundreds of thousands, built at once)."""
 
     row_id: str
     arm: str
@@ -174,10 +175,12 @@ def select_rows(
         SELECT count(*) FROM gen_rows g JOIN judge_verdicts v ON v.row_id = g.row_id
         WHERE {scope} {arm_filter} AND v.fingerprint = ? AND v.status = 'ok'
     """
-    with study.connect() as con:
-        rows = con.execute(sql, params).fetchall()
+    with study.connect() as con, paused_gc():
+        # column by column (Arrow), not row by row: at 700,000 rows 0.8 s against fetchall()'s 1.2 s
+        cols = [c.to_pylist() for c in con.sql(sql, params=params).to_arrow_table().columns]
         already_ok = con.execute(done_sql, [*arm_params, fingerprint]).fetchone()
-    targets = [TargetRow(r[0], r[1], r[2], tuple(r[3]), r[4], r[5], r[6]) for r in rows]
+        cols[3] = [tuple(o) for o in cols[3]]
+        targets = list(map(TargetRow._make, zip(*cols, strict=True)))
     return targets, int(already_ok[0]) if already_ok else 0
 
 
