@@ -101,7 +101,7 @@ BUILD_SQL = [
               pick, 'bench', TIMESTAMPTZ '2026-01-01 00:00:00+00'
        FROM sim WHERE hash(row_id || 'r') % 500 = 0 LIMIT 2000""",
     """INSERT INTO spot_checks (queue_id, name, strategy, seed, size, arms, created_by, created_at)
-       VALUES (1, 'uniform', 'uniform', 0, 1000, (SELECT list(DISTINCT arm ORDER BY arm) FROM sim), 'bench',
+       VALUES (nextval('queue_seq'), 'uniform', 'uniform', 0, 1000, (SELECT list(DISTINCT arm ORDER BY arm) FROM sim), 'bench',
        TIMESTAMPTZ '2026-01-01 00:00:00+00')""",
     """INSERT INTO spot_check_rows SELECT 1, row_number() OVER () - 1, row_id FROM (
            SELECT row_id FROM sim ORDER BY hash(row_id || 'q') LIMIT 1000)""",
