@@ -214,6 +214,17 @@ def opencompass_line_pattern(option_class: str) -> str:
     return rf"1(?:[^\n]{WS}?[^\n]*?)?({option_class})[^\n]*{_PY_END}"
 
 
+def opencompass_standalone_patterns(option_class: str) -> tuple[str, str]:
+    """OpenCompass's two standalone-letter patterns, in their order (one of :func:`_opencompass_patterns`): an
+    option letter after whitespace or at the start, then whitespace or punctuation; then whitespace or the end.
+    Where the first finds nothing, the second can match only at the very end (its whitespace case is the
+    first's): ingest reads it there alone (store/loading.py `_first_match_sql`)."""
+    return (
+        rf"(?:{WS}|^)({option_class})[{_WS_BODY}。，,：:\.$]",
+        rf"(?:{WS}|^)({option_class})(?:{WS}|{_END})",
+    )
+
+
 def _opencompass_patterns(options: str) -> tuple[str, ...]:
     """OpenCompass ``first_option_postprocess(text, options)`` in capture-group form.
 
@@ -264,8 +275,7 @@ def _opencompass_patterns(options: str) -> tuple[str, ...]:
         rf"[Tt]he answer to the question is ({o})",
         rf"^选项{s}?({o})",
         rf"^({o}){s}?选?项",
-        rf"(?:{s}|^)({o})[{ws_or}。，,：:\.$]",
-        rf"(?:{s}|^)({o})(?:{s}|{_END})",
+        *opencompass_standalone_patterns(o),
         opencompass_line_pattern(o),
         # "cushion" patterns, on by default: any option letter followed by a colon, then any option letter
         rf"({o}):",

@@ -1599,42 +1599,99 @@ def _one_line_first_sql(cls: str, params: list[object]) -> str:
     )
 
 
+def _standalone_end(previous: str | None, pattern: str) -> str | None:
+    r"""OpenCompass's second standalone-letter pattern read at the end of the text alone, where the first was
+    tried just before it (``parsers.opencompass_standalone_patterns``): that one matches wherever this one's
+    letter has whitespace after it, so on the rows it left undecided this one can match only with the letter
+    at the very end, ``(?:WS|^)(L)\z``, which RE2 reads backwards from the end (else one pass over the whole
+    text of each row: ~1.2 s of a 1 M-row varied ingest). None for any other pattern."""
+    import re
+
+    from mcqaudit.parsers import WS, opencompass_standalone_patterns
+
+    m = re.fullmatch(r"\(\?:.*\|\^\)\((\[[A-Z]+\])\).*", pattern, re.DOTALL)
+    if m is None or previous is None or (previous, pattern) != opencompass_standalone_patterns(m[1]):
+        return None
+    return rf"(?:{WS}|^)({m[1]})\z"
+
+
+def _pattern_case(pattern: str, previous: str | None, params: list[object]) -> tuple[str, bool]:
+    """(SQL: one pattern's non-empty group 1, else NULL; whether it is a plain pattern behind a literal that
+    is ASCII, which :func:`_first_match_sql` may test in one run with its neighbours). The last-match and
+    "1." line patterns and the second standalone-letter pattern have forms of their own (their extraction,
+    or RE2's pass over the whole text, is the slow part)."""
+    _, literal = _literal_guard(pattern)
+    guard = "contains(generation, ?) AND " if literal else ""
+    if literal:
+        params.append(literal)
+    rest = pattern.removeprefix("(?s).*")
+    if rest != pattern and rest in _last_match_rests():
+        params += [rest, rest]
+        return (
+            f"CASE WHEN {guard}regexp_matches(generation, ?) "
+            "THEN nullif(regexp_extract_all(generation, ?, 1)[-1], '') END"
+        ), False
+    cls = _one_line_first_class(pattern)
+    if cls is not None:
+        # RE2's match test (quick: the pattern ends at the end of the text, which RE2 reads backwards from
+        # there), then the group of a text of one line (perhaps ending in a newline) without RE2's extraction
+        params.append(pattern)
+        one_line = _one_line_first_sql(cls, params)
+        params.append(pattern)
+        return (
+            f"CASE WHEN {guard}regexp_matches(generation, ?) THEN nullif(CASE WHEN strpos(generation, chr(10)) "
+            f"IN (0, length(generation)) THEN {one_line} ELSE regexp_extract(generation, ?, 1) END, '') END"
+        ), False
+    at_end = _standalone_end(previous, pattern)
+    if at_end is not None:
+        params.append(at_end)
+        return "nullif(regexp_extract(generation, ?, 1), '')", False
+    # no regexp_matches first: RE2 reads a text without a match as fast either way, and on one with a match
+    # the extraction is the work itself (a cushion pattern matches nine rows in ten: the test was twice it)
+    params.append(pattern)
+    extract = "nullif(regexp_extract(generation, ?, 1), '')"
+    plain = bool(literal) and literal.isascii()
+    return (f"CASE WHEN contains(generation, ?) THEN {extract} END" if literal else extract), plain
+
+
+_RUN_TESTED_TOGETHER = 3
+
+
 def _first_match_sql(patterns: Sequence[str], ascii_only: bool, params: list[object]) -> str:
     """A COALESCE over the patterns in order: the first one whose group 1 is non-empty gives it. COALESCE
     evaluates each pattern only for the rows still undecided (NULL so far); a pattern's group is extracted
     once (an empty group reads as NULL, so the next pattern is tried), only where a literal its matches need
-    occurs; the last-match and "1." line patterns test for a match first (their extraction is the slow part)."""
-    cases = []
-    for p in patterns:
-        non_ascii, literal = _literal_guard(p)
-        if ascii_only and non_ascii:
-            continue  # cannot match a text of ASCII characters only
-        guard = "contains(generation, ?) AND " if literal else ""
-        if literal:
-            params.append(literal)
-        rest = p.removeprefix("(?s).*")
-        if rest != p and rest in _last_match_rests():
-            cases.append(
-                f"CASE WHEN {guard}regexp_matches(generation, ?) "
-                "THEN nullif(regexp_extract_all(generation, ?, 1)[-1], '') END"
-            )
-            params += [rest, rest]
+    occurs (:func:`_pattern_case`). Three or more consecutive plain patterns behind ASCII literals
+    (OpenCompass's five "the answer is", "the correct answer is option", ...: a text that has the words
+    often has none of the patterns) are first tested together, one RE2 pass for the lot: a row none of them
+    matches skips their extractions."""
+    kept = [p for p in patterns if not (ascii_only and _literal_guard(p)[0])]  # (those need non-ASCII text)
+    cases: list[str] = []
+    run: list[tuple[str, str, list[object]]] = []  # plain patterns in a row: (pattern, case, its parameters)
+
+    def close_run() -> None:
+        # (three or more: on two the test is a third pass where a text with the words often matches one)
+        if len(run) >= _RUN_TESTED_TOGETHER:
+            params.append("|".join(f"(?:{p})" for p, _, _ in run))
+            for _, _, ps in run:
+                params.extend(ps)
+            cases.append(f"CASE WHEN regexp_matches(generation, ?) THEN coalesce({', '.join(c for _, c, _ in run)}) END")
+        else:
+            for _, c, ps in run:
+                params.extend(ps)
+                cases.append(c)
+        run.clear()
+
+    for i, p in enumerate(kept):
+        own: list[object] = []
+        case, plain = _pattern_case(p, kept[i - 1] if i else None, own)
+        if plain:
+            run.append((p, case, own))
             continue
-        cls = _one_line_first_class(p)
-        if cls is not None:
-            params.append(p)
-            one_line = _one_line_first_sql(cls, params)
-            params.append(p)
-            cases.append(
-                f"CASE WHEN {guard}regexp_matches(generation, ?) THEN nullif(CASE WHEN strpos(generation, chr(10)) "
-                f"IN (0, length(generation)) THEN {one_line} ELSE regexp_extract(generation, ?, 1) END, '') END"
-            )
-            continue
-        # no regexp_matches first: RE2 reads a text without a match as fast either way, and on one with a match
-        # the extraction is the work itself (a cushion pattern matches nine rows in ten: the test was twice it)
-        extract = "nullif(regexp_extract(generation, ?, 1), '')"
-        cases.append(f"CASE WHEN contains(generation, ?) THEN {extract} END" if literal else extract)
-        params.append(p)
+        close_run()
+        params.extend(own)
+        cases.append(case)
+    close_run()
     return "coalesce(" + ", ".join(cases) + ")" if cases else "NULL::VARCHAR"
 
 
