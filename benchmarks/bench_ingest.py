@@ -37,6 +37,9 @@ from pathlib import Path
 
 import duckdb
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from mcqaudit.store.sidecars import discard_study  # noqa: E402
+
 OPENERS = [
     "Let me think about this carefully. ",
     "At the garden of knowledge we find that ",
@@ -154,8 +157,7 @@ def ingest(src: Path, work: Path, tree: Path, *extra: str) -> tuple[float, float
     import resource
 
     study = work / "study.duckdb"
-    for f in (study, study.with_name(study.name + ".wal")):
-        f.unlink(missing_ok=True)
+    discard_study(study)  # the file and what it keeps beside it (WAL, lock, info's summary)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(
@@ -174,7 +176,7 @@ def ingest(src: Path, work: Path, tree: Path, *extra: str) -> tuple[float, float
     if proc.returncode != 0:
         print(out, errs)
         raise SystemExit("ingest failed")
-    study.unlink(missing_ok=True)
+    discard_study(study)
     return took, cpu, peak, out.strip()
 
 
