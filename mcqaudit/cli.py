@@ -1080,10 +1080,12 @@ def grade(
             batched = None
             if batch:
                 bopts = grading.BatchOptions(max_lines=batch_max_lines, poll_interval_s=poll_interval)
-                batched = grading.batch_dry_run(study, options, bopts, prices)
+                with _planning() as progress:
+                    batched = grading.batch_dry_run(study, options, bopts, prices, progress)
                 plan, shown = batched.plan, batched.to_json()
             else:
-                plan = grading.dry_run(study, options, prices)
+                with _planning() as progress:
+                    plan = grading.dry_run(study, options, prices, progress)
                 shown = plan.to_json()
         if as_json:
             sys.stdout.write(json.dumps(shown, indent=2, ensure_ascii=False) + "\n")
@@ -1168,6 +1170,28 @@ def _grade_batch(study: Study, options: GradeOptions, secret: str, *, no_wait: b
         for line in summary.lines():
             console.print(scrub(line, secret), markup=False, highlight=False)
     raise typer.Exit(summary.exit_code)
+
+
+@contextlib.contextmanager
+def _planning() -> Iterator[Callable[[str, int, int | None], None]]:
+    """What a dry run shows while it reads and renders the rows it would send (seconds at 1 M rows): a bar on
+    stderr that goes when it is done, on a terminal only (a log gets the result alone)."""
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("rows"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as prog:
+        task = prog.add_task("dry run", total=None)
+
+        def progress(stage: str, done: int, total: int | None) -> None:
+            prog.update(task, description=stage, completed=done, total=total)
+
+        yield progress
 
 
 def _print_dry_run(plan: DryRun, config: JudgeConfig, batched: BatchDryRun | None = None) -> None:

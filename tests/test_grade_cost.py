@@ -191,6 +191,25 @@ def test_the_dry_run_estimate_counts_what_a_run_sends_and_comes_close_to_the_usa
     assert u["completion_tokens"] == sum(x["completion_tokens"] for x in meter.reported)
 
 
+def test_a_dry_run_says_how_far_it_has_read_and_rendered(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 1 M rows a dry run takes seconds (it renders every prompt a run would send): it reports reading the
+    rows, then the rows rendered so far, a chunk at a time, up to every row it targets."""
+    from mcqaudit.app.grade import GradeOptions, dry_run
+    from mcqaudit.grade import plan as planning
+    from mcqaudit.judge.prompts import JudgeConfig
+    from mcqaudit.vocab import STANDIN_MODEL
+
+    monkeypatch.setattr(planning, "PROGRESS_CHUNK", 10)
+    heard: list[tuple[str, int, int | None]] = []
+    options = GradeOptions(JudgeConfig(model=STANDIN_MODEL), base_url="http://127.0.0.1:9/v1")
+    shown = dry_run(Study(db), options, progress=lambda *step: heard.append(step))
+    assert heard[0] == (planning.READING_ROWS, 0, None)
+    rendered = [done for stage, done, total in heard if stage == planning.RENDERING and total == shown.targeted]
+    assert len(rendered) == len(heard) - 1 and shown.targeted > 20
+    assert rendered == [0, *range(10, shown.targeted, 10), shown.targeted]
+    assert shown.to_json() == dry_run(Study(db), options).to_json()  # the same plan, reported or not
+
+
 def test_a_rationale_run_is_estimated_at_its_own_max_tokens(db: Path) -> None:
     with ScriptedJudge(responder) as srv:
         plain = dry_json(db, srv.base_url)

@@ -60,6 +60,7 @@ from mcqaudit.grade.plan import (
     BATCH_DISCOUNT,
     CostEstimate,
     DryRun,
+    PlanProgress,
     Prices,
     Work,
     dry_plan,
@@ -354,20 +355,27 @@ def prices(price_in: str | None, price_out: str | None) -> Prices | None:
     return parse_prices(price_in, price_out)
 
 
-def dry_run(study: Study, options: GradeOptions, prices: Prices | None = None) -> DryRun:
+def dry_run(
+    study: Study, options: GradeOptions, prices: Prices | None = None, progress: PlanProgress | None = None
+) -> DryRun:
     """`grade --dry-run`: one rendered prompt, the fingerprint, the rows a run would target, and the estimated
-    tokens (and with ``prices`` the cost) of the requests it would send; nothing is sent or written."""
+    tokens (and with ``prices`` the cost) of the requests it would send; nothing is sent or written.
+    ``progress`` (stage, done, total) hears how far reading and rendering the rows has come."""
     _check_panel(study, options)
-    return dry_plan(study, options, prices)[0]
+    return dry_plan(study, options, prices, progress)[0]
 
 
 def batch_dry_run(
-    study: Study, options: GradeOptions, batch: BatchOptions, prices: Prices | None = None
+    study: Study,
+    options: GradeOptions,
+    batch: BatchOptions,
+    prices: Prices | None = None,
+    progress: PlanProgress | None = None,
 ) -> BatchDryRun:
     """`grade --dry-run --batch`: the dry run and what a batch run would submit and poll, its estimate at the
     Batch API's discount."""
     _check_panel(study, options)
-    return _batch_dry_run(study, options, batch, prices)
+    return _batch_dry_run(study, options, batch, prices, progress)
 
 
 def fingerprints(study: Study) -> list[FingerprintSummary]:

@@ -42,7 +42,16 @@ from typing import Any, Final, Protocol, TypeVar
 
 from mcqaudit.endpoint import BAD_RESPONSE, HTTP_ERROR, RATE_LIMITED, SERVER_ERROR, EndpointFatalError
 from mcqaudit.grade.config import GradeOptions, GradeUsageError
-from mcqaudit.grade.plan import CostEstimate, DryRun, Prices, Work, dry_plan, estimate_cost, plan_requests
+from mcqaudit.grade.plan import (
+    CostEstimate,
+    DryRun,
+    PlanProgress,
+    Prices,
+    Work,
+    dry_plan,
+    estimate_cost,
+    plan_requests,
+)
 from mcqaudit.grade.records import outcome_records
 from mcqaudit.grade.summary import STANDIN_NOTE, GradeSummary, summary_json
 from mcqaudit.judge.client import JudgeClient, JudgeOutcome, JudgeRequest, request_body
@@ -669,11 +678,15 @@ class BatchDryRun:
 
 
 def batch_dry_run(
-    study: Study, options: GradeOptions, batch: BatchOptions, prices: Prices | None = None
+    study: Study,
+    options: GradeOptions,
+    batch: BatchOptions,
+    prices: Prices | None = None,
+    progress: PlanProgress | None = None,
 ) -> BatchDryRun:
     """The same selection, cache, open-submission exclusion, line encoding and split as a real run."""
     batch.validate()
-    shown, work = dry_plan(study, options, prices)
+    shown, work = dry_plan(study, options, prices, progress)
     fp = options.config.fingerprint
     pending = store.open_prompt_hashes(study, fp)
     to_send = work.to_send(skip=pending)

@@ -9,7 +9,7 @@ batch, dry) sets out to do: the rows in scope, the plan, the prompts an earlier 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -48,6 +48,11 @@ class Planner:
     def done(self) -> bool:
         return self._next >= len(self._targets)
 
+    @property
+    def rendered(self) -> int:
+        """Rows rendered so far."""
+        return self._next
+
     def render(self, n: int | None = None) -> list[tuple[str, TargetRow]]:
         """Render the next ``n`` rows (None: all that are left) into the plan; returns those that joined a
         prompt an earlier row already has (a request made before), with that prompt's hash."""
@@ -77,9 +82,22 @@ class Planner:
         return joined
 
 
-def plan_requests(config: JudgeConfig, targets: list[TargetRow]) -> Plan:
+# (stage, done, total): what a planning step has done, for a progress display (`grade --dry-run`)
+PlanProgress = Callable[[str, int, int | None], None]
+READING_ROWS: Final = "reading the rows that need the judge"
+RENDERING: Final = "rendering prompts"
+PROGRESS_CHUNK: Final = 20_000  # rows rendered between two progress reports
+
+
+def plan_requests(config: JudgeConfig, targets: list[TargetRow], progress: PlanProgress | None = None) -> Plan:
     planner = Planner(config, targets)
-    planner.render()
+    if progress is None:
+        planner.render()
+        return planner.plan
+    progress(RENDERING, 0, len(targets))
+    while not planner.done:
+        planner.render(PROGRESS_CHUNK)
+        progress(RENDERING, planner.rendered, len(targets))
     return planner.plan
 
 
@@ -144,10 +162,10 @@ def pick_rows(
     return Picked(targets, already_ok, in_scope, standin, any_cached)
 
 
-def plan_work(study: Study, config: JudgeConfig, picked: Picked) -> Work:
+def plan_work(study: Study, config: JudgeConfig, picked: Picked, progress: PlanProgress | None = None) -> Work:
     """The picked rows rendered into requests, and the reply cache looked up (not at all when the
     fingerprint has no legal reply stored: then no prompt can be in it)."""
-    planned = plan_requests(config, picked.targets)
+    planned = plan_requests(config, picked.targets, progress)
     cached = (
         judging.cached_replies(study, config.fingerprint, list(planned.groups)) if picked.any_cached else {}
     )
@@ -163,11 +181,19 @@ def streamed_work(config: JudgeConfig, picked: Picked) -> Work:
 
 
 def select_work(
-    study: Study, config: JudgeConfig, arms: Sequence[str] = (), limit: int | None = None, *, panel: bool = False
+    study: Study,
+    config: JudgeConfig,
+    arms: Sequence[str] = (),
+    limit: int | None = None,
+    *,
+    panel: bool = False,
+    progress: PlanProgress | None = None,
 ) -> Work:
     """The rows a run under ``config`` targets, planned into requests, with the reply cache looked up; a
     panel judge's (``panel``) are the rows the primary judge graded."""
-    return plan_work(study, config, pick_rows(study, config, arms, limit, panel=panel))
+    if progress is not None:
+        progress(READING_ROWS, 0, None)
+    return plan_work(study, config, pick_rows(study, config, arms, limit, panel=panel), progress)
 
 
 # --- what a run would cost (docs/design.md §5 "Cost before and after") ----------------------------------------
@@ -328,16 +354,21 @@ class DryRun:
         }
 
 
-def dry_run(study: Study, options: GradeOptions, prices: Prices | None = None) -> DryRun:
-    return dry_plan(study, options, prices)[0]
+def dry_run(
+    study: Study, options: GradeOptions, prices: Prices | None = None, progress: PlanProgress | None = None
+) -> DryRun:
+    return dry_plan(study, options, prices, progress)[0]
 
 
-def dry_plan(study: Study, options: GradeOptions, prices: Prices | None = None) -> tuple[DryRun, Work]:
-    """The dry run, with the work it shows (for batch mode's dry run)."""
+def dry_plan(
+    study: Study, options: GradeOptions, prices: Prices | None = None, progress: PlanProgress | None = None
+) -> tuple[DryRun, Work]:
+    """The dry run, with the work it shows (for batch mode's dry run); ``progress`` hears how far reading and
+    rendering the rows has come (at 1 M rows it takes seconds)."""
     options.validate()
     check_arms(study, options.arms)
     config = options.config
-    work = select_work(study, config, options.arms, options.limit, panel=options.panel)
+    work = select_work(study, config, options.arms, options.limit, panel=options.panel, progress=progress)
     p, cached = work.plan, work.cached
     to_send = work.to_send()
     shown = DryRun(
