@@ -13,6 +13,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import openai
@@ -243,6 +244,17 @@ def test_split_at_max_lines_and_bytes(study: Study) -> None:
     items = [(BatchLine(str(i), str(i), 4), b"x" * n) for i, n in enumerate([40, 40, 40, 200, 10])]
     assert [len(c) for c in _split(items, 50_000, 100)] == [2, 1, 1, 1]
     assert [len(c) for c in _split(items, 2, 10_000)] == [2, 2, 1]
+    # ... a chunk at a time: a run holds one file's lines, never every line (770 MB at 1 M rows)
+    encoded: list[int] = []
+
+    def lines() -> Iterator[tuple[BatchLine, bytes]]:
+        for i in range(10):
+            encoded.append(i)
+            yield BatchLine(str(i), str(i), 4), b"x" * 40
+
+    chunks = _split(lines(), 2, 10_000)
+    assert len(next(chunks)) == 2 and len(encoded) <= 3
+    assert len(next(chunks)) == 2 and len(encoded) <= 5
 
 
 def test_sigkill_after_submit_then_rerun_resumes_polling_without_resubmitting(study: Study) -> None:

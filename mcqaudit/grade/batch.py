@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol, TypeVar
@@ -327,9 +327,9 @@ class BatchJudge(JudgeClient):
         return out
 
 
-def _encode(config: JudgeConfig, requests: Sequence[JudgeRequest]) -> list[tuple[BatchLine, bytes]]:
-    """Each request as its JSONL input line ``{custom_id: prompt hash, method, url, body}``."""
-    out = []
+def _encode(config: JudgeConfig, requests: Iterable[JudgeRequest]) -> Iterator[tuple[BatchLine, bytes]]:
+    """Each request as its JSONL input line ``{custom_id: prompt hash, method, url, body}``, one at a time (with
+    :func:`_split`, a run holds one file's lines at once, not all of them: 770 MB at 1 M rows)."""
     for r in requests:
         line = {
             "custom_id": r.prompt_hash,
@@ -338,27 +338,25 @@ def _encode(config: JudgeConfig, requests: Sequence[JudgeRequest]) -> list[tuple
             "body": request_body(config, r.user),
         }
         data = (json.dumps(line, ensure_ascii=False) + "\n").encode()
-        out.append((BatchLine(r.prompt_hash, r.prompt_hash, r.n_options), data))
-    return out
+        yield BatchLine(r.prompt_hash, r.prompt_hash, r.n_options), data
 
 
 def _split(
-    lines: Sequence[tuple[BatchLine, bytes]], max_lines: int, max_bytes: int
-) -> list[list[tuple[BatchLine, bytes]]]:
-    """Consecutive chunks of at most ``max_lines`` lines and ``max_bytes`` bytes (a longer line goes alone)."""
-    chunks: list[list[tuple[BatchLine, bytes]]] = []
+    lines: Iterable[tuple[BatchLine, bytes]], max_lines: int, max_bytes: int
+) -> Iterator[list[tuple[BatchLine, bytes]]]:
+    """Consecutive chunks of at most ``max_lines`` lines and ``max_bytes`` bytes (a longer line goes alone),
+    each made once the one before has been used."""
     cur: list[tuple[BatchLine, bytes]] = []
     size = 0
     for item in lines:
         n = len(item[1])
         if cur and (len(cur) >= max_lines or size + n > max_bytes):
-            chunks.append(cur)
+            yield cur
             cur, size = [], 0
         cur.append(item)
         size += n
     if cur:
-        chunks.append(cur)
-    return chunks
+        yield cur
 
 
 def _read_jsonl(data: bytes) -> list[dict[str, Any]]:
