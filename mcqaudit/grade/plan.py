@@ -43,6 +43,7 @@ class Planner:
         self._targets = targets
         self._next = 0  # the first row not rendered yet
         self._renderer = Renderer(config.shape, config.exemplars, config.rationale)
+        self._digest = prompt_hasher(SYSTEM_PROMPT)  # (a run renders 64 rows at a time)
 
     @property
     def done(self) -> bool:
@@ -59,8 +60,7 @@ class Planner:
         config, groups, requests = self.config, self.plan.groups, self.plan.requests
         stop = len(self._targets) if n is None else min(len(self._targets), self._next + n)
         joined: list[tuple[str, TargetRow]] = []
-        render, gold, sees = self._renderer, config.shape == "gold", config.sees_reasoning
-        digest = prompt_hasher(SYSTEM_PROMPT)
+        render, digest, gold, sees = self._renderer, self._digest, config.shape == "gold", config.sees_reasoning
         with paused_gc():
             for row in self._targets[self._next : stop]:
                 user = render(
