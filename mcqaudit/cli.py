@@ -1963,36 +1963,34 @@ def reviews_queues(
     """List the spot-check queues (deleted ones left out) with their progress: rows reviewed (in a
     second_review queue: rows two people have reviewed), per arm, and each one's link on the dashboard's port
     (--port, else MCQAUDIT_DASHBOARD_PORT, else 8501; a second review's opens in blind mode)."""
-    from mcqaudit.app.reviews import spot_check_progress, spot_checks
+    from mcqaudit.app.reviews import queue_listing
 
     if not db.exists():
         raise _fail(f"error: {db}: no such study file")
-    study = _open_study(db)
-    queues = spot_checks(study)
-    progress = spot_check_progress(study)
+    queues, progress = queue_listing(_open_study(db))
     by_queue: dict[int, dict[str, dict[str, int]]] = {}
-    for r in progress.itertuples(index=False):
-        by_queue.setdefault(int(r.queue_id), {})[str(r.arm)] = {
-            "rows": int(r.rows),
-            "reviewed": int(r.reviewed),
+    for r in progress:
+        by_queue.setdefault(int(r["queue_id"]), {})[str(r["arm"])] = {
+            "rows": int(r["rows"]),
+            "reviewed": int(r["reviewed"]),
         }
     out = [
         {
-            "queue_id": int(q.queue_id),
-            "name": q.name,
-            "strategy": q.strategy,
-            "seed": int(q.seed),
-            "size": int(q.size),
-            "per_arm": bool(q.per_arm),
-            "arms": [str(a) for a in q.arms],
-            "created_by": None if q.created_by is None or q.created_by != q.created_by else q.created_by,
-            "created_at": q.created_at.isoformat(),
-            "rows": int(q.rows),
-            "reviewed": int(q.reviewed),
-            "by_arm": by_queue.get(int(q.queue_id), {}),
-            "url": _queue_url(port, int(q.queue_id), str(q.strategy)),
+            "queue_id": int(q["queue_id"]),
+            "name": q["name"],
+            "strategy": q["strategy"],
+            "seed": int(q["seed"]),
+            "size": int(q["size"]),
+            "per_arm": bool(q["per_arm"]),
+            "arms": [str(a) for a in q["arms"] or ()],  # (none recorded: a queue written by another tool)
+            "created_by": q["created_by"],
+            "created_at": q["created_at"].isoformat(),
+            "rows": int(q["rows"]),
+            "reviewed": int(q["reviewed"]),
+            "by_arm": by_queue.get(int(q["queue_id"]), {}),
+            "url": _queue_url(port, int(q["queue_id"]), str(q["strategy"])),
         }
-        for q in queues.itertuples(index=False)
+        for q in queues
     ]
     if as_json:
         sys.stdout.write(json.dumps(out, indent=2) + "\n")

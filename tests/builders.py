@@ -204,6 +204,11 @@ class StudyBuilder:
                     " VALUES (?, ?, ?, 0, ?, NULL, 'tester', ?)",
                     [q, f"q{q}", strategy, len(row_ids), T0],
                 )
+            # the ids written above are taken from their sequences too, so that a review or a queue added to
+            # the study later gets the next one (a queue written as 1 left `reviews queue` colliding with it)
+            for seq, used in (("review_seq", len(self.reviews)), ("queue_seq", len(self.spot))):
+                if used:
+                    con.execute(f"SELECT max(nextval('{seq}')) FROM range({used})").fetchall()
             if spot_rows:
                 con.register("b_spot", spot_df)
                 con.execute("INSERT INTO spot_check_rows SELECT queue_id, position, row_id FROM b_spot")

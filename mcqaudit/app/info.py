@@ -309,6 +309,7 @@ def reviews_changing(study: Study, con: Any, row_ids: Sequence[str]) -> Iterator
             (k for k in (infocache.load_state(study.path, at) for at in found) if k is not None), None
         )
         if kept is not None:
+            _load_for_keeping()
             chain = _Chain(study, kept[0], kept[1], opened)
             with _chains_lock:
                 _chains[key] = chain
@@ -428,6 +429,17 @@ def _keep_chain(key: str, chain: _Chain) -> None:
             study.after_close(lambda: _keep(study, payload, state, last))
     except Exception:  # noqa: BLE001 - in the background (a StudyError too): not kept, the cache stays stale by its stamp
         return
+
+
+def _load_for_keeping() -> None:
+    """Import now what keeping a chain reads, so that a chain kept at this process's exit finds it loaded:
+    a module first imported then may not register its own exit work (``concurrent.futures`` cannot, once the
+    interpreter is shutting down), and the chain would go unkept — as it did in a script that imported nothing
+    else heavy (the review API alone) when pandas had stopped loading everything at its import."""
+    import mcqaudit.metrics.facts
+    import mcqaudit.store.facts
+    import mcqaudit.store.frames
+    import mcqaudit.store.summary  # noqa: F401
 
 
 def _kept_after_reviews(con: Any, chain: _Chain) -> tuple[dict[str, Any], dict[str, Any]]:

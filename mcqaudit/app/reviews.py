@@ -15,9 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from mcqaudit.app.info import refresh, reviews_changing
 from mcqaudit.app.study import open_study
@@ -66,6 +64,8 @@ from mcqaudit.store import reviews as sql
 from mcqaudit.store.db import Study, StudyError, utcnow
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from mcqaudit.inspect_edits import InspectExport
 
 __all__ = [
@@ -272,6 +272,13 @@ def spot_check_progress(study: StudyLike, queue_id: int | None = None) -> pd.Dat
     return sql.spot_check_progress(open_study(study), queue_id)
 
 
+def queue_listing(study: StudyLike) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(every queue not deleted, each queue's progress per arm) as lists of dicts: what `reviews queues` lists,
+    read without pandas (a command line listing: 0.6 s with it at 1 M rows, most of it importing pandas)."""
+    s = open_study(study)
+    return sql.spot_check_records(s), sql.spot_check_progress_records(s)
+
+
 def queue_row_ids(study: StudyLike, queue_id: int) -> list[str]:
     """The row_ids of a queue in queue order (a deleted queue's too: its rows are kept)."""
     return sql.queue_row_ids(open_study(study), queue_id)
@@ -293,6 +300,8 @@ def _iso(v: object) -> str:
 
 def _cell(column: str, v: object) -> str:
     """A log cell as text: "" for no value, ``created_at`` in UTC ISO-8601."""
+    import pandas as pd  # (the log export reads a frame; the rest of this module needs no pandas)
+
     if pd.isna(v):
         return ""
     return _iso(v) if column == "created_at" else str(v)

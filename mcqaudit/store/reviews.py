@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -351,14 +351,8 @@ def _reviewed_in_queue(strategy: str) -> str:
     return f"CASE WHEN {strategy} = '{SECOND_REVIEW}' THEN d.row_id IS NOT NULL ELSE e.row_id IS NOT NULL END"
 
 
-def spot_checks(study: Study) -> pd.DataFrame:
-    """Every queue that is not deleted, with its progress: rows, and rows with an effective review (in a
-    second_review queue: rows two or more people have reviewed).
-
-    Columns: queue_id, name, strategy, seed, size, per_arm, arms, created_by, created_at, rows, reviewed.
-    """
-    return study.query_df(
-        f"""SELECT s.queue_id, s.name, s.strategy, s.seed, s.size, s.per_arm, s.arms, s.created_by, s.created_at,
+def _spot_checks_sql() -> str:
+    return f"""SELECT s.queue_id, s.name, s.strategy, s.seed, s.size, s.per_arm, s.arms, s.created_by, s.created_at,
                   count(r.row_id) AS rows, count(r.row_id) FILTER ({_reviewed_in_queue("s.strategy")}) AS reviewed
            FROM spot_checks s
            LEFT JOIN spot_check_rows r USING (queue_id)
@@ -366,18 +360,10 @@ def spot_checks(study: Study) -> pd.DataFrame:
            LEFT JOIN ({SECOND_REVIEWED}) d ON d.row_id = r.row_id
            WHERE s.deleted_at IS NULL
            GROUP BY ALL ORDER BY s.queue_id"""
-    )
 
 
-def spot_check_progress(study: Study, queue_id: int | None = None) -> pd.DataFrame:
-    """Per queue (not deleted; or only ``queue_id``) and arm: rows drawn and rows reviewed (an effective review;
-    in a second_review queue, reviews by two or more people).
-
-    Columns: queue_id, arm, rows, reviewed; every arm the queue was drawn over appears (with 0 rows when a
-    small total left it none), in the queue's arm order.
-    """
-    return study.query_df(
-        f"""WITH qa AS (
+def _progress_sql() -> str:
+    return f"""WITH qa AS (
                SELECT s.queue_id, s.strategy, a.arm, a.k
                FROM spot_checks s, unnest(s.arms) WITH ORDINALITY AS a(arm, k)
                WHERE s.deleted_at IS NULL AND (CAST(? AS INTEGER) IS NULL OR s.queue_id = ?)
@@ -389,9 +375,44 @@ def spot_check_progress(study: Study, queue_id: int | None = None) -> pd.DataFra
                   ON r.queue_id = qa.queue_id AND g.arm = qa.arm
            LEFT JOIN effective_reviews e ON e.row_id = r.row_id
            LEFT JOIN ({SECOND_REVIEWED}) d ON d.row_id = r.row_id
-           GROUP BY qa.queue_id, qa.arm, qa.k ORDER BY qa.queue_id, qa.k""",
-        [queue_id, queue_id],
-    )
+           GROUP BY qa.queue_id, qa.arm, qa.k ORDER BY qa.queue_id, qa.k"""
+
+
+def _records(study: Study, sql: str, params: Sequence[object] = ()) -> list[dict[str, Any]]:
+    """The rows of a query as dicts (no pandas: the command line's listings stay light)."""
+    with study.connect() as con:
+        cur = con.execute(sql, list(params))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+
+def spot_checks(study: Study) -> pd.DataFrame:
+    """Every queue that is not deleted, with its progress: rows, and rows with an effective review (in a
+    second_review queue: rows two or more people have reviewed).
+
+    Columns: queue_id, name, strategy, seed, size, per_arm, arms, created_by, created_at, rows, reviewed.
+    """
+    return study.query_df(_spot_checks_sql())
+
+
+def spot_check_records(study: Study) -> list[dict[str, Any]]:
+    """:func:`spot_checks` as a list of dicts (``created_by`` None where nobody was named)."""
+    return _records(study, _spot_checks_sql())
+
+
+def spot_check_progress(study: Study, queue_id: int | None = None) -> pd.DataFrame:
+    """Per queue (not deleted; or only ``queue_id``) and arm: rows drawn and rows reviewed (an effective review;
+    in a second_review queue, reviews by two or more people).
+
+    Columns: queue_id, arm, rows, reviewed; every arm the queue was drawn over appears (with 0 rows when a
+    small total left it none), in the queue's arm order.
+    """
+    return study.query_df(_progress_sql(), [queue_id, queue_id])
+
+
+def spot_check_progress_records(study: Study, queue_id: int | None = None) -> list[dict[str, Any]]:
+    """:func:`spot_check_progress` as a list of dicts."""
+    return _records(study, _progress_sql(), [queue_id, queue_id])
 
 
 def queue_row_ids(study: Study, queue_id: int) -> list[str]:
