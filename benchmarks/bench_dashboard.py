@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import os
 import statistics
@@ -41,13 +40,6 @@ PAGES = ["overview", "orientations", "other", "parsers", "bias", "review", "expo
 COLD_RATIO = 1.1  # × build_report alone, same run
 WARM_RATIO = 2.0  # × the bare GROUP BY over graded_rows, same run
 
-
-def _bench_report():
-    spec = importlib.util.spec_from_file_location("bench_report", REPO / "benchmarks" / "bench_report.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _script(default: str) -> None:
@@ -101,9 +93,9 @@ def main() -> None:
     if args.rows is not None:
         args.items = max(1, args.rows // (args.arms * 4))
 
+    import bench_report as br  # (this script's folder is on sys.path)
     import streamlit as st
 
-    br = _bench_report()
     tmp = None
     db = args.db
     if db is None:

@@ -20,7 +20,6 @@ Run: ``.venv/bin/python benchmarks/bench_dry_run.py [--rows 1000000 | --items 50
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -37,13 +36,6 @@ sys.path.insert(0, str(REPO))
 RATIO = 4.0  # the whole dry run ≤ 4 × the bare fetch of the rows it plans, in the same run
 JUDGE = ["--judge-model", "bench-dry-run", "--judge-base-url", "http://127.0.0.1:9/v1"]
 
-
-def _bench_report() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_report", REPO / "benchmarks" / "bench_report.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _env() -> dict[str, str]:
@@ -161,7 +153,9 @@ def main() -> None:
         tmp = tempfile.TemporaryDirectory()
         db = Path(tmp.name) / "bench.duckdb"
     if not db.exists():
-        secs = _bench_report().build(db, args.items, args.arms)
+        import bench_report  # (this script's folder is on sys.path)
+
+        secs = bench_report.build(db, args.items, args.arms)
         print(f"built {args.items * args.arms * 4:,} rows in {secs:.1f} s -> {db}")
     rows = args.items * args.arms * 4
     cmd_runs, fetch_runs = [], []

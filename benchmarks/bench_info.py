@@ -22,7 +22,6 @@ Run: ``.venv/bin/python benchmarks/bench_info.py [--rows 1000000] [--arms 5] [--
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -31,7 +30,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -47,13 +45,6 @@ FROM {source} GROUP BY arm, orientation
 """
 BASE_GROUP_BY = "SELECT arm, orientation, count(*) AS n FROM gen_rows GROUP BY arm, orientation"
 
-
-def _bench_report() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_report", REPO / "benchmarks" / "bench_report.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _env() -> dict[str, str]:
@@ -239,7 +230,9 @@ def main() -> None:
     db = args.db or Path(tmp.name) / "bench.duckdb"
     n_items = max(1, args.rows // (args.arms * 4))
     if not db.exists():
-        secs = _bench_report().build(db, n_items, args.arms)
+        import bench_report  # (this script's folder is on sys.path)
+
+        secs = bench_report.build(db, n_items, args.arms)
         print(f"built {n_items * args.arms * 4:,} rows in {secs:.1f} s -> {db}")
     from mcqaudit.store import Study
 

@@ -19,7 +19,6 @@ machine. Targets: confirm → next row ≤ 0.5 s and page switch ≤ 1 s (median
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -57,13 +56,6 @@ BASELINE_APP = textwrap.dedent(
     """
 )
 
-
-def _bench_report() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_report", REPO / "benchmarks" / "bench_report.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _shown_row(page: Any) -> str | None:
@@ -156,11 +148,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=20, help="timed repetitions of each action")
     args = ap.parse_args()
 
+    import bench_report as br  # (this script's folder is on sys.path)
     from playwright.sync_api import sync_playwright
 
     from mcqaudit.store import Study
-
-    br = _bench_report()
     tmp_dir = tempfile.TemporaryDirectory()
     tmp = Path(tmp_dir.name)
     db = args.db or tmp / "bench.duckdb"
