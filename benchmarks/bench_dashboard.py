@@ -101,9 +101,7 @@ def main() -> None:
     if db is None:
         tmp = tempfile.TemporaryDirectory()
         db = Path(tmp.name) / "bench.duckdb"
-    if not db.exists():
-        secs = br.build(db, args.items, args.arms)
-        print(f"built {args.items * args.arms * 4:,} rows in {secs:.1f} s -> {db}")
+    br.ensure_built(db, args.items, args.arms)
 
     from mcqaudit.app.report import build_report, report_and_frames
     from mcqaudit.store import Study

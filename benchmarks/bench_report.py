@@ -133,6 +133,14 @@ def build(path: Path, n_items: int, n_arms: int) -> float:
     return time.perf_counter() - t0
 
 
+def ensure_built(path: Path, n_items: int, n_arms: int) -> None:
+    """The study at ``path`` as :func:`build` makes it, built (and said so) only when the file is missing: the
+    benchmarks that share one study (``run_all.py``) build it once."""
+    if not path.exists():
+        secs = build(path, n_items, n_arms)
+        print(f"built {n_items * n_arms * 4:,} rows in {secs:.1f} s -> {path}")
+
+
 def child(mode: str, db: str, n_boot: int) -> None:
     """One measurement in this (fresh) process; prints a JSON line."""
     import tracemalloc
@@ -291,9 +299,7 @@ def main() -> None:
     if db is None:
         tmp = tempfile.TemporaryDirectory()
         db = Path(tmp.name) / "bench.duckdb"
-    if not db.exists():
-        secs = build(db, args.items, args.arms)
-        print(f"built {args.items * args.arms * 4:,} rows in {secs:.1f} s -> {db}")
+    ensure_built(db, args.items, args.arms)
     rows = args.items * args.arms * 4
     bare_runs, cmd_runs, cached_runs = [], [], []
     for _ in range(max(1, args.repeat)):  # interleaved, so load changes hit all alike

@@ -156,9 +156,7 @@ def main() -> None:
     tmp = Path(tmp_dir.name)
     db = args.db or tmp / "bench.duckdb"
     n_items = args.items or max(1, args.rows // (args.arms * 4))
-    if not db.exists():
-        secs = br.build(db, n_items, args.arms)
-        print(f"built {n_items * args.arms * 4:,} rows in {secs:.1f} s -> {db}")
+    br.ensure_built(db, n_items, args.arms)
     rows = Study(db).query("SELECT count(*) FROM gen_rows")[0][0]
     n = args.rounds
     results: dict[str, list[float]] = {}
