@@ -26,7 +26,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -96,12 +95,7 @@ def main() -> None:
     import bench_report as br  # (this script's folder is on sys.path)
     import streamlit as st
 
-    tmp = None
-    db = args.db
-    if db is None:
-        tmp = tempfile.TemporaryDirectory()
-        db = Path(tmp.name) / "bench.duckdb"
-    br.ensure_built(db, args.items, args.arms)
+    db, tmp = br.study_file(args.db, args.items, args.arms)
 
     from mcqaudit.app.report import build_report, report_and_frames
     from mcqaudit.store import Study

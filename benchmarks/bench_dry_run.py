@@ -25,7 +25,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -147,14 +146,9 @@ def main() -> None:
         return
     if args.rows is not None:
         args.items = max(1, args.rows // (args.arms * 4))
-    tmp = None
-    db = args.db
-    if db is None:
-        tmp = tempfile.TemporaryDirectory()
-        db = Path(tmp.name) / "bench.duckdb"
     import bench_report  # (this script's folder is on sys.path)
 
-    bench_report.ensure_built(db, args.items, args.arms)
+    db, tmp = bench_report.study_file(args.db, args.items, args.arms)
     rows = args.items * args.arms * 4
     cmd_runs, fetch_runs = [], []
     shown: dict[str, Any] = {}

@@ -133,6 +133,17 @@ def build(path: Path, n_items: int, n_arms: int) -> float:
     return time.perf_counter() - t0
 
 
+def study_file(
+    db: Path | None, n_items: int, n_arms: int
+) -> tuple[Path, tempfile.TemporaryDirectory[str] | None]:
+    """The study a benchmark runs on: ``db`` (``--db``), else a file in a temporary folder (returned too, for the
+    caller to clean up), built by :func:`ensure_built` when missing."""
+    tmp = tempfile.TemporaryDirectory() if db is None else None
+    path = db if tmp is None else Path(tmp.name) / "bench.duckdb"
+    ensure_built(path, n_items, n_arms)
+    return path, tmp
+
+
 def ensure_built(path: Path, n_items: int, n_arms: int) -> None:
     """The study at ``path`` as :func:`build` makes it, built (and said so) only when the file is missing: the
     benchmarks that share one study (``run_all.py``) build it once."""
@@ -294,12 +305,7 @@ def main() -> None:
         return
     if args.rows is not None:
         args.items = max(1, args.rows // (args.arms * 4))
-    tmp = None
-    db = args.db
-    if db is None:
-        tmp = tempfile.TemporaryDirectory()
-        db = Path(tmp.name) / "bench.duckdb"
-    ensure_built(db, args.items, args.arms)
+    db, tmp = study_file(args.db, args.items, args.arms)
     rows = args.items * args.arms * 4
     bare_runs, cmd_runs, cached_runs = [], [], []
     for _ in range(max(1, args.repeat)):  # interleaved, so load changes hit all alike
