@@ -477,6 +477,13 @@ class Study:
         with self.connect() as con:
             return con.execute(sql, params or []).fetchall()
 
+    def query_records(self, sql: str, params: Sequence[object] | None = None) -> list[dict[str, Any]]:
+        """The rows as dicts keyed by column name (no pandas: for what lists or builds from a few rows)."""
+        with self.connect() as con:
+            cur = con.execute(sql, params or [])
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
     # --- study-level settings -------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
         rows = self.query("SELECT value FROM study_meta WHERE key = ?", [key])

@@ -591,13 +591,8 @@ def fingerprint_summary(study: Study) -> list[FingerprintSummary]:
         FROM judge_configs c LEFT JOIN agg a USING (fingerprint)
         ORDER BY c.first_used, c.fingerprint
     """
-    with study.connect() as con:
-        cur = con.execute(sql)
-        names = [d[0] for d in cur.description]
-        rows = cur.fetchall()
     out: list[FingerprintSummary] = []
-    for r in rows:
-        d = dict(zip(names, r, strict=True))
+    for d in study.query_records(sql):
         out.append(
             FingerprintSummary(
                 fingerprint=d["fingerprint"],

@@ -378,14 +378,6 @@ def _progress_sql() -> str:
            GROUP BY qa.queue_id, qa.arm, qa.k ORDER BY qa.queue_id, qa.k"""
 
 
-def _records(study: Study, sql: str, params: Sequence[object] = ()) -> list[dict[str, Any]]:
-    """The rows of a query as dicts (no pandas: the command line's listings stay light)."""
-    with study.connect() as con:
-        cur = con.execute(sql, list(params))
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-
-
 def spot_checks(study: Study) -> pd.DataFrame:
     """Every queue that is not deleted, with its progress: rows, and rows with an effective review (in a
     second_review queue: rows two or more people have reviewed).
@@ -397,7 +389,7 @@ def spot_checks(study: Study) -> pd.DataFrame:
 
 def spot_check_records(study: Study) -> list[dict[str, Any]]:
     """:func:`spot_checks` as a list of dicts (``created_by`` None where nobody was named)."""
-    return _records(study, _spot_checks_sql())
+    return study.query_records(_spot_checks_sql())
 
 
 def spot_check_progress(study: Study, queue_id: int | None = None) -> pd.DataFrame:
@@ -412,7 +404,7 @@ def spot_check_progress(study: Study, queue_id: int | None = None) -> pd.DataFra
 
 def spot_check_progress_records(study: Study, queue_id: int | None = None) -> list[dict[str, Any]]:
     """:func:`spot_check_progress` as a list of dicts."""
-    return _records(study, _progress_sql(), [queue_id, queue_id])
+    return study.query_records(_progress_sql(), [queue_id, queue_id])
 
 
 def queue_row_ids(study: Study, queue_id: int) -> list[str]:
