@@ -1642,15 +1642,12 @@ def _pattern_case(pattern: str, previous: str | None, params: list[object]) -> t
             f"CASE WHEN {guard}regexp_matches(generation, ?) THEN nullif(CASE WHEN strpos(generation, chr(10)) "
             f"IN (0, length(generation)) THEN {one_line} ELSE regexp_extract(generation, ?, 1) END, '') END"
         ), False
-    at_end = _standalone_end(previous, pattern)
-    if at_end is not None:
-        params.append(at_end)
-        return "nullif(regexp_extract(generation, ?, 1), '')", False
     # no regexp_matches first: RE2 reads a text without a match as fast either way, and on one with a match
     # the extraction is the work itself (a cushion pattern matches nine rows in ten: the test was twice it)
-    params.append(pattern)
+    at_end = _standalone_end(previous, pattern)
+    params.append(at_end or pattern)
     extract = "nullif(regexp_extract(generation, ?, 1), '')"
-    plain = bool(literal) and literal.isascii()
+    plain = at_end is None and bool(literal) and literal.isascii()
     return (f"CASE WHEN contains(generation, ?) THEN {extract} END" if literal else extract), plain
 
 
