@@ -114,3 +114,33 @@ def test_two_review_sessions_and_a_grade_run_lose_nothing(tmp_path: Path) -> Non
     )
     assert len(got) == len(reviewed)
     assert all(v == "OTHER" and src == "review" for _, v, src in got)
+
+
+def test_a_helper_thread_reads_on_a_cursor_of_the_open_connection(tmp_path: Path) -> None:
+    """`Study.on_cursor`: a thread beside one that holds the study open reads it through a cursor of that
+    connection (its own `connect` would wait for the holder to close: the holder waits for the helper);
+    the cursor is closed when the helper is done, and a thread with a connection of its own is refused."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import duckdb
+    import pytest
+
+    s = Study(tmp_path / "s.duckdb", create=True)
+    created = s.get_meta("created")
+    with s.connect() as con:
+        cursor = con.cursor()
+        seen: list[object] = []
+
+        def helper() -> str | None:
+            with s.on_cursor(cursor), s.connect() as c:
+                seen.append(c)
+                return s.get_meta("created")
+
+        with ThreadPoolExecutor(1) as pool:
+            assert pool.submit(helper).result(timeout=30) == created
+        assert seen == [cursor]
+        with pytest.raises(duckdb.Error):
+            cursor.execute("SELECT 1")
+        with pytest.raises(RuntimeError, match="own open"), s.on_cursor(con.cursor()):
+            pass
+        assert s.connected and con.execute("SELECT 1").fetchone() == (1,)

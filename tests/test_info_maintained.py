@@ -331,6 +331,60 @@ def test_an_online_grade_keeps_the_cache(tmp_path: Path) -> None:
     assert check(db)
 
 
+def _ingested(tmp_path: Path) -> Path:
+    gens, items = write_ui_inputs(tmp_path / "in")
+    return build_graded_study(tmp_path / "g.duckdb", gens, items=items, judge=False)
+
+
+def _grade(db: Path) -> None:
+    from mcqaudit.app.grade import GradeOptions, grade
+    from mcqaudit.judge.prompts import JudgeConfig
+    from mcqaudit.standin.server import StandinServer
+    from mcqaudit.vocab import STANDIN_MODEL
+
+    with StandinServer() as server:
+        grade(Study(db), GradeOptions(JudgeConfig(model=STANDIN_MODEL), base_url=server.base_url, concurrency=4))
+
+
+def test_an_online_grade_keeps_the_cache_in_its_last_writes_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run computes `info`'s cache in the connection of its last write, once that has committed: the file
+    is not opened again for it (a refresh after the run fails here), and what is kept is what a fresh
+    computation gives of the study as the run left it."""
+    from mcqaudit.app import grade as app_grade
+
+    db = _ingested(tmp_path)
+    monkeypatch.setattr(app_grade, "refresh", lambda study: pytest.fail("the file opened again to keep the cache"))
+    _grade(db)
+    assert Study(db, read_only=True).query("SELECT count(*) FROM judge_verdicts")[0][0] > 0
+    assert check(db)
+
+
+def test_a_failure_keeping_the_cache_is_not_a_failed_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What computing the cache raises after the last write committed is raised as itself; that write is in
+    the study (its rows graded, the unaudited mark it clears cleared) and nothing is left to replay."""
+    from mcqaudit.app import grade as app_grade
+    from mcqaudit.store.judging import is_unaudited, set_unaudited
+    from mcqaudit.store.sidecars import journal_dir
+
+    db = _ingested(tmp_path)
+    set_unaudited(Study(db), True)  # as `grade --no-judge` leaves it: the run's last write clears it
+    judging = "SELECT count(*) FROM gen_rows g WHERE needs_judge(g.strict_letter, g.is_blank)"
+    need = Study(db, read_only=True).query(judging)[0][0]
+
+    def broken(study: Study) -> None:
+        raise RuntimeError("computing the cache broke")
+
+    monkeypatch.setattr(app_grade, "refresh_here", broken)
+    with pytest.raises(RuntimeError, match="computing the cache broke"):
+        _grade(db)
+    s = Study(db, read_only=True)
+    assert s.query("SELECT count(*) FROM judge_verdicts")[0][0] == need > 0
+    assert not is_unaudited(s)
+    assert not journal_dir(db).is_dir() or not any(journal_dir(db).iterdir())
+
+
 def test_the_keeping_runs_by_itself_once_the_study_is_left_alone(tmp_path: Path) -> None:
     """Nobody asks: the background keeps the chain once the process has left the study alone a moment."""
     import time

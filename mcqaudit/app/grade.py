@@ -28,7 +28,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcqaudit.app.info import refresh
+from mcqaudit.app.info import refresh, refresh_here
 from mcqaudit.app.study import JUDGED, replay_journal, take_replayed
 from mcqaudit.endpoint import api_key_for, looks_like_env_name, run_until_sigterm
 from mcqaudit.endpoint import scrub as scrub
@@ -272,14 +272,18 @@ async def grade_async(
                 summary = _summary(config, client.base_url)
                 summary.panel = options.panel
                 summary.recovered = (told.records.get(JUDGED, 0) if told is not None else 0) + late
-                await run.send(study, options, client, journal, summary, reporter or NullReporter(), work)
+                # info's cache computed for the study as the run left it, in its last write's connection
+                kept = await run.send(
+                    study, options, client, journal, summary, reporter or NullReporter(), work, then=refresh_here
+                )
     except BaseException:
         if not used:  # stopped before the run had its client (the lock waited on and given up, a usage
             # error): the client is closed once built
             with contextlib.suppress(BaseException):
                 await (await asyncio.wrap_future(building)).close()
         raise
-    await asyncio.to_thread(refresh, study)  # info's cache computed for the study as the run left it
+    if not kept:  # no last write kept it (nothing left to write, a write that failed)
+        await asyncio.to_thread(refresh, study)
     summary.elapsed_s = time.monotonic() - started
     return summary
 

@@ -40,6 +40,7 @@ __all__ = [
     "judge_usage",
     "keep_pending",
     "refresh",
+    "refresh_here",
     "reviews_changing",
     "study_flags",
     "summary",
@@ -124,25 +125,34 @@ class InfoFacts:
 
 def _compute(study: Study) -> tuple[InfoFacts, dict[str, Any]]:
     """What ``info`` prints of the study, and the counts beneath it (:func:`_state`), in the connection open."""
+    from concurrent.futures import ThreadPoolExecutor, wait
+
     from mcqaudit.metrics.facts import quick_flags
     from mcqaudit.store.facts import counts_of, raw_counts
     from mcqaudit.store.frames import study_facts
 
-    with study.connect() as con:
-        raw = raw_counts(con, study_facts(con))
+    def beside(cursor: Any) -> tuple[StudySummary, list[FingerprintSummary], dict[str, JudgeUsage], BatchOverview]:
+        with study.on_cursor(cursor):
+            return summary(study), fingerprints(study), judge_usage(study), batch_overview(study)
+
+    # the summary, fingerprints, usage and batches on a second cursor, beside the flags' counts on this one
+    # (each is a few small queries: DuckDB runs them on both cores at once)
+    with study.connect() as con, ThreadPoolExecutor(1) as pool:
+        side = pool.submit(beside, con.cursor())
+        try:
+            raw = raw_counts(con, study_facts(con))
+        finally:
+            wait([side])  # the second cursor is done before the connection closes
+        s, fps, usage, batches = side.result()
     flags, unchecked = quick_flags(counts_of(raw))
-    s = summary(study)
     facts = InfoFacts(
         path=study.path,
         summary=s,
         flags=flags,
         unchecked=unchecked,
-        fingerprints=[
-            {**f, "first_used": f["first_used"].isoformat() if f["first_used"] else None}
-            for f in fingerprints(study)
-        ],
-        usage=judge_usage(study),
-        batches=batch_overview(study),
+        fingerprints=[{**f, "first_used": f["first_used"].isoformat() if f["first_used"] else None} for f in fps],
+        usage=usage,
+        batches=batches,
         study=study,
     )
     return facts, {"facts": raw, "verdicts": s.verdicts.rows}
@@ -237,9 +247,18 @@ def refresh(study: Study) -> None:
     if study.read_only or study.connected:  # nested: what the caller writes after would not be in it
         return
     with contextlib.suppress(StudyError), study.connect():
-        facts, state = _compute(study)
-        payload = _payload(facts)
-        study.after_close(lambda: _keep(study, payload, state))
+        refresh_here(study)
+
+
+def refresh_here(study: Study) -> None:
+    """:func:`refresh` in the connection this thread has open, for a caller that writes nothing more in it
+    (a grade run's last write, once committed: one open of the file instead of two). Computed now, kept once
+    that connection has closed (the file lock still held), under the stamp the file then has."""
+    if study.read_only:
+        return
+    facts, state = _compute(study)
+    payload = _payload(facts)
+    study.after_close(lambda: _keep(study, payload, state))
 
 
 def _keep(

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import itertools
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -214,9 +214,13 @@ async def send(
     summary: GradeSummary,
     rep: Reporter,
     work: Work,
-) -> None:
+    *,
+    then: Callable[[Study], None] | None = None,
+) -> bool:
     """Send the planned requests that the cache does not answer, N in flight, writing each outcome as it
-    arrives; then say in ``summary`` what the run did and why it stopped, if it did."""
+    arrives; then say in ``summary`` what the run did and why it stopped, if it did. ``then`` runs in the
+    connection of the run's last write, once it has committed (:meth:`VerdictWriter.close`); returns whether
+    it ran (no last write, or a failed one: it did not)."""
     config = options.config
     summary.begin(work)
     writer = VerdictWriter(
@@ -255,7 +259,9 @@ async def send(
             rendering.cancel()
         # A run that sent everything clears the unaudited mark in its last write's transaction (so only if
         # that commits; a run with nothing left to write clears it below, as one that stopped never does).
-        await _wind_down(run_task, writer_task, writer, rep, last=judging.mark_audited if finished else None)
+        await _wind_down(
+            run_task, writer_task, writer, rep, last=judging.mark_audited if finished else None, then=then
+        )
     summary.journal_failed = journal.failed
     summary.not_attempted = summary.targeted - run.resolved
     summary.requests = client.requests_sent
@@ -264,6 +270,8 @@ async def send(
         summary.aborted = _why_stopped(study, writer, journal, run.refusals)
     if summary.aborted is None and not writer.last_written:
         await asyncio.to_thread(judging.set_unaudited, study, False)
+        return False  # written after the last write: what ``then`` found is not the study as left
+    return writer.then_ran
 
 
 async def _until_sent(run_task: asyncio.Task[None], writer_task: asyncio.Task[None]) -> None:
@@ -284,15 +292,16 @@ async def _wind_down(
     writer: VerdictWriter,
     rep: Reporter,
     last: InTransaction | None = None,
+    then: Callable[[Study], None] | None = None,
 ) -> None:
     """Stop sending, stop the display, and let the writer write what is left (with ``last`` in its final
-    transaction)."""
+    transaction, ``then`` after it in its connection)."""
     if not run_task.done():
         run_task.cancel()
         with contextlib.suppress(BaseException):
             await run_task
     rep.stop()
-    writer.close(last)
+    writer.close(last, then)
     try:
         await asyncio.shield(writer_task)
     except asyncio.CancelledError:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from mcqaudit.store import judging
 from mcqaudit.store.db import Study, write_failure
@@ -61,7 +61,9 @@ class VerdictWriter:
         self._standin_pending = False
         self._closed = False
         self._last: InTransaction | None = None
+        self._then: Callable[[Study], None] | None = None
         self.last_written = False  # the write of :meth:`close`'s ``last`` committed
+        self.then_ran = False  # :meth:`close`'s ``then`` ran after the final write, in its connection
         self._wake = asyncio.Event()
         self.failed: str | None = None  # why a commit failed (one line); nothing more is committed
 
@@ -96,12 +98,16 @@ class VerdictWriter:
         if len(self._verdicts) >= self.every:
             self._wake.set()
 
-    def close(self, last: InTransaction | None = None) -> None:
+    def close(self, last: InTransaction | None = None, then: Callable[[Study], None] | None = None) -> None:
         """No more records come: write what is pending now. ``last`` runs in the transaction of that final
         write (a run that finished clears the study's unaudited mark with its last verdicts, instead of
-        opening the file once more); :attr:`last_written` says whether it committed (no final write: no)."""
+        opening the file once more); :attr:`last_written` says whether it committed (no final write: no).
+        ``then`` runs once that write has committed, in its connection, before it closes (the run keeps
+        ``info``'s summary there); :attr:`then_ran` says whether it did (no final write, or a failed one: no,
+        and the caller does it itself)."""
         self._closed = True
         self._last = last
+        self._then = then
         self._wake.set()
 
     def _pending(self) -> bool:
@@ -120,12 +126,22 @@ class VerdictWriter:
         standin: bool,
         segment: Segment | None,
         also: InTransaction | None = None,
+        then: Callable[[Study], None] | None = None,
     ) -> None:
+        after: list[BaseException] = []  # what ``then`` raised: its own error, not a failed write
         try:
-            judging.write_judged(
-                self.study, replies, verdicts, standin_fingerprint=self.fingerprint if standin else None,
-                also=also,
-            )  # fmt: skip
+            # with ``then``, the write's connection stays open for it (one open of the file, not two)
+            with self.study.connect() if then is not None else contextlib.nullcontext():
+                judging.write_judged(
+                    self.study, replies, verdicts, standin_fingerprint=self.fingerprint if standin else None,
+                    also=also,
+                )  # fmt: skip
+                if then is not None:
+                    try:
+                        then(self.study)
+                        self.then_ran = True
+                    except BaseException as exc:
+                        after.append(exc)
         except BaseException as exc:
             if segment is not None:
                 segment.release()  # not committed: the next open replays it
@@ -136,11 +152,15 @@ class VerdictWriter:
         if segment is not None:
             segment.discard()  # committed: its records are in the study
         self.last_written = self.last_written or also is not None
+        if after:
+            raise after[0]
 
     async def _flush(self) -> None:
-        # After close, no record comes any more: this write takes the last of them, with ``last``.
-        also = self._last if self._closed else None
-        await asyncio.to_thread(self._write, *self._take(), also)
+        # After close, no record comes any more: this write takes the last of them, with ``last`` and ``then``.
+        if self._closed:
+            await asyncio.to_thread(self._write, *self._take(), self._last, self._then)
+        else:
+            await asyncio.to_thread(self._write, *self._take())
 
     def flush_now(self) -> None:
         """Synchronous last-chance flush (used when the run is cancelled)."""

@@ -407,6 +407,21 @@ class Study:
             finally:
                 self._held.closing = None
 
+    @contextlib.contextmanager
+    def on_cursor(self, cursor: duckdb.DuckDBPyConnection) -> Iterator[None]:
+        """In a helper thread of one that holds a connection to this study open: :meth:`connect` (and so every
+        read written against the study) yields ``cursor``, a ``cursor()`` of that connection, which its holder
+        keeps open until the helper is done; closed on leaving. Reads only: no transaction, no
+        :meth:`after_close` here."""
+        if self.connected:
+            raise RuntimeError("on_cursor: this thread has a connection of its own open")
+        self._held.con, self._held.opened, self._held.after = cursor, None, None
+        try:
+            yield
+        finally:
+            self._held.con = None
+            cursor.close()
+
     @property
     def opened_stamp(self) -> list[list[int] | None] | None:
         """:func:`~mcqaudit.store.infocache.stamp` of the study file as this thread's open connection found it
