@@ -144,3 +144,41 @@ def test_a_helper_thread_reads_on_a_cursor_of_the_open_connection(tmp_path: Path
         with pytest.raises(RuntimeError, match="own open"), s.on_cursor(con.cursor()):
             pass
         assert s.connected and con.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_one_open_shares_one_connection_among_the_reads_in_it(tmp_path: Path, monkeypatch) -> None:
+    """`Study.one_open`: the reads in the block, each written as its own `connect`, open the file once (at the
+    first of them), and none at all when none reads; the connection closes when the block ends (another
+    thread can then open the file), an error inside included."""
+    import threading
+
+    import pytest
+
+    s = Study(tmp_path / "s.duckdb", create=True)
+    opens: list[str] = []
+    real = Study._open
+
+    def counted(self: Study):  # type: ignore[no-untyped-def]
+        opens.append(threading.current_thread().name)
+        return real(self)
+
+    monkeypatch.setattr(Study, "_open", counted)
+    with s.one_open():
+        pass
+    assert opens == []
+    with s.one_open():
+        first = s.get_meta("created")
+        with s.connect() as a, s.connect() as b:
+            assert a is b
+        assert s.get_meta("created") == first and s.query("SELECT count(*) FROM arms")[0][0] == 0
+        assert s.connected
+    assert len(opens) == 1 and not s.connected
+    with pytest.raises(RuntimeError, match="inside"), s.one_open():
+        s.get_meta("created")
+        raise RuntimeError("inside")
+    assert len(opens) == 2 and not s.connected
+    got: list[str | None] = []
+    t = threading.Thread(target=lambda: got.append(s.get_meta("created")))
+    t.start()
+    t.join(timeout=30)
+    assert got == [first] and len(opens) == 3

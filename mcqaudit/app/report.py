@@ -8,8 +8,9 @@ dashboard call :func:`build_report` (or :func:`report_from_frames` on frames the
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -185,7 +186,25 @@ def report_and_frames(
             frames = load_frames(opened, verdicts, keys, defer=True)
             report = pool.submit(report_from_frames, frames, control=control, n_boot=n_boot, seed=seed, ci=ci)
             frames.ready()
+        told = _frames_read.get()
+        if told is not None:
+            told()
         return report.result(), frames
+
+
+_frames_read: ContextVar[Callable[[], None] | None] = ContextVar("mcqaudit_frames_read", default=None)
+
+
+@contextlib.contextmanager
+def on_frames_read(tell: Callable[[], None]) -> Iterator[None]:
+    """Within the block, :func:`report_and_frames` calls ``tell`` (in its own thread) once it has read the
+    frames and closed its connection, before the metrics are done: the dashboard's page reads then go to the
+    file, instead of racing the report's own read for it."""
+    token = _frames_read.set(tell)
+    try:
+        yield
+    finally:
+        _frames_read.reset(token)
 
 
 def report_from_frames(

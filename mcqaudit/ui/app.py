@@ -28,20 +28,25 @@ class PageSpec:
     icon: str
     render: Callable[[], None]
     report: bool = True  # the page shows the report (:func:`mcqaudit.ui.data.analysis`)
+    # the page's own cached reads, made with the sidebar's in one open of the study before the page runs
+    # (:func:`mcqaudit.ui.data.first_reads`); the page then finds them cached
+    reads: tuple[Callable[[str, data.Version], object], ...] = ()
 
 
 def _specs() -> list[PageSpec]:
+    from mcqaudit.ui import groups
     from mcqaudit.ui.pages import bias, export, orientations, other, overview, parsers, review
 
     return [
-        PageSpec("Overview", "overview", ":material/dashboard:", overview.page),
-        PageSpec("Orientations", "orientations", ":material/swap_vert:", orientations.page),
-        PageSpec("OTHER by arm", "other", ":material/help:", other.page),
+        PageSpec("Overview", "overview", ":material/dashboard:", overview.page,
+                 reads=(data.review_counts, groups.keys)),
+        PageSpec("Orientations", "orientations", ":material/swap_vert:", orientations.page, reads=(groups.keys,)),
+        PageSpec("OTHER by arm", "other", ":material/help:", other.page, reads=(groups.keys, other.early_rows)),
         PageSpec("Parsers vs judge", "parsers", ":material/compare:", parsers.page),
         PageSpec("Bias", "bias", ":material/balance:", bias.page),
         PageSpec("Review", "review", ":material/rate_review:", review.page, report=False),
-        PageSpec("Export", "export", ":material/download:", export.page),
-    ]
+        PageSpec("Export", "export", ":material/download:", export.page, reads=(export.usage,)),
+    ]  # fmt: skip
 
 
 def db_from_argv(argv: list[str]) -> str | None:
@@ -152,8 +157,11 @@ def main(default: str = "overview") -> None:
     nav = st.navigation(list(pages.values()))
     if wants_review and nav.title != "Review":
         st.switch_page(pages["Review"], query_params=st.query_params.to_dict())
-    if next((s.report for s in specs if s.name == nav.title), False):
-        data.start_analysis(path)  # the report computes while the sidebar and the page read their own
+    spec = next((s for s in specs if s.name == nav.title), None)
+    if spec is not None and spec.report:
+        # the report computes while the sidebar and the page read their own, once it has read the study
+        data.start_analysis(path).wait(data.FRAMES_WAIT_S)
+    data.first_reads(path, spec.reads if spec is not None else ())
     sidebar(path)
     state.write_session_url()
     if nav.title != "Review":

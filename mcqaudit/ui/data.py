@@ -17,7 +17,7 @@ import json
 import os
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,24 +102,51 @@ def _analysis(path: str, version: Version, n_boot: int, control: str | None) -> 
     return analysis(path, version, n_boot, control, "final")
 
 
-def start_analysis(path: str) -> None:
+# How long the sidebar's and the page's first reads wait for the report's own read of the study (they wait for
+# the file all the same while that read holds it); past this they go to the file and wait there.
+FRAMES_WAIT_S = 60.0
+
+
+def start_analysis(path: str) -> threading.Event:
     """Start :func:`analysis` (what every page but Review shows) for the study as it is now, in a thread, so
-    that the sidebar's and the page's own reads run beside it instead of before or after it; the page's
-    call (:func:`report`) then waits for that computation (Streamlit's per-entry compute lock) and shows its
-    spinner meanwhile, or finds the entry cached. Cached already: the thread only reads the entry back."""
-    args = (path, study_version(path), bootstrap())
+    that the sidebar's and the page's own reads run beside its metrics instead of before or after them; the
+    page's call (:func:`report`) then waits for that computation (Streamlit's per-entry compute lock) and
+    shows its spinner meanwhile, or finds the entry cached. Cached already: the thread only reads the entry
+    back. Returns an event set once the report has read what it reads of the study (or is done): the reads
+    that follow (:func:`first_reads`) start then, so the report's read, which everything else waits for, has
+    the file first."""
+    read = threading.Event()
+    args = (path, study_version(path), bootstrap(), read)
     threading.Thread(target=_warm_analysis, args=args, name="mcqaudit-analysis", daemon=True).start()
+    return read
 
 
-def _warm_analysis(path: str, version: Version, n_boot: int) -> None:
+def _warm_analysis(path: str, version: Version, n_boot: int, read: threading.Event) -> None:
     # as if nested in a cached function: no spinner drawn from this thread (it has no script context); the
     # page shows its own while it waits for this entry
     from streamlit.runtime.scriptrunner_utils.script_run_context import in_cached_function
 
+    from mcqaudit.app.report import on_frames_read
+
     in_cached_function.set(True)
-    # an error is the page's to show: its own call computes the entry again and raises it there
-    with contextlib.suppress(Exception):
-        _analysis(path, version, n_boot, None)
+    try:
+        # an error is the page's to show: its own call computes the entry again and raises it there
+        with contextlib.suppress(Exception), on_frames_read(read.set):
+            _analysis(path, version, n_boot, None)
+    finally:
+        read.set()
+
+
+def first_reads(path: str, reads: Sequence[Callable[[str, Version], object]] = ()) -> None:
+    """The sidebar's reads (the arms, the control arm) and ``reads``, a page's own first ones, in one open of
+    the study file (:meth:`~mcqaudit.store.db.Study.one_open`: none when every one is cached). Each open costs
+    ~10 ms of CPU, taken from the report's metrics that run beside these reads."""
+    v = study_version(path)
+    with get_study(path).one_open():
+        choices(path, v)
+        control(path, v)
+        for read in reads:
+            read(path, v)
 
 
 def counts_of(frames: StudyFrames) -> pd.DataFrame:

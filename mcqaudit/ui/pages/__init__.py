@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import streamlit as st
@@ -20,12 +19,10 @@ class Loaded:
     meta: dict[str, str | None]
 
 
-def load(*early: Callable[[str, data.Version], object]) -> Loaded:
-    """The study's report and settings. ``early``: the page's own cached reads, made first, while the report
-    computes in the thread this run started (:func:`mcqaudit.ui.data.start_analysis`); the page then finds
-    them cached."""
+def load() -> Loaded:
+    """The study's report and settings. The page's own first reads were made before it ran, with the
+    sidebar's, while the report computes in the thread this run started (``PageSpec.reads``,
+    :func:`mcqaudit.ui.data.first_reads`): the page finds them cached."""
     path = st.session_state[state.DB_PATH]
     v = data.study_version(path)
-    for read in early:
-        read(path, v)
     return Loaded(path, v, data.report(path, v, data.bootstrap()), data.meta(path, v))

@@ -202,5 +202,5 @@ def render_import(path: str) -> None:
 
 
 def page() -> None:
-    c = load(usage)
+    c = load()
     render_export(c.report, c.meta, c.path)

@@ -54,5 +54,5 @@ def render_orientations(report: Report, meta: Mapping[str, str | None], path: st
 
 
 def page() -> None:
-    c = load(groups.keys)
+    c = load()
     render_orientations(c.report, c.meta, c.path)

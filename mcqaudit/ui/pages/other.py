@@ -85,7 +85,7 @@ def other_rows(arm: str) -> RowFilter:
     return RowFilter(arms=(arm,), verdicts=(OTHER,))
 
 
-def _early_rows(path: str, version: data.Version) -> None:
+def early_rows(path: str, version: data.Version) -> None:
     """The OTHER rows of the arm the list will show (the one chosen, else the last), read beside the report:
     the arms in the sidebar's order are the report's (both :func:`mcqaudit.metrics.rules.arm_order`)."""
     arms = data.choices(path, version)["arms"]
@@ -132,5 +132,5 @@ def truncation_by_orientation(report: Report) -> pd.DataFrame:
 
 
 def page() -> None:
-    c = load(groups.keys, _early_rows)
+    c = load()
     render_other(c.report, c.meta, data.verdict_counts(c.path, c.version), c.path)

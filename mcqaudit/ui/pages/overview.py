@@ -136,5 +136,5 @@ def render_overview(
 
 
 def page() -> None:
-    c = load(data.review_counts, groups.keys)
+    c = load()
     render_overview(c.report, c.meta, data.review_counts(c.path, c.version), c.path)
