@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import plotly.graph_objects as go
+import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from mcqaudit.formatting import pairing_words, plotly_text
@@ -26,8 +27,24 @@ from mcqaudit.reading import (
 )
 from mcqaudit.vocab import VERDICTS
 
+# plotly_white, with the data defaults of the trace types these figures draw and of no other. Each figure
+# copies its template and sends it to the browser: plotly_white carries defaults for 24 trace types (a copy
+# ~7 ms, ~7 KB of JSON), this one for three (~3.5 ms, ~3 KB); what the figures look like is the same.
+TRACE_TYPES = ("bar", "heatmap", "scatter")
+TEMPLATE = "mcqaudit_white"
+
+
+def _register_template() -> None:
+    white = pio.templates["plotly_white"]
+    pio.templates[TEMPLATE] = go.layout.Template(
+        layout=white.layout, data={t: white.data[t] for t in TRACE_TYPES}
+    )
+
+
+_register_template()
+
 _LAYOUT: dict[str, Any] = {
-    "template": "plotly_white",
+    "template": TEMPLATE,
     "margin": {"l": 60, "r": 20, "t": 60, "b": 50},
     "height": 380,
 }

@@ -268,3 +268,26 @@ def test_report_shows_pick_shares_as_confounded_when_gold_is_unbalanced(tmp_path
     assert "Confounded by the gold imbalance (design_imbalance)" in sec and "| base | 75.0 [" in sec
     fig = fig_position_picks(rep)
     assert "confounded by the gold imbalance" in fig.layout.title.text and len(fig.data) == 1
+
+
+def test_the_figures_template_is_plotly_white_for_every_trace_type_they_draw(tmp_path: Path) -> None:
+    """The figures' template (`plots.TEMPLATE`) is plotly_white's layout and its defaults for the trace types in
+    `plots.TRACE_TYPES` alone (a copy per figure costs half): every figure of a report with several parsers, and
+    the dashboard's own, draws only those types, so each looks as it would with plotly_white itself. (The
+    pairwise Δ heatmap of three or more arms is drawn on plotly's default template, as it was.)"""
+    import plotly.io as pio
+
+    from mcqaudit import plots
+    from tests.builders import build_review_study
+
+    rep = build_report(fixture_study(tmp_path / "s.duckdb").build(), n_boot=50)
+    three = build_report(build_review_study(tmp_path / "three.duckdb", n_items=24), n_boot=50)
+    figs = [f for _, f in report_figures(rep)]
+    figs += [plots.fig_parser_confusion(rep, p, a) for p in ("naive", "strict") for a in (None, rep["arms"][0])]
+    pairwise = plots.fig_pairwise_delta(three)
+    drawn = {trace["type"] for f in [*figs, pairwise] for trace in f.to_plotly_json()["data"]}
+    assert {"bar", "heatmap", "scatter"} <= drawn <= set(plots.TRACE_TYPES), drawn
+    white, ours = pio.templates["plotly_white"].to_plotly_json(), pio.templates[plots.TEMPLATE].to_plotly_json()
+    assert ours["layout"] == white["layout"]
+    assert ours["data"] == {t: white["data"][t] for t in plots.TRACE_TYPES}
+    assert len(figs) > 8 and all(f.layout.template.to_plotly_json() == ours for f in figs)
