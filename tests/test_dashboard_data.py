@@ -90,3 +90,34 @@ def test_a_cold_page_opens_the_study_for_the_report_first_then_once_for_its_read
     opens.clear()
     no_exceptions(app(ui_db, page).run())
     assert opens == []
+
+
+def test_a_second_session_gets_the_analysis_under_way(ui_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two sessions opening report pages of the study as it is: the second gets the first's analysis and its
+    "read" event (its own thread would wait on the entry's compute lock, and its page on the whole computation);
+    once that analysis has ended, a page starts a new one."""
+    import threading
+    import time
+
+    from mcqaudit.ui import data
+
+    gate = threading.Event()
+    ran: list[str] = []
+
+    def slow(path: str, version: object, n_boot: int, control: object) -> None:
+        ran.append(path)
+        assert gate.wait(30)
+
+    monkeypatch.setattr(data, "_analysis", slow)
+    path = str(ui_db)
+    first = data.start_analysis(path)
+    second = data.start_analysis(path)
+    assert second is first and not first.is_set()
+    gate.set()
+    assert first.wait(30)
+    deadline = time.monotonic() + 30
+    while data._RUNNING and time.monotonic() < deadline:
+        time.sleep(0.01)
+    third = data.start_analysis(path)
+    assert third is not first and third.wait(30)
+    assert ran == [path, path]

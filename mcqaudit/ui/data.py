@@ -114,11 +114,22 @@ def start_analysis(path: str) -> threading.Event:
     shows its spinner meanwhile, or finds the entry cached. Cached already: the thread only reads the entry
     back. Returns an event set once the report has read what it reads of the study (or is done): the reads
     that follow (:func:`first_reads`) start then, so the report's read, which everything else waits for, has
-    the file first."""
-    read = threading.Event()
-    args = (path, study_version(path), bootstrap(), read)
-    threading.Thread(target=_warm_analysis, args=args, name="mcqaudit-analysis", daemon=True).start()
+    the file first. While one session's analysis of the study as it is runs, another session's page gets that
+    analysis's event (a second thread would wait on the entry's compute lock, and so its event on the whole
+    computation, not on its read)."""
+    key = (path, study_version(path), bootstrap())
+    with _RUNNING_LOCK:
+        read = _RUNNING.get(key)
+        if read is not None:
+            return read
+        read = _RUNNING[key] = threading.Event()
+    threading.Thread(target=_warm_analysis, args=(*key, read), name="mcqaudit-analysis", daemon=True).start()
     return read
+
+
+# the analyses under way (:func:`start_analysis`), by (path, version, resamples): each one's "read" event
+_RUNNING: dict[tuple[str, Version, int], threading.Event] = {}
+_RUNNING_LOCK = threading.Lock()
 
 
 def _warm_analysis(path: str, version: Version, n_boot: int, read: threading.Event) -> None:
@@ -135,6 +146,8 @@ def _warm_analysis(path: str, version: Version, n_boot: int, read: threading.Eve
             _analysis(path, version, n_boot, None)
     finally:
         read.set()
+        with _RUNNING_LOCK:
+            _RUNNING.pop((path, version, n_boot), None)
 
 
 def first_reads(path: str, reads: Sequence[Callable[[str, Version], object]] = ()) -> None:
