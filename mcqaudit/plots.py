@@ -438,6 +438,7 @@ def fig_pairwise_delta(report: Report) -> go.Figure:
         )
     )
     fig.update_layout(
+        template=TEMPLATE,  # as every other figure (its own margins and height)
         title=_txt(f"Δaccuracy between every pair of arms (row − column, pp; {_pair_words(arms, pw)})"),
         xaxis_title="minus this arm",
         yaxis_title="this arm",

@@ -273,8 +273,8 @@ def test_report_shows_pick_shares_as_confounded_when_gold_is_unbalanced(tmp_path
 def test_the_figures_template_is_plotly_white_for_every_trace_type_they_draw(tmp_path: Path) -> None:
     """The figures' template (`plots.TEMPLATE`) is plotly_white's layout and its defaults for the trace types in
     `plots.TRACE_TYPES` alone (a copy per figure costs half): every figure of a report with several parsers, and
-    the dashboard's own, draws only those types, so each looks as it would with plotly_white itself. (The
-    pairwise Δ heatmap of three or more arms is drawn on plotly's default template, as it was.)"""
+    the dashboard's own (the pairwise Δ heatmap of three or more arms included), draws only those types on it,
+    so each looks as it would with plotly_white itself."""
     import plotly.io as pio
 
     from mcqaudit import plots
@@ -290,4 +290,4 @@ def test_the_figures_template_is_plotly_white_for_every_trace_type_they_draw(tmp
     white, ours = pio.templates["plotly_white"].to_plotly_json(), pio.templates[plots.TEMPLATE].to_plotly_json()
     assert ours["layout"] == white["layout"]
     assert ours["data"] == {t: white["data"][t] for t in plots.TRACE_TYPES}
-    assert len(figs) > 8 and all(f.layout.template.to_plotly_json() == ours for f in figs)
+    assert len(figs) > 8 and all(f.layout.template.to_plotly_json() == ours for f in [*figs, pairwise])
