@@ -34,14 +34,23 @@ TRACE_TYPES = ("bar", "heatmap", "scatter")
 TEMPLATE = "mcqaudit_white"
 
 
-def _register_template() -> None:
-    white = pio.templates["plotly_white"]
-    pio.templates[TEMPLATE] = go.layout.Template(
-        layout=white.layout, data={t: white.data[t] for t in TRACE_TYPES}
-    )
+def _template() -> str:
+    """:data:`TEMPLATE`'s name, the template registered with plotly at the first figure (~75 ms, loading
+    plotly_white: not at import, which every dashboard page does, figure or not)."""
+    if TEMPLATE not in pio.templates:
+        white = pio.templates["plotly_white"]
+        pio.templates[TEMPLATE] = go.layout.Template(
+            layout=white.layout, data={t: white.data[t] for t in TRACE_TYPES}
+        )
+    return TEMPLATE
 
 
-_register_template()
+def _layout(**over: Any) -> dict[str, Any]:
+    """The layout every figure starts from (:data:`_LAYOUT`, its template registered), ``over`` in place of its
+    own values."""
+    _template()
+    return {**_LAYOUT, **over}
+
 
 _LAYOUT: dict[str, Any] = {
     "template": TEMPLATE,
@@ -74,7 +83,7 @@ def _val(m: Metric | None, scale: float = 1.0) -> float | None:
 
 def _empty(title: str, reason: str) -> go.Figure:
     fig = go.Figure()
-    fig.update_layout(**_LAYOUT, title=f"{title} — {reason}")
+    fig.update_layout(**_layout(), title=f"{title} — {reason}")
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return fig
@@ -119,7 +128,7 @@ def fig_orientation_accuracy(report: Report, family: FamilyView | None = None) -
             error_y=_err(ms, 100),
             hovertext=[_ci_hover(m) for m in ms],
         )
-    fig.update_layout(**_LAYOUT, title="Accuracy by orientation (95 % CI, items resampled)", barmode="group")
+    fig.update_layout(**_layout(), title="Accuracy by orientation (95 % CI, items resampled)", barmode="group")
     fig.update_yaxes(title="accuracy (%)", range=[0, 105])
     fig.update_xaxes(title="orientation")
     return _name_family(fig, fam)
@@ -154,7 +163,7 @@ def fig_other_rate(report: Report) -> go.Figure:
     title = "OTHER rate by arm (ungraded rows are counted apart)"
     if cut:
         title = "OTHER rate by arm: cut by the token limit, or not (ungraded rows are counted apart)"
-    fig.update_layout(**_LAYOUT, title=title, barmode="group")
+    fig.update_layout(**_layout(), title=title, barmode="group")
     fig.update_yaxes(title="% of rows", rangemode="tozero")
     return fig
 
@@ -228,7 +237,7 @@ def fig_delta_by_orientation(report: Report, family: FamilyView | None = None) -
         )
     fig.add_hline(y=0, line_dash="dot", line_color="grey")
     fig.update_layout(
-        **_LAYOUT,
+        **_layout(),
         title=_txt(f"Δaccuracy vs control by orientation (95 % CI; {pairing_words(deltas)})"),
         scattermode="group",
     )
@@ -257,7 +266,7 @@ def fig_delta_by_parser(report: Report) -> go.Figure:
         )
     fig.add_hline(y=0, line_dash="dot", line_color="grey")
     fig.update_layout(
-        **_LAYOUT, title="Δaccuracy vs control as each parser would report it", scattermode="group"
+        **_layout(), title="Δaccuracy vs control as each parser would report it", scattermode="group"
     )
     fig.update_yaxes(title="Δ accuracy (pp)")
     return fig
@@ -287,7 +296,7 @@ def fig_parser_confusion(report: Report, parser: str, arm: str | None = None) ->
             col=k,
         )
         fig.update_yaxes(autorange="reversed", row=1, col=k, showticklabels=k == 1)
-    fig.update_layout(**{**_LAYOUT, "height": 340}, title=f"{_txt(parser)} parser vs verdicts (row counts)")
+    fig.update_layout(**_layout(height=340), title=f"{_txt(parser)} parser vs verdicts (row counts)")
     return fig
 
 
@@ -306,7 +315,7 @@ def fig_parser_disagreement(report: Report) -> go.Figure:
             hovertext=[_ci_hover(m) for m in ms],
         )
     fig.add_hline(y=5, line_dash="dot", line_color="firebrick", annotation_text="5 % flag threshold")
-    fig.update_layout(**_LAYOUT, title="Parser disagreement with the verdicts", barmode="group")
+    fig.update_layout(**_layout(), title="Parser disagreement with the verdicts", barmode="group")
     fig.update_yaxes(title="% of rows", rangemode="tozero")
     return fig
 
@@ -349,7 +358,7 @@ def fig_position_picks(report: Report) -> go.Figure:
             mode="markers",
             marker={"symbol": "line-ew-open", "size": 30, "line": {"width": 3}, "color": "black"},
         )
-    fig.update_layout(**_LAYOUT, title="Picks by displayed position vs chance", barmode="group")
+    fig.update_layout(**_layout(), title="Picks by displayed position vs chance", barmode="group")
     if confounded:
         fig.update_layout(
             title="Picks by displayed position — confounded by the gold imbalance (design_imbalance), no chance level"
@@ -387,7 +396,7 @@ def fig_judge_agreement(report: Report) -> go.Figure:
             error_y=_err(ms),
             hovertext=[_ci_hover(m, 1.0, "") for m in ms],
         )
-    fig.update_layout(**_LAYOUT, title="Judge vs human on reviewed rows", barmode="group")
+    fig.update_layout(**_layout(), title="Judge vs human on reviewed rows", barmode="group")
     fig.update_yaxes(range=[min(0.0, *[(_val(g["kappa"]) or 0.0) for _, g in groups]), 1.05])
     return fig
 
@@ -438,7 +447,7 @@ def fig_pairwise_delta(report: Report) -> go.Figure:
         )
     )
     fig.update_layout(
-        template=TEMPLATE,  # as every other figure (its own margins and height)
+        template=_template(),  # as every other figure (its own margins and height)
         title=_txt(f"Δaccuracy between every pair of arms (row − column, pp; {_pair_words(arms, pw)})"),
         xaxis_title="minus this arm",
         yaxis_title="this arm",
@@ -476,7 +485,7 @@ def _forest(fig: go.Figure, title: str, n_groups: int, n_series: int, axis: str)
     """A forest plot's layout: one row per group (the first on top), the series side by side within it."""
     height = 140 + max(1, n_groups) * (14 + 10 * max(1, n_series))
     fig.update_layout(
-        **{**_LAYOUT, "height": height, "margin": {"l": 200, "r": 20, "t": 70, "b": 50}},
+        **_layout(height=height, margin={"l": 200, "r": 20, "t": 70, "b": 50}),
         title=title,
         scattermode="group",
     )

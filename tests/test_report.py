@@ -291,3 +291,20 @@ def test_the_figures_template_is_plotly_white_for_every_trace_type_they_draw(tmp
     assert ours["layout"] == white["layout"]
     assert ours["data"] == {t: white["data"][t] for t in plots.TRACE_TYPES}
     assert len(figs) > 8 and all(f.layout.template.to_plotly_json() == ours for f in [*figs, pairwise])
+
+
+def test_the_figures_template_is_made_at_the_first_figure_not_at_import() -> None:
+    """Importing the figures (every dashboard page does) registers no template (loading plotly_white and
+    building ours: ~75 ms); the first figure does."""
+    import subprocess
+    import sys
+
+    from tests.helpers import process_env
+
+    code = (
+        "import plotly.io as pio; from mcqaudit import plots; before = plots.TEMPLATE in pio.templates; "
+        "plots.fig_other_rate({'arms': [], 'metrics': {}}); print(before, plots.TEMPLATE in pio.templates)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=process_env(), timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True"]
