@@ -42,7 +42,6 @@ COLD_RATIO = 1.1  # × build_report alone, same run
 WARM_RATIO = 2.0  # × the bare GROUP BY over graded_rows, same run
 
 
-
 def _script(default: str) -> None:
     from mcqaudit.ui.app import main
 

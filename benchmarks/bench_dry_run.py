@@ -36,7 +36,6 @@ RATIO = 4.0  # the whole dry run ≤ 4 × the bare fetch of the rows it plans, i
 JUDGE = ["--judge-model", "bench-dry-run", "--judge-base-url", "http://127.0.0.1:9/v1"]
 
 
-
 def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "unused-by-a-dry-run"}
 

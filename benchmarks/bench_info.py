@@ -46,7 +46,6 @@ FROM {source} GROUP BY arm, orientation
 BASE_GROUP_BY = "SELECT arm, orientation, count(*) AS n FROM gen_rows GROUP BY arm, orientation"
 
 
-
 def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO)}
 

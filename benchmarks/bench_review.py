@@ -57,7 +57,6 @@ BASELINE_APP = textwrap.dedent(
 )
 
 
-
 def _shown_row(page: Any) -> str | None:
     return page.evaluate(
         """() => {
