@@ -202,6 +202,29 @@ def plotly_text(text: object) -> str:
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+LABEL_CHARS = 32  # a name longer than this is cut on a plot's axis, legend or panel title (whole in its hover)
+
+
+def short_label(text: str, limit: int = LABEL_CHARS) -> str:
+    """``text`` cut in the middle to ``limit`` characters, ``…`` in place of what is left out: an arm name's start
+    and its end (where the settings that tell arms apart often sit: ``…-alpha0.5-layer14``) both stay."""
+    if len(text) <= limit:
+        return text
+    tail = (limit - 1) // 3
+    return text[: limit - 1 - tail] + "…" + text[len(text) - tail :]
+
+
+def short_labels(names: Iterable[str], limit: int = LABEL_CHARS) -> dict[str, str]:
+    """Each of ``names`` with its :func:`short_label`, told apart: where two would read alike, every label is
+    longer, until none does (the names themselves, at the longest)."""
+    unique = list(dict.fromkeys(names))
+    while True:
+        out = {n: short_label(n, limit) for n in unique}
+        if len(set(out.values())) == len(unique):
+            return out
+        limit += 8
+
+
 def text_runs(text: str, names: Iterable[str] = ()) -> list[tuple[str, bool]]:
     """A sentence of ours cut into runs of text and of code (``True``): a pair of backticks marks a command
     as code, but a backtick inside one of ``names`` (the names the sentence quotes) is the name's own and

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from mcqaudit.formatting import pairing_words, plotly_text
+from mcqaudit.formatting import pairing_words, plotly_text, short_labels
 from mcqaudit.metrics.results import Metric, Report
 from mcqaudit.metrics.rules import compared_arms
 from mcqaudit.reading import (
@@ -60,6 +60,25 @@ _LAYOUT: dict[str, Any] = {
 
 
 _txt = plotly_text  # plotly.js reads a few HTML tags in labels: every name is shown as text
+
+
+def _labels(report: Report) -> dict[str, str]:
+    """Each arm's name as a figure shows it on an axis, in a legend or over a panel: as text, a long one cut in
+    the middle (:func:`mcqaudit.formatting.short_labels`: told apart), so that a name of 100 characters does not
+    squeeze the plot into a strip beside its legend or under its tick labels. The hover names it whole."""
+    return {a: _txt(s) for a, s in short_labels(report["arms"]).items()}
+
+
+def _who(name: str, label: str) -> str:
+    """A hover text's first line: ``name`` whole where the figure shows it cut as ``label``, else nothing."""
+    return "" if _txt(name) == label else f"{_txt(name)}<br>"
+
+
+def _ticks(fig: go.Figure, axis: Literal["x", "y"], values: Sequence[str], labels: Sequence[str]) -> None:
+    """The categories ``values`` of ``axis`` (whole names: distinct) shown as ``labels``."""
+    if list(values) != list(labels):
+        update = fig.update_xaxes if axis == "x" else fig.update_yaxes
+        update(tickvals=list(values), ticktext=list(labels))
 
 
 def _err(ms: Sequence[Metric | None], scale: float = 1.0) -> dict[str, object]:
@@ -117,16 +136,17 @@ def fig_orientation_accuracy(report: Report, family: FamilyView | None = None) -
     first of :func:`mcqaudit.report.report_families`)."""
     fam = _family_of(report, family)
     orients = fam[1]
+    lab = _labels(report)
     fig = go.Figure()
     for arm in report["arms"]:
         by = family_entry(report["metrics"][arm], fam[0]).get("accuracy_by_orientation") or {}
         ms = [by.get(o) for o in orients]
         fig.add_bar(
-            name=_txt(arm),
+            name=lab[arm],
             x=[_txt(o) for o in orients],
             y=[_val(m, 100) for m in ms],
             error_y=_err(ms, 100),
-            hovertext=[_ci_hover(m) for m in ms],
+            hovertext=[_who(arm, lab[arm]) + _ci_hover(m) for m in ms],
         )
     fig.update_layout(**_layout(), title="Accuracy by orientation (95 % CI, items resampled)", barmode="group")
     fig.update_yaxes(title="accuracy (%)", range=[0, 105])
@@ -140,8 +160,10 @@ def fig_other_rate(report: Report) -> go.Figure:
     under the OTHER rows that were not, each labelled with its count of the arm's OTHER rows; the CI is the
     whole OTHER rate's, on top."""
     arms = report["arms"]
+    lab = _labels(report)
     fig = go.Figure()
     x = [_txt(a) for a in arms]
+    who = [_who(a, lab[a]) for a in arms]
     rates: tuple[tuple[Literal["other_rate", "ungraded_rate"], str], ...] = (
         ("other_rate", "OTHER rate"),
         ("ungraded_rate", "ungraded rate"),
@@ -150,14 +172,14 @@ def fig_other_rate(report: Report) -> go.Figure:
     for key, label in rates:
         ms = [report["metrics"][a][key] for a in arms]
         if key == "other_rate" and cut:
-            _other_stack(fig, report, x, ms)
+            _other_stack(fig, report, x, ms, who)
             continue
         fig.add_bar(
             name=label,
             x=x,
             y=[_val(m, 100) for m in ms],
             error_y=_err(ms, 100),
-            hovertext=[_ci_hover(m) for m in ms],
+            hovertext=[w + _ci_hover(m) for w, m in zip(who, ms, strict=True)],
             offsetgroup=key if cut else None,
         )
     title = "OTHER rate by arm (ungraded rows are counted apart)"
@@ -165,10 +187,13 @@ def fig_other_rate(report: Report) -> go.Figure:
         title = "OTHER rate by arm: cut by the token limit, or not (ungraded rows are counted apart)"
     fig.update_layout(**_layout(), title=title, barmode="group")
     fig.update_yaxes(title="% of rows", rangemode="tozero")
+    _ticks(fig, "x", x, [lab[a] for a in arms])
     return fig
 
 
-def _other_stack(fig: go.Figure, report: Report, x: list[str], ms: Sequence[Metric | None]) -> None:
+def _other_stack(
+    fig: go.Figure, report: Report, x: list[str], ms: Sequence[Metric | None], who: Sequence[str]
+) -> None:
     """The OTHER bar of :func:`fig_other_rate` as two stacked parts (one ``offsetgroup``, the upper part's
     ``base`` the lower part's top): OTHER rows cut by the token limit, then the rest, as % of graded rows."""
     cut: list[float | None] = []
@@ -193,8 +218,8 @@ def _other_stack(fig: go.Figure, report: Report, x: list[str], ms: Sequence[Metr
         y=cut,
         offsetgroup="other_rate",
         text=labels[0],
-        hovertext=[f"{t} rows cut by the token limit ({c:.1f} % of graded rows)" if c is not None else "n/a"
-                   for t, c in zip(cut_text, cut, strict=True)],
+        hovertext=[w + (f"{t} rows cut by the token limit ({c:.1f} % of graded rows)" if c is not None else "n/a")
+                   for w, t, c in zip(who, cut_text, cut, strict=True)],
     )  # fmt: skip
     fig.add_bar(
         name="OTHER, not cut",
@@ -205,7 +230,7 @@ def _other_stack(fig: go.Figure, report: Report, x: list[str], ms: Sequence[Metr
         text=labels[1],
         error_y=_err(ms, 100),
         hovertext=[
-            f"{t} rows not cut; OTHER rate {_ci_hover(m)}" for t, m in zip(rest_text, ms, strict=True)
+            f"{w}{t} rows not cut; OTHER rate {_ci_hover(m)}" for w, t, m in zip(who, rest_text, ms, strict=True)
         ],
     )
 
@@ -219,19 +244,22 @@ def fig_delta_by_orientation(report: Report, family: FamilyView | None = None) -
     if not deltas:
         return _empty("Δaccuracy by orientation", "no arm compared with the control")
     x = ["overall", *orients]
+    lab, ctrl = _labels(report), str(report["control_arm"])
     fig = go.Figure()
     for arm, d in deltas.items():
         fd = family_entry(d, fam[0])
         ms = [fd.get("overall"), *[(fd.get("by_orientation") or {}).get(o) for o in orients]]
+        name = f"{lab[arm]} − {lab.get(ctrl, _txt(ctrl))}"
+        who = "" if name == f"{_txt(arm)} − {_txt(ctrl)}" else f"{_txt(arm)} − {_txt(ctrl)}<br>"
         fig.add_scatter(
-            name=f"{_txt(arm)} − {_txt(report['control_arm'])}",
+            name=name,
             x=[_txt(v) for v in x],
             y=[_val(m, 100) for m in ms],
             error_y=_err(ms, 100),
             mode="markers",
             marker={"size": 10},
             hovertext=[
-                _ci_hover(m, unit=" pp") + (f" MDE {mde * 100:.1f} pp" if m and (mde := m.get("mde")) else "")
+                who + _ci_hover(m, unit=" pp") + (f" MDE {mde * 100:.1f} pp" if m and (mde := m.get("mde")) else "")
                 for m in ms
             ],
         )
@@ -250,19 +278,20 @@ def fig_delta_by_parser(report: Report) -> go.Figure:
     dp = report.get("delta_accuracy_by_parser") or {}
     if not dp:
         return _empty("Δaccuracy by parser", "no arm compared with the control")
+    lab = _labels(report)
     fig = go.Figure()
     for arm, by in dp.items():
         names = ["verdicts", *by]
         d = report["delta_accuracy"].get(arm)
         ms = [d["overall"] if d else None, *by.values()]
         fig.add_scatter(
-            name=_txt(arm),
+            name=lab[arm],
             x=names,
             y=[_val(m, 100) for m in ms],
             error_y=_err(ms, 100),
             mode="markers",
             marker={"size": 10},
-            hovertext=[_ci_hover(m, unit=" pp") for m in ms],
+            hovertext=[_who(arm, lab[arm]) + _ci_hover(m, unit=" pp") for m in ms],
         )
     fig.add_hline(y=0, line_dash="dot", line_color="grey")
     fig.update_layout(
@@ -278,8 +307,9 @@ def fig_parser_confusion(report: Report, parser: str, arm: str | None = None) ->
     arms = [a for a in arms if parser in (report["metrics"][a].get("parser_disagreement") or {})]
     if not arms:
         return _empty(f"{parser} vs verdicts", "the parser has no rows")
+    lab = _labels(report)
     fig = make_subplots(
-        rows=1, cols=len(arms), subplot_titles=[_txt(a) for a in arms], horizontal_spacing=0.08
+        rows=1, cols=len(arms), subplot_titles=[lab[a] for a in arms], horizontal_spacing=0.08
     )
     for k, a in enumerate(arms, start=1):
         conf = report["metrics"][a]["parser_disagreement"][parser]["confusion"]
@@ -302,17 +332,18 @@ def fig_parser_confusion(report: Report, parser: str, arm: str | None = None) ->
 
 def fig_parser_disagreement(report: Report) -> go.Figure:
     """Disagreement rate of each parser with the verdicts, per arm, with CIs."""
+    lab = _labels(report)
     fig = go.Figure()
     for arm in report["arms"]:
         pd_ = report["metrics"][arm].get("parser_disagreement") or {}
         names = list(pd_)
         ms = [pd_[p]["rate"] for p in names]
         fig.add_bar(
-            name=_txt(arm),
+            name=lab[arm],
             x=names,
             y=[_val(m, 100) for m in ms],
             error_y=_err(ms, 100),
-            hovertext=[_ci_hover(m) for m in ms],
+            hovertext=[_who(arm, lab[arm]) + _ci_hover(m) for m in ms],
         )
     fig.add_hline(y=5, line_dash="dot", line_color="firebrick", annotation_text="5 % flag threshold")
     fig.update_layout(**_layout(), title="Parser disagreement with the verdicts", barmode="group")
@@ -323,6 +354,7 @@ def fig_parser_disagreement(report: Report) -> go.Figure:
 def fig_position_picks(report: Report) -> go.Figure:
     """Share of picks at each displayed position per arm, against chance (or the gold-letter share); where
     gold letters are unbalanced, the shares alone, titled as confounded by the gold imbalance."""
+    lab = _labels(report)
     fig = go.Figure()
     baseline = None
     confounded = not any(report["metrics"][a].get("position_pick_rate") for a in report["arms"])
@@ -336,11 +368,11 @@ def fig_position_picks(report: Report) -> go.Figure:
         letters = list(ppr)
         ms = [ppr[x] for x in letters]
         fig.add_bar(
-            name=_txt(arm),
+            name=lab[arm],
             x=letters,
             y=[_val(v, 100) for v in ms],
             error_y=_err(ms, 100),
-            hovertext=[_ci_hover(v) for v in ms],
+            hovertext=[_who(arm, lab[arm]) + _ci_hover(v) for v in ms],
         )
         if baseline is None and not confounded:
             baseline = (
@@ -398,6 +430,8 @@ def fig_judge_agreement(report: Report) -> go.Figure:
         )
     fig.update_layout(**_layout(), title="Judge vs human on reviewed rows", barmode="group")
     fig.update_yaxes(range=[min(0.0, *[(_val(g["kappa"]) or 0.0) for _, g in groups]), 1.05])
+    lab = {_txt(a): s for a, s in _labels(report).items()}
+    _ticks(fig, "x", [n for n, _ in groups], [lab.get(n, n) for n, _ in groups])
     return fig
 
 
@@ -431,6 +465,7 @@ def fig_pairwise_delta(report: Report) -> go.Figure:
         z.append(zr)
         text.append(tr)
     lim = max([abs(v) for r in z for v in r if v is not None] or [1.0])
+    lab = _labels(report)
     fig = go.Figure(
         go.Heatmap(
             z=z,
@@ -454,6 +489,8 @@ def fig_pairwise_delta(report: Report) -> go.Figure:
         yaxis_autorange="reversed",
         height=120 + 70 * len(arms),
     )
+    _ticks(fig, "x", [_txt(a) for a in arms], [lab[a] for a in arms])
+    _ticks(fig, "y", [_txt(a) for a in arms], [lab[a] for a in arms])
     return fig
 
 
@@ -501,18 +538,19 @@ def fig_group_rates(report: Report, key: str, metric: GroupRate = "accuracy") ->
     if not values:
         return _empty(f"{_GROUP_WORDS[metric]} by {_txt(key)}", "the report was not grouped by this key")
     groups = report["by_group"][key]
+    lab = _labels(report)
     fig = go.Figure()
     for arm in report["arms"]:
         ms = [groups[v][arm][metric] if arm in groups[v] else None for v in values]
         fig.add_scatter(
-            name=_txt(arm),
+            name=lab[arm],
             x=[_val(m, 100) for m in ms],
             y=labels,
             error_x=_err(ms, 100),
             mode="markers",
             marker={"size": 9},
             orientation="h",
-            hovertext=[_ci_hover(m) for m in ms],
+            hovertext=[_who(arm, lab[arm]) + _ci_hover(m) for m in ms],
         )
     words = _GROUP_WORDS[metric]
     title = f"{words[:1].upper()}{words[1:]} by {_txt(key)} (95 % CI, each group's items resampled)"
@@ -530,18 +568,19 @@ def fig_group_delta(report: Report, key: str, metric: GroupDeltaKey = "delta_acc
     treated = [a for a in report["arms"] if a != ctrl and any(a in groups[v] for v in values)]
     if not treated:
         return _empty(f"{_GROUP_WORDS[metric]} by {_txt(key)}", "no arm compared with the control")
+    lab = _labels(report)
     fig = go.Figure()
     for arm in treated:
         ms = [groups[v][arm].get(metric) if arm in groups[v] else None for v in values]
         fig.add_scatter(
-            name=f"{_txt(arm)} − {_txt(ctrl)}",
+            name=f"{lab[arm]} − {lab[ctrl]}" if ctrl in lab else f"{lab[arm]} − {_txt(ctrl)}",
             x=[_val(m, 100) for m in ms],
             y=labels,
             error_x=_err(ms, 100),
             mode="markers",
             marker={"size": 9},
             orientation="h",
-            hovertext=[_ci_hover(m, unit=" pp") if m else "no Δ (see the table)" for m in ms],
+            hovertext=[_who(arm, lab[arm]) + (_ci_hover(m, unit=" pp") if m else "no Δ (see the table)") for m in ms],
         )
     fig.add_vline(x=0, line_dash="dot", line_color="grey")
     title = _txt(f"{_GROUP_WORDS[metric]} vs control by {key} (95 % CI, within each group)")

@@ -13,6 +13,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mcqaudit.formatting import short_label
+
 PALETTE = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880")
 W, H = 760, 340
 ML, MR, MT, MB = 60, 20, 56, 60
@@ -21,6 +23,11 @@ ML, MR, MT, MB = 60, 20, 56, 60
 def _t(s: object) -> str:
     """Escape for SVG; labels arrive entity-escaped for plotly.js (plots._txt), so unescape first."""
     return html.escape(html.unescape(str(s)))
+
+
+def _lines(s: object) -> str:
+    """A plotly hover text's ``<br>`` as the line break of an SVG tooltip."""
+    return str(s).replace("<br>", "\n")
 
 
 def _num(x: float) -> str:
@@ -36,6 +43,12 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
     first = math.ceil(lo / step) * step
     return [round(first + k * step, 10) for k in range(int((hi - first) / step + 1e-9) + 1)]
+
+
+def _shown(layout: Mapping[str, Any], axis: str) -> dict[str, str]:
+    """Category -> the label ``axis`` shows for it (``tickvals`` / ``ticktext``: a long name cut), where set."""
+    ax = layout.get(axis) or {}
+    return {str(v): str(t) for v, t in zip(ax.get("tickvals") or [], ax.get("ticktext") or [], strict=False)}
 
 
 def _title(layout: Mapping[str, Any]) -> str:
@@ -56,10 +69,12 @@ def figure_svg(fig: Any) -> str:
 
 
 def _svg(body: list[str], title: str, height: int = H) -> str:
+    # a title wider than the drawing (~8 px a character at 14 px, bold) in a smaller font, down to 10 px
+    size = max(10.0, min(14.0, 14 * (W - 20) / (8 * max(len(html.unescape(title)), 1))))
     return (
         f'<svg viewBox="0 0 {W} {height}" width="100%" '
         f'style="max-width:{W}px" role="img" aria-label="{_t(title)}" font-family="system-ui,sans-serif" '
-        f'font-size="12"><text x="{W / 2}" y="22" text-anchor="middle" font-size="14" font-weight="600">'
+        f'font-size="12"><text x="{W / 2}" y="22" text-anchor="middle" font-size="{size:g}" font-weight="600">'
         f"{_t(title)}</text>" + "".join(body) + "</svg>"
     )
 
@@ -140,18 +155,7 @@ def _categorical(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:
     slot = pw / len(cats)
     place, n = _slots(series)
     bw = slot * 0.8 / n
-    tilt = max(len(html.unescape(c)) for c in cats) * 6.5 > slot  # long labels would overlap: slant them
-    for c, cat in enumerate(cats):
-        cx = ML + slot * (c + 0.5)
-        if tilt:
-            body.append(
-                f'<text transform="translate({_num(cx)} {H - MB + 12}) rotate(-18)" text-anchor="end" '
-                f'fill="#444" font-size="10">{_t(cat)}</text>'
-            )
-        else:
-            body.append(
-                f'<text x="{_num(cx)}" y="{H - MB + 16}" text-anchor="middle" fill="#444">{_t(cat)}</text>'
-            )
+    body += _category_labels(cats, _shown(layout, "xaxis"), slot)
     for si, d in enumerate(series):
         color = ((d.get("marker") or {}).get("color") if isinstance((d.get("marker") or {}).get("color"), str)
                  else PALETTE[si % len(PALETTE)])  # fmt: skip
@@ -160,7 +164,7 @@ def _categorical(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:
             if y is None:
                 continue
             cx = ML + slot * (cats.index(str(x)) + 0.5) - slot * 0.4 + bw * (place[si] + 0.5)
-            tip = f"<title>{_t(d.get('name', ''))} {_t(x)}: {_t(hov[k] if k < len(hov) else y)}</title>"
+            tip = f"<title>{_t(d.get('name', ''))} {_t(x)}: {_t(_lines(hov[k] if k < len(hov) else y))}</title>"
             b0 = _base(d, k)
             top = y + b0
             if d.get("type") == "bar":
@@ -194,6 +198,27 @@ def _categorical(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:
     return _svg(body + _legend(series, ticks_), title)
 
 
+def _category_labels(cats: list[str], shown: Mapping[str, str], slot: float) -> list[str]:
+    """The categories' labels under the plot (a long name as the figure cuts it, whole in its tooltip),
+    slanted where they would overlap."""
+    labels = [shown.get(c, c) for c in cats]
+    tilt = max(len(html.unescape(c)) for c in labels) * 6.5 > slot
+    out: list[str] = []
+    for c, (cat, label) in enumerate(zip(cats, labels, strict=True)):
+        cx = ML + slot * (c + 0.5)
+        whole = f"<title>{_t(cat)}</title>" if label != cat else ""
+        if tilt:
+            out.append(
+                f'<text transform="translate({_num(cx)} {H - MB + 12}) rotate(-18)" text-anchor="end" '
+                f'fill="#444" font-size="10">{whole}{_t(label)}</text>'
+            )
+        else:
+            out.append(
+                f'<text x="{_num(cx)}" y="{H - MB + 16}" text-anchor="middle" fill="#444">{whole}{_t(label)}</text>'
+            )
+    return out
+
+
 def _bar_label(d: Mapping[str, Any], k: int, cx: float, cy: float, height: float) -> list[str]:
     """A bar's ``text`` (a count, "12 of 40"), inside the bar when it is tall enough, else above it."""
     text = d.get("text")
@@ -210,12 +235,23 @@ def _legend(series: list[dict[str, Any]], ticks_: list[dict[str, Any]]) -> list[
     """The legend above the plot: a swatch and the name of each named series, then of each tick trace."""
     legend = [(d.get("name"), PALETTE[i % len(PALETTE)]) for i, d in enumerate(series) if d.get("name")]
     legend += [(d.get("name"), "#000") for d in ticks_ if d.get("name")]
+    names = [html.unescape(str(name)) for name, _ in legend]
+    # one line of entries: where they would run past the right edge, in a smaller font (down to 9 px), and
+    # where that is not enough, each name cut to its share (whole in its tooltip)
+    room = W - ML - MR
+    need = sum(24 + 7 * len(n) for n in names)
+    scale = max(min(1.0, (room - 24 * len(names)) / max(need - 24 * len(names), 1)), 0.75)
+    chars = int(((room / max(len(names), 1)) - 24) / (7 * scale))
+    fit = sum(24 + 7 * scale * len(n) for n in names) <= room
+    font = f' font-size="{_num(12 * scale)}"' if scale < 1.0 else ""
     out: list[str] = []
-    x = ML
-    for name, color in legend:
-        out.append(f'<rect x="{x}" y="{MT - 18}" width="10" height="10" fill="{color}"/>'
-                   f'<text x="{x + 14}" y="{MT - 9}" fill="#333">{_t(name)}</text>')  # fmt: skip
-        x += 24 + 7 * len(html.unescape(str(name)))
+    x = float(ML)
+    for name, (_, color) in zip(names, legend, strict=True):
+        shown = name if fit else short_label(name, max(chars, 8))
+        whole = f"<title>{html.escape(name)}</title>" if shown != name else ""
+        out.append(f'<rect x="{_num(x)}" y="{MT - 18}" width="10" height="10" fill="{color}"/>'
+                   f'<text x="{_num(x + 14)}" y="{MT - 9}" fill="#333"{font}>{whole}{html.escape(shown)}</text>')  # fmt: skip
+        x += 24 + 7 * scale * len(shown)
     return out
 
 
@@ -225,6 +261,7 @@ def _heatmaps(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:
     heads = [a.get("text", "") for a in layout.get("annotations") or []]
     n = len(data)
     left = 150
+    xshown, yshown = _shown(layout, "xaxis"), _shown(layout, "yaxis")
     pw = (W - left - MR) / n
     ph = H - MT - 70
     body: list[str] = []
@@ -239,8 +276,10 @@ def _heatmaps(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:
                         f"{_t(heads[k])}</text>")  # fmt: skip
         for r, row in enumerate(z):
             if k == 0 and r < len(ys):
+                label = yshown.get(str(ys[r]), str(ys[r]))
+                whole = f"<title>{_t(ys[r])}</title>" if label != str(ys[r]) else ""
                 body.append(f'<text x="{left - 6}" y="{_num(MT + chh * (r + 0.5) + 4)}" text-anchor="end" '
-                            f'fill="#444">{_t(ys[r])}</text>')  # fmt: skip
+                            f'fill="#444">{whole}{_t(label)}</text>')  # fmt: skip
             for c, v in enumerate(row):
                 share = float(v) / top
                 shade = f"rgb({int(247 - 200 * share)},{int(251 - 150 * share)},{int(255 - 80 * share)})"
@@ -251,6 +290,7 @@ def _heatmaps(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:
                             f'<text x="{_num(x0 + cw * (c + 0.5))}" y="{_num(MT + chh * (r + 0.5) + 4)}" '
                             f'text-anchor="middle" fill="{ink}">{v}</text>')  # fmt: skip
         for c, x in enumerate(xs):
+            x = xshown.get(str(x), x)
             x = str(x).split(": ", 1)[-1] if len(str(x)) * 6 > cw else x  # "naive: OTHER" → "OTHER"
             body.append(f'<text x="{_num(x0 + cw * (c + 0.5))}" y="{_num(MT + ph + 16)}" text-anchor="middle" '
                         f'fill="#444" font-size="10">{_t(x)}</text>')  # fmt: skip
@@ -333,7 +373,7 @@ def _forest(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:
                 a, b = X(x - m), X(x + p)
                 body.append(f'<path d="M{_num(a)} {_num(cy)}H{_num(b)}M{_num(a)} {_num(cy - 3)}v6M{_num(b)} '
                             f'{_num(cy - 3)}v6" stroke="{color}" fill="none"/>')  # fmt: skip
-            tip = f"<title>{_t(d.get('name', ''))} {_t(y)}: {_t(hov[k] if k < len(hov) else x)}</title>"
+            tip = f"<title>{_t(d.get('name', ''))} {_t(y)}: {_t(_lines(hov[k] if k < len(hov) else x))}</title>"
             body.append(f'<circle cx="{_num(X(x))}" cy="{_num(cy)}" r="4.5" fill="{color}">{tip}</circle>')
     return _svg(body + _legend(data, []), title, int(height))
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from mcqaudit.formatting import short_label
 from tests.browser import ARGS, ARTIFACTS, CHROMIUM, free_port, serve, serve_command, settle
 from tests.builders import build_hostile_study as build
 from tests.hostile_study import ARMS, PHISH, QUEUE, REVIEWER
@@ -79,6 +80,12 @@ def browser_page(hostile_db: Path) -> Iterator[tuple[Any, str, list[str]]]:
             browser.close()
 
 
+# each plotly figure on the page: its title, the width and height of its plot area and of the whole figure
+PLOT_AREAS_JS = r"""() => Array.from(document.querySelectorAll('.js-plotly-plot')).filter(el => el._fullLayout)
+  .map(el => { const L = el._fullLayout;
+    return [(L.title && L.title.text || '').slice(0, 60), L._size.w, L.width, L._size.h, L.height]; })"""
+
+
 def look(page: Any, events: list[str], where: str, area: str = '[data-testid="stMain"]') -> str:
     """Settle, then fail on any trace of a payload; return the visible text of ``area`` (the main area),
     word joiners taken out (the Markdown escaper's, invisible: they keep `http://` and `:smile:` text)."""
@@ -102,9 +109,16 @@ def test_every_page_renders_hostile_text_as_text(
         text = look(page, events, name)
         if name in ("overview", "other", "orientations"):  # the arm names, literally, in every sentence
             for arm in ARMS[1:]:
-                assert arm in text, (name, arm, text[:3000])
+                # (some pages name an arm in their figures alone: a long name cut there, whole in the hover)
+                assert arm in text or short_label(arm) in text, (name, arm, text[:3000])
         if name == "overview":
             assert "Control arm: base" in text and PHISH in text
+        # an arm name of 150 characters does not squeeze a plot into a strip beside its legend or under its
+        # tick labels (it did: 64 px of 940 in six figures): the figures show it cut, and whole in the hover
+        areas = page.evaluate(PLOT_AREAS_JS)
+        assert areas or name in ("review", "export"), name
+        for title, w, width, h, height in areas:
+            assert w >= 0.5 * width and h >= 0.4 * height, (name, title, w, width, h, height)
 
 
 def test_review_panel_history_and_marked_spans(

@@ -308,3 +308,75 @@ def test_the_figures_template_is_made_at_the_first_figure_not_at_import() -> Non
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=process_env(), timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "True"]
+
+
+LONG_ARMS = (
+    "llama-3.1-8b-instruct_base-unsteered-run-2026-11-30",
+    "llama-3.1-8b-instruct_steer-refusal-dir_layer14_alpha0.50_seed3",
+    "llama-3.1-8b-instruct_steer-refusal-dir_layer14_alpha1.00_seed3",
+)
+
+
+def test_short_labels_cut_long_names_in_the_middle_and_tell_them_apart() -> None:
+    from mcqaudit.formatting import LABEL_CHARS, short_label, short_labels
+
+    assert short_label("base") == "base" and short_label("x" * LABEL_CHARS) == "x" * LABEL_CHARS
+    cut = short_label(LONG_ARMS[1])
+    assert len(cut) == LABEL_CHARS and cut.count("…") == 1
+    assert cut.startswith("llama-3.1-8b-instruct") and cut.endswith("0.50_seed3")  # both ends stay
+    labels = short_labels(LONG_ARMS)
+    assert len(set(labels.values())) == 3 and all(len(v) == LABEL_CHARS for v in labels.values())
+    # alike at both ends: every label grows until they differ (at the longest, the names themselves)
+    a, b = "x" * 30 + "alpha" + "y" * 30, "x" * 30 + "omega" + "y" * 30
+    got = short_labels([a, b, "base"])
+    assert got[a] != got[b] and got["base"] == "base" and len(got[a]) < len(a)
+    same_ends = ["a" * 25 + "1" + "a" * 15, "a" * 25 + "2" + "a" * 15]  # differ past the first cut's head
+    got = short_labels(same_ends)
+    assert got[same_ends[0]] != got[same_ends[1]] and all(LABEL_CHARS < len(v) <= 41 for v in got.values())
+
+
+def test_figures_show_long_arm_names_cut_and_name_them_whole_in_the_hover(tmp_path: Path) -> None:
+    """Arm names of 50-65 characters (a steering run's settings in its name) took most of a figure: its legend
+    or its slanted tick labels left the plot a strip (64 px of 940 in the dashboard). Every figure shows them cut
+    in the middle, told apart, the categories of an axis still the whole names; the hover names them whole; the
+    HTML report's drawings likewise, their legends within the drawing."""
+    import html as html_lib
+    import re
+
+    from mcqaudit import plots
+    from mcqaudit.formatting import short_labels
+
+    rep = build_report(fixture_study(tmp_path / "s.duckdb", arm_names=LONG_ARMS).build(), n_boot=50)
+    lab = short_labels(LONG_ARMS)
+    arms = list(rep["arms"])
+    for fig in (fig_orientation_accuracy(rep), plots.fig_parser_disagreement(rep), fig_position_picks(rep)):
+        named = [t for t in fig.data if t.name in lab.values()]
+        assert [t.name for t in named] == [lab[a] for a in arms], [t.name for t in fig.data]
+        for t, a in zip(named, arms, strict=True):
+            assert all(str(h).startswith(f"{a}<br>") for h in t.hovertext), t.hovertext
+    delta = fig_delta_by_orientation(rep)
+    assert [t.name for t in delta.data] == [f"{lab[a]} − {lab[arms[0]]}" for a in arms[1:]]
+    assert all(f"{arms[1]} − {arms[0]}<br>" in h for h in delta.data[0].hovertext)
+    other = fig_other_rate(rep)
+    assert list(other.data[0].x) == arms  # the categories: the names whole (distinct, hovered)
+    assert list(other.layout.xaxis.tickvals) == arms and list(other.layout.xaxis.ticktext) == [lab[a] for a in arms]
+    assert all(str(h).startswith(f"{a}<br>") for h, a in zip(other.data[0].hovertext, arms, strict=True))
+    confusion = fig_parser_confusion(rep, "naive")
+    assert [a.text for a in confusion.layout.annotations] == [lab[a] for a in arms]
+    pairwise = plots.fig_pairwise_delta(rep)
+    if pairwise.data:
+        for axis in (pairwise.layout.xaxis, pairwise.layout.yaxis):
+            assert list(axis.tickvals) == arms and list(axis.ticktext) == [lab[a] for a in arms]
+    # names within the limit: figures as they were (no tick labels of their own)
+    short = build_report(fixture_study(tmp_path / "t.duckdb").build(), n_boot=50)
+    assert fig_other_rate(short).layout.xaxis.tickvals is None
+    assert [t.name for t in fig_orientation_accuracy(short).data] == list(short["arms"])
+    # the HTML report's drawings: the label shown, the whole name in its tooltip, every legend within the drawing
+    page = to_html(rep)
+    assert "&lt;br&gt;" not in page  # a hover's line break is the tooltip's, not text
+    for a in arms[1:]:
+        assert f"<title>{html_lib.escape(a)}</title>{html_lib.escape(lab[a])}</text>" in page
+    ends = [float(x) + 14 + 7 * len(html_lib.unescape(t)) * float(size or 12) / 12
+            for x, size, t in re.findall(r'<text x="([\d.]+)" y="47" fill="#333"(?: font-size="([\d.]+)")?>'
+                                         r'(?:<title>[^<]*</title>)?([^<]*)</text>', page)]  # fmt: skip
+    assert len(ends) > 10 and max(ends) <= 760, max(ends)
