@@ -18,6 +18,7 @@ our own backticks become code: :func:`md_rich` and :func:`html_rich` write it.
 from __future__ import annotations
 
 import html
+import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -205,21 +206,27 @@ def plotly_text(text: object) -> str:
 LABEL_CHARS = 32  # a name longer than this is cut on a plot's axis, legend or panel title (whole in its hover)
 
 
-def short_label(text: str, limit: int = LABEL_CHARS) -> str:
+def short_label(text: str, limit: int = LABEL_CHARS, head: int | None = None) -> str:
     """``text`` cut in the middle to ``limit`` characters, ``…`` in place of what is left out: an arm name's start
-    and its end (where the settings that tell arms apart often sit: ``…-alpha0.5-layer14``) both stay."""
+    and its end (where the settings that tell arms apart often sit: ``…-alpha0.5-layer14``) both stay; ``head``
+    characters of the start (default: two thirds)."""
     if len(text) <= limit:
         return text
-    tail = (limit - 1) // 3
-    return text[: limit - 1 - tail] + "…" + text[len(text) - tail :]
+    keep = limit - 1 - (limit - 1) // 3 if head is None else min(max(head, 1), limit - 2)
+    tail = limit - 1 - keep
+    return text[:keep] + "…" + text[len(text) - tail :]
 
 
 def short_labels(names: Iterable[str], limit: int = LABEL_CHARS) -> dict[str, str]:
     """Each of ``names`` with its :func:`short_label`, told apart: where two would read alike, every label is
-    longer, until none does (the names themselves, at the longest)."""
+    longer, until none does (the names themselves, at the longest). Where the names share a long start (one
+    model, several steering settings: ``qwen2.5-7b-instruct_steer-…``), a label keeps little of it and more of
+    the end, which tells them apart."""
     unique = list(dict.fromkeys(names))
+    common = len(os.path.commonprefix(unique)) if len(unique) > 1 else 0
     while True:
-        out = {n: short_label(n, limit) for n in unique}
+        head = 6 if common >= limit // 2 else None
+        out = {n: short_label(n, limit, head) for n in unique}
         if len(set(out.values())) == len(unique):
             return out
         limit += 8

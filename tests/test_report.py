@@ -330,9 +330,14 @@ def test_short_labels_cut_long_names_in_the_middle_and_tell_them_apart() -> None
     a, b = "x" * 30 + "alpha" + "y" * 30, "x" * 30 + "omega" + "y" * 30
     got = short_labels([a, b, "base"])
     assert got[a] != got[b] and got["base"] == "base" and len(got[a]) < len(a)
-    same_ends = ["a" * 25 + "1" + "a" * 15, "a" * 25 + "2" + "a" * 15]  # differ past the first cut's head
+    same_ends = ["x" * 20 + "1" + "y" * 39, "x" * 20 + "2" + "y" * 39]  # alike but for one character, inside
     got = short_labels(same_ends)
-    assert got[same_ends[0]] != got[same_ends[1]] and all(LABEL_CHARS < len(v) <= 41 for v in got.values())
+    assert got[same_ends[0]] != got[same_ends[1]] and all(LABEL_CHARS < len(v) < 60 for v in got.values()), got
+    # one model, several steering settings: little of the shared start, more of the end that tells them apart
+    family = [f"qwen2.5-7b-instruct_steer-sycophancy_L{layer}_a{a}" for layer in (12, 18) for a in ("0.25", "1.00")]
+    got = short_labels(["qwen2.5-7b-instruct_baseline", *family])
+    assert got["qwen2.5-7b-instruct_baseline"] == "qwen2.5-7b-instruct_baseline"
+    assert all(got[n].startswith("qwen2.…") and got[n].endswith(n[-20:]) for n in family), got
 
 
 def test_figures_show_long_arm_names_cut_and_name_them_whole_in_the_hover(tmp_path: Path) -> None:
