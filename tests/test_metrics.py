@@ -785,3 +785,68 @@ def test_orientation_instability_stays_quiet_under_the_null_with_two_families() 
         assert set(res["delta_accuracy"]["steered"]["by_family"]) == {"2-option items", "4-option items"}
         fired += any(f["name"] == "orientation_instability" for f in res["flags"])
     assert fired / n_seeds <= 0.1
+
+
+@pytest.mark.parametrize("ci", ["bootstrap", "normal"])
+def test_a_share_at_0_or_100_percent_keeps_the_uncertainty_its_items_leave(tmp_path: Path, ci: str) -> None:
+    """27 items all answered correctly, in 4 orientations, none OTHER: resampling items gives the point in every
+    replicate, an interval of no width ("100.0 [100.0, 100.0] n=27"). The accuracy, the answered accuracy, the
+    OTHER rate, the accuracy per orientation and the consistency then read the Wilson score interval on their
+    n (the items, or the rows); the ungraded and truncated rates, facts of the run, keep theirs."""
+    b = StudyBuilder(tmp_path / "s.duckdb")
+    labels = orient.scheme_labels(4, "cyclic")
+    for k in range(27):
+        item = b.item(f"q{k}", n=4, gold=k % 4)
+        for lab in labels:
+            b.row("perfect", item, lab, b.gold_letter(item, lab))
+            b.row("other", item, lab, "OTHER" if lab == labels[0] and k < 3 else b.gold_letter(item, lab))
+    m = report_of(b, ci=ci)["metrics"]["perfect"]
+    z2 = 1.959963984540054**2
+
+    def wilson_low(n: int) -> float:  # the Wilson interval's lower end for n of n
+        return n / (n + z2)
+
+    assert (m["accuracy"]["value"], m["accuracy"]["n"]) == (1.0, 27)
+    assert m["accuracy"]["ci_low"] == approx(wilson_low(27)) and m["accuracy"]["ci_high"] == 1.0  # [87.5, 100]
+    assert m["answered_accuracy"]["ci_low"] == approx(wilson_low(108)) and m["answered_accuracy"]["ci_high"] == 1.0
+    assert (m["other_rate"]["value"], m["other_rate"]["ci_low"]) == (0.0, 0.0)
+    assert m["other_rate"]["ci_high"] == approx(1 - wilson_low(108))  # 0 of 108 rows: [0, 3.4]
+    for o in labels:
+        assert m["accuracy_by_orientation"][o]["ci_low"] == approx(wilson_low(27)), o
+    assert m["consistency"]["nway"]["ci_low"] == approx(wilson_low(27))
+    assert (m["ungraded_rate"]["ci_low"], m["ungraded_rate"]["ci_high"]) == (0.0, 0.0)  # a fact of the run
+    # a share off the boundary keeps its resampled interval
+    other = report_of(b, ci=ci)["metrics"]["other"]
+    assert 0 < other["other_rate"]["value"] < 1 and other["other_rate"]["ci_low"] < other["other_rate"]["value"]
+    assert other["other_rate"]["ci_high"] != approx(1 - wilson_low(108))
+
+
+def test_a_null_from_arms_alike_on_every_item_is_not_called_informative(tmp_path: Path) -> None:
+    """Two arms answering all 27 shared items correctly: every replicate's Δ is 0, so resampling reads
+    "+0.0 [+0.0, +0.0]" with an MDE of 0.0 pp, and the finding called that null informative. The Δ's interval
+    is ±w instead, w the Wilson upper bound of 0 of 27 items answered differently, its se w / z and its MDE
+    2.8 se; the finding says the arms agree on every shared item and that the null is not informative. The
+    truncated rate's Δ, a fact of the run (neither arm cut), keeps its interval of no width."""
+    from mcqaudit.report import findings
+
+    b = StudyBuilder(tmp_path / "s.duckdb")
+    labels = orient.scheme_labels(4, "cyclic")
+    for k in range(27):
+        item = b.item(f"q{k}", n=4, gold=k % 4)
+        for arm in ("base", "steered"):
+            for lab in labels:
+                b.row(arm, item, lab, b.gold_letter(item, lab))
+    r = report_of(b)
+    d = r["delta_accuracy"]["steered"]
+    z = 1.959963984540054
+    w = z * z / (27 + z * z)
+    ov = d["overall"]
+    assert ov["value"] == 0.0 and ov["n"] == 27
+    assert (ov["ci_low"], ov["ci_high"]) == (approx(-w), approx(w))  # ±12.5 pp
+    assert ov["se"] == approx(w / z) and ov["mde"] == approx(2.8 * w / z)  # MDE 17.8 pp
+    assert d["other_rate"]["ci_high"] == approx(w) and d["answered_accuracy"]["ci_low"] == approx(-w)
+    assert all(m["ci_high"] == approx(w) for m in d["by_orientation"].values())
+    assert (d["truncated_rate"]["ci_low"], d["truncated_rate"]["ci_high"]) == (0.0, 0.0)
+    (head,) = [f for f in findings(r) if f["kind"] == "headline" and f["text"].startswith("steered vs base")]
+    assert "the two arms' verdicts agree on every shared item" in head["text"]
+    assert "with an MDE of 17.8 pp a null here is not informative" in head["text"] and head["informative"] is False

@@ -30,7 +30,10 @@ from mcqaudit.app.report import build_report
 from mcqaudit.standin.server import StandinOptions, StandinServer
 from tests.helpers import run_cli, write_jsonl
 
-N_ITEMS = 80
+# 160 items: in the three orientations where steered answers every item as control does, its Δ is 0 with the
+# Wilson bound of no item answered differently (±2.3 pp at 160 items, ±4.6 pp at 80), which must lie below half
+# of the overall Δ (+3.1 pp) for orientation_instability to show that the effect lives in one orientation
+N_ITEMS = 160
 P = 0.7
 STEER = 0.25
 BIAS = 0.4
@@ -174,7 +177,10 @@ def test_refusals_in_one_arm(report: dict[str, Any]) -> None:
 def test_naive_parser_artifact(report: dict[str, Any]) -> None:
     # the verbose arm answers exactly like control; "After ..." makes naive read A everywhere
     d = report["delta_accuracy"]["verbose"]["overall"]
-    assert d["value"] == 0.0 and d["mde"] == 0.0
+    z = 1.959963984540054
+    w = z * z / (N_ITEMS + z * z)  # no item answered differently: the Wilson bound, not a CI of no width
+    assert d["value"] == 0.0 and d["ci_high"] == pytest.approx(w, rel=1e-5) == -d["ci_low"]
+    assert d["mde"] == pytest.approx(2.8 * w / z, rel=1e-5)
     naive = report["delta_accuracy_by_parser"]["verbose"]["naive"]
     assert naive["ci_high"] < -0.2
     hits = {(f["arm"], f.get("parser")) for f in flags(report, "suspected_parser_artifact")}

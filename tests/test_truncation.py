@@ -144,7 +144,7 @@ def test_the_finding_names_the_token_budget(budget: dict[str, Any]) -> None:
                                 "against 3 of 3 in base;")  # fmt: skip
     assert (
         "(n=40 items, 320 rows)" in f["text"]
-        and "left out Δ +0.0 pp [+0.0, +0.0], no clear rise." in f["text"]
+        and "left out Δ +0.0 pp [-8.8, +8.8], no clear rise." in f["text"]  # 0 of 40 items: a Wilson bound
     )
     assert "Raise the token limit or read the answers" in f["text"]
     assert f["value"] == budget["delta_accuracy"]["steered"]["other_rate"]["value"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Mapping, Sequence
 
 from mcqaudit.formatting import plural
-from mcqaudit.metrics.bootstrap import Sums, negated, ratio, round6, safe_div, summarize, unpaired
+from mcqaudit.metrics.bootstrap import Sums, negated, proportion, ratio, round6, safe_div, summarize, unpaired
 from mcqaudit.metrics.inputs import StudyInfo
 from mcqaudit.metrics.results import ArmDelta, FamilyDelta, Metric, Notes, Pairing
 from mcqaudit.metrics.rules import MIN_ITEMS
@@ -32,9 +32,9 @@ FamilySpec = tuple[int, str, list[int]]  # a reported item family: index, label,
 def rates(S: Sums, a: int, note: Note) -> dict[str, Metric | None]:
     """Arm ``a``'s ``accuracy`` (item-weighted), ``answered_accuracy``, ``other_rate`` and ``ungraded_rate``."""
     out = {
-        "accuracy": ratio(S, ("acc_num", a), ("acc_den", a)),
-        "answered_accuracy": ratio(S, ("correct", a), ("answered", a)),
-        "other_rate": ratio(S, ("other", a), ("graded", a)),
+        "accuracy": proportion(S, ("acc_num", a), ("acc_den", a)),
+        "answered_accuracy": proportion(S, ("correct", a), ("answered", a)),
+        "other_rate": proportion(S, ("other", a), ("graded", a)),
         "ungraded_rate": ratio(S, ("ungraded", a), ("rows", a)),
     }
     if out["accuracy"] is None:
@@ -48,7 +48,7 @@ def rates(S: Sums, a: int, note: Note) -> dict[str, Metric | None]:
 
 def circular_accuracy(S: Sums, a: int, note: Note) -> Metric | None:
     """Share of items CORRECT in every orientation (MMBench CircularEval), with its chance level."""
-    circ = ratio(S, ("circular_num", a), ("circular_den", a))
+    circ = proportion(S, ("circular_num", a), ("circular_den", a))
     if circ is None:
         note(
             "circular_accuracy", "no item has a verdict in every one of two or more orientations in this arm"
@@ -202,18 +202,19 @@ def truncation_delta(
     rows the token limit cut are taken out. Paired: row-pooled within the items graded in both arms."""
     if pairing == "paired":
 
-        def diff(x: str, den: str) -> Metric | None:
+        def diff(x: str, den: str, fact: bool = False) -> Metric | None:
             return summarize(
                 safe_div(S["delta_part", x, t, "t"], S["delta_part", den, t, "t"])
                 - safe_div(S["delta_part", x, t, "c"], S["delta_part", den, t, "c"]),
                 items,
                 se=True,
+                fact=fact,
             )
 
-        trunc, kept = diff("truncated", "rows"), diff("other_kept", "graded_kept")
+        trunc, kept = diff("truncated", "rows", fact=True), diff("other_kept", "graded_kept")
         rows = S.point(("delta_part", "rows", t, "t")) + S.point(("delta_part", "rows", t, "c"))
     else:
-        trunc = unpaired(S, ("truncated", t), ("rows", t), ("truncated", c), ("rows", c), items)
+        trunc = unpaired(S, ("truncated", t), ("rows", t), ("truncated", c), ("rows", c), items, fact=True)
         kept = unpaired(
             S, ("other_kept", t), ("graded_kept", t), ("other_kept", c), ("graded_kept", c), items
         )

@@ -13,7 +13,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 
-from mcqaudit.metrics.bootstrap import Sums, ratio, round6, safe_div, summarize
+from mcqaudit.metrics.bootstrap import Sums, proportion, round6, safe_div, summarize
 from mcqaudit.metrics.cells import Families, Rows, group_ids
 from mcqaudit.metrics.facts import design_reasons, gold_shares
 from mcqaudit.metrics.results import Consistency, Design, Family, Metric
@@ -258,8 +258,8 @@ def _key(*prefix: Hashable) -> Callable[[int], Hashable]:
 def consistency(S: Sums, a: int, note: Note) -> Consistency:
     """Binary (CC+II over swapped pairs) and n-way (plurality share) consistency of arm ``a``."""
     out: Consistency = {
-        "binary": ratio(S, ("binary_consistent", a), ("binary_pairs", a)),
-        "nway": ratio(S, ("nway_num", a), ("nway_den", a)),
+        "binary": proportion(S, ("binary_consistent", a), ("binary_pairs", a)),
+        "nway": proportion(S, ("nway_num", a), ("nway_den", a)),
     }
     if out["binary"] is None:
         note("consistency.binary", "no item shown in exactly two orientations with both rows answered")

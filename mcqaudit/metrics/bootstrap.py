@@ -14,7 +14,7 @@ from collections.abc import Hashable
 
 import numpy as np
 
-from mcqaudit.metrics.rates import clustered_rate, round6
+from mcqaudit.metrics.rates import clustered_rate, round6, wilson_interval
 from mcqaudit.metrics.results import Metric
 from mcqaudit.metrics.rules import CI_LEVEL, MDE_FACTOR, CIMethod
 
@@ -24,6 +24,7 @@ __all__ = [
     "Sums",
     "clustered_rate",
     "negated",
+    "proportion",
     "ratio",
     "round6",
     "safe_div",
@@ -195,8 +196,10 @@ def safe_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
         return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
 
 
-def summarize(reps: np.ndarray, n: int, *, se: bool = False) -> Metric | None:
-    """A metric dict from ``[point, replicate...]``; None when the point estimate is undefined."""
+def summarize(reps: np.ndarray, n: int, *, se: bool = False, fact: bool = False) -> Metric | None:
+    """A metric dict from ``[point, replicate...]``; None when the point estimate is undefined. With ``se`` (a
+    Δ), its standard error and MDE too; a Δ of the model's answers (not ``fact``: a truncated rate's is a fact
+    of the run) that is 0 in every replicate gets the interval of :func:`_null_of_no_width`."""
     point = float(reps[0])
     if not math.isfinite(point):
         return None
@@ -211,7 +214,25 @@ def summarize(reps: np.ndarray, n: int, *, se: bool = False) -> Metric | None:
     if se:
         m["se"] = round6(sd)
         m["mde"] = round6(MDE_FACTOR * sd) if sd is not None else None
+        if not fact:
+            _null_of_no_width(m)
     return m
+
+
+Z = 1.959963984540054  # the normal quantile of a two-sided 95 % interval (CI_LEVEL)
+
+
+def _null_of_no_width(m: Metric) -> None:
+    """A Δ that is 0 in every replicate: every shared item answered alike in both arms (both at 100 %, or both
+    at 0 % OTHER). Resampling gives "+0.0 [+0.0, +0.0]" with an MDE of 0.0 pp — "a null here is informative"
+    from 27 items. Instead ±w, w the Wilson upper bound of 0 of ``n`` items answered differently (27 items:
+    ±12.5 pp), its se w / z, and the MDE from that (17.8 pp): what so few items could not show."""
+    if m["value"] != 0.0 or m["ci_low"] != 0.0 or m["ci_high"] != 0.0 or m["n"] <= 0:
+        return
+    w = wilson_interval(0.0, float(m["n"]))[1]
+    m["ci_low"], m["ci_high"] = round6(-w), round6(w)
+    m["se"] = round6(w / Z)
+    m["mde"] = round6(MDE_FACTOR * w / Z)
 
 
 def ratio(S: Sums, num: Column, den: Column, *, se: bool = False) -> Metric | None:
@@ -220,9 +241,27 @@ def ratio(S: Sums, num: Column, den: Column, *, se: bool = False) -> Metric | No
     return summarize(safe_div(S[num], d), int(round(d[0])), se=se)
 
 
-def unpaired(S: Sums, num_t: Column, den_t: Column, num_c: Column, den_c: Column, n: int) -> Metric | None:
+def proportion(S: Sums, num: Column, den: Column) -> Metric | None:
+    """A share of the model's answers (Σnum / Σden, 0 to 1: an accuracy, the OTHER rate, a consistency) as
+    :func:`ratio`; but where every item has the same share at 0 or 1, every replicate is the point and the
+    interval has no width ("100.0 [100.0, 100.0] n=27": certainty from 27 items). There the interval is the
+    Wilson score interval on ``n`` (the point's denominator: the items of an item-weighted accuracy, the rows
+    of a row rate): the uncertainty at a boundary that resampling cannot show (27 of 27: [87.5, 100])."""
+    m = ratio(S, num, den)
+    if m is None:
+        return None
+    v, n = m["value"], m["n"]
+    if v in (0.0, 1.0) and m.get("ci_low") == m.get("ci_high") == v and n > 0:
+        lo, hi = wilson_interval(float(v) * n, float(n))
+        m["ci_low"], m["ci_high"] = round6(lo), round6(hi)
+    return m
+
+
+def unpaired(
+    S: Sums, num_t: Column, den_t: Column, num_c: Column, den_c: Column, n: int, *, fact: bool = False
+) -> Metric | None:
     """The difference of two arms' ratios, each over its own items (independent item-clustered CIs)."""
-    return summarize(safe_div(S[num_t], S[den_t]) - safe_div(S[num_c], S[den_c]), n, se=True)
+    return summarize(safe_div(S[num_t], S[den_t]) - safe_div(S[num_c], S[den_c]), n, se=True, fact=fact)
 
 
 def negated(m: Metric) -> Metric:

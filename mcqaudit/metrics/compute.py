@@ -14,7 +14,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mcqaudit.metrics import accuracy, agreement, bias, panel, reviewers, rules
-from mcqaudit.metrics.bootstrap import Column, ItemBootstrap, Sums, ratio, round6, safe_div, summarize
+from mcqaudit.metrics.bootstrap import (
+    Column,
+    ItemBootstrap,
+    Sums,
+    proportion,
+    ratio,
+    round6,
+    safe_div,
+    summarize,
+)
 from mcqaudit.metrics.cells import (
     Cells,
     Families,
@@ -520,13 +529,13 @@ def _family_metrics(
         for o in F.orientations[f]:
             if orients.shown(a, o):
                 fam_or[orientations[o]] = (
-                    ratio(S, ("fam_or_num", a, f, o), ("fam_or_den", a, f, o))
+                    proportion(S, ("fam_or_num", a, f, o), ("fam_or_den", a, f, o))
                     if o in orients.with_ci
                     else orients.point(a, o, mask)
                 )
         by_family[lab] = {
             "items": int(S.point(("fam_acc_den", a, f))),
-            "accuracy": ratio(S, ("fam_acc_num", a, f), ("fam_acc_den", a, f)),
+            "accuracy": proportion(S, ("fam_acc_num", a, f), ("fam_acc_den", a, f)),
             "accuracy_by_orientation": fam_or,
             "rstd": fam_rstd[lab][0],
             "recall_by_gold_letter": fam_rstd[lab][1],
@@ -580,7 +589,7 @@ def _arm_metrics(
     for o, lab in enumerate(info.orientations):
         if orients.shown(a, o):
             by_or[lab] = (
-                ratio(S, ("acc_or_num", a, o), ("acc_or_den", a, o))
+                proportion(S, ("acc_or_num", a, o), ("acc_or_den", a, o))
                 if o in orients.with_ci
                 else orients.point(a, o)
             )

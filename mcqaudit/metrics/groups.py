@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mcqaudit.formatting import plural
-from mcqaudit.metrics.bootstrap import ItemBootstrap, Sums, ratio, safe_div, summarize, unpaired
+from mcqaudit.metrics.bootstrap import ItemBootstrap, Sums, proportion, ratio, safe_div, summarize, unpaired
 from mcqaudit.metrics.cells import group_ids
 from mcqaudit.metrics.inputs import Grouping, StudyFrames, column
 from mcqaudit.metrics.results import GroupArm, GroupDelta, GroupFacts, Metric, Notes, Pairing
@@ -120,15 +120,15 @@ def _arm_entry(S: Sums, G: _Group, a: int, orientations: Sequence[str], small: b
     by_or: dict[str, Metric | None] = {}
     for o, lab in enumerate(orientations if len(orientations) <= MAX_ORIENTATIONS_WITH_CI else ()):
         if G.shown_or[a, o]:
-            by_or[lab] = ratio(S, ("or_num", a, o), ("or_den", a, o))
+            by_or[lab] = proportion(S, ("or_num", a, o), ("or_den", a, o))
     return {
         "rows": int(S.point(("rows", a))),
         "graded": int(S.point(("graded", a))),
         "items": int((G.counts["rows"][a] > 0).sum()),
         "small": small,
-        "accuracy": ratio(S, ("acc_num", a), ("acc_den", a)),
-        "answered_accuracy": ratio(S, ("correct", a), ("answered", a)),
-        "other_rate": ratio(S, ("other", a), ("graded", a)),
+        "accuracy": proportion(S, ("acc_num", a), ("acc_den", a)),
+        "answered_accuracy": proportion(S, ("correct", a), ("answered", a)),
+        "other_rate": proportion(S, ("other", a), ("graded", a)),
         "truncated_rate": ratio(S, ("truncated", a), ("rows", a)),
         "accuracy_by_orientation": by_or,
     }
@@ -144,18 +144,19 @@ def _delta(S: Sums, t: int, c: int) -> tuple[str | None, GroupDelta]:
         if shared < MIN_ITEMS:
             return f"{plural(shared, 'shared item')} in the group (a Δ needs at least {MIN_ITEMS})", out
 
-        def diff(x: str, den: str) -> Metric | None:
+        def diff(x: str, den: str, fact: bool = False) -> Metric | None:
             return summarize(
                 safe_div(S["d_part", x, t, "t"], S["d_part", den, t, "t"])
                 - safe_div(S["d_part", x, t, "c"], S["d_part", den, t, "c"]),
                 shared,
                 se=True,
+                fact=fact,
             )
 
         out = {
             "delta_accuracy": ratio(S, ("d_num", t), ("d_den", t), se=True),
             "delta_other_rate": diff("other", "graded"),
-            "delta_truncated_rate": diff("truncated", "rows"),
+            "delta_truncated_rate": diff("truncated", "rows", fact=True),
         }
         items, pairing = shared, "paired"
         rows = S.point(("d_part", "graded", t, "t")) + S.point(("d_part", "graded", t, "c"))
@@ -172,7 +173,7 @@ def _delta(S: Sums, t: int, c: int) -> tuple[str | None, GroupDelta]:
             ),
             "delta_other_rate": unpaired(S, ("other", t), ("graded", t), ("other", c), ("graded", c), items),
             "delta_truncated_rate": unpaired(
-                S, ("truncated", t), ("rows", t), ("truncated", c), ("rows", c), items
+                S, ("truncated", t), ("rows", t), ("truncated", c), ("rows", c), items, fact=True
             ),
         }
         rows = S.point(("graded", t)) + S.point(("graded", c))

@@ -35,6 +35,11 @@ def _wilson(d: float, n: float, var: float) -> tuple[float, float]:
     return (0.0 if lo < 1e-12 else lo), (1.0 if hi > 1 - 1e-12 else hi)
 
 
+def wilson_interval(d: float, n: float) -> tuple[float, float]:
+    """The Wilson score 95 % interval of ``d`` successes in ``n`` independent trials."""
+    return _wilson(d, n, 0.0)
+
+
 def clustered_rate(sums: Iterable[float]) -> Metric | None:
     """A rate Σd/Σn over item clusters, from ``(k, Σn, Σd, Σd², Σd·n, Σn²)``, with a Wilson 95 % CI whose
     effective sample size carries the clustered (ratio-estimator) variance."""
