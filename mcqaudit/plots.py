@@ -301,17 +301,29 @@ def fig_delta_by_parser(report: Report) -> go.Figure:
     return fig
 
 
+PANELS_PER_ROW = 4  # a confusion matrix per arm: more arms than this go on further rows
+
+
 def fig_parser_confusion(report: Report, parser: str, arm: str | None = None) -> go.Figure:
-    """Verdicts (rows) × the parser's verdicts (columns); one panel per arm, or the one ``arm``."""
+    """Verdicts (rows) × the parser's verdicts (columns); one panel per arm (:data:`PANELS_PER_ROW` a row, as
+    many rows as that takes), or the one ``arm``."""
     arms = [arm] if arm is not None else list(report["arms"])
     arms = [a for a in arms if parser in (report["metrics"][a].get("parser_disagreement") or {})]
     if not arms:
         return _empty(f"{parser} vs verdicts", "the parser has no rows")
-    lab = _labels(report)
+    per_row = min(len(arms), PANELS_PER_ROW)
+    n_rows = -(-len(arms) // per_row)
+    # a panel's title fits its panel: a shorter cut where the panels are many
+    lab = {a: _txt(s) for a, s in short_labels(report["arms"], limit={4: 22, 3: 28}.get(per_row, 32)).items()}
     fig = make_subplots(
-        rows=1, cols=len(arms), subplot_titles=[lab[a] for a in arms], horizontal_spacing=0.08
+        rows=n_rows,
+        cols=per_row,
+        subplot_titles=[lab[a] for a in arms],
+        horizontal_spacing=0.08,
+        vertical_spacing=0.1 if n_rows > 1 else 0.0,
     )
-    for k, a in enumerate(arms, start=1):
+    for k, a in enumerate(arms):
+        row, col = k // per_row + 1, k % per_row + 1
         conf = report["metrics"][a]["parser_disagreement"][parser]["confusion"]
         z = [[conf[r][c] for c in VERDICTS] for r in VERDICTS]
         fig.add_heatmap(
@@ -322,11 +334,18 @@ def fig_parser_confusion(report: Report, parser: str, arm: str | None = None) ->
             texttemplate="%{text}",
             colorscale="Blues",
             showscale=False,
-            row=1,
-            col=k,
+            hovertemplate=f"{_txt(a)}<br>%{{y}}, %{{x}}: %{{z}} rows<extra></extra>",
+            row=row,
+            col=col,
         )
-        fig.update_yaxes(autorange="reversed", row=1, col=k, showticklabels=k == 1)
-    fig.update_layout(**_layout(height=340), title=f"{_txt(parser)} parser vs verdicts (row counts)")
+        fig.update_yaxes(autorange="reversed", row=row, col=col, showticklabels=col == 1)
+        # the columns' names under the lowest panel of each column only
+        fig.update_xaxes(row=row, col=col, showticklabels=k + per_row >= len(arms))
+    fig.update_layout(
+        **_layout(height=340 + 240 * (n_rows - 1)), title=f"{_txt(parser)} parser vs verdicts (row counts)"
+    )
+    if per_row > 2:
+        fig.update_annotations(font_size=12)
     return fig
 
 

@@ -195,7 +195,8 @@ def _categorical(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:
         if a.get("text") and a.get("y") is not None and a.get("yref", "y") == "y":
             body.append(f'<text x="{W - MR - 4}" y="{_num(Y(float(a["y"])) - 4)}" text-anchor="end" '
                         f'fill="#666">{_t(a["text"])}</text>')  # fmt: skip
-    return _svg(body + _legend(series, ticks_), title)
+    legend, extra = _legend(series, ticks_, H)
+    return _svg(body + legend, title, int(H + extra))
 
 
 def _category_labels(cats: list[str], shown: Mapping[str, str], slot: float) -> list[str]:
@@ -231,70 +232,88 @@ def _bar_label(d: Mapping[str, Any], k: int, cx: float, cy: float, height: float
     ]
 
 
-def _legend(series: list[dict[str, Any]], ticks_: list[dict[str, Any]]) -> list[str]:
-    """The legend above the plot: a swatch and the name of each named series, then of each tick trace."""
+def _legend(series: list[dict[str, Any]], ticks_: list[dict[str, Any]], bottom: float) -> tuple[list[str], float]:
+    """The legend: a swatch and the name of each named series, then of each tick trace; and the height it adds.
+    On one line above the plot where it fits there (in a smaller font, down to 9 px); else in lines under the
+    drawing, which ends ``bottom`` high without it, each name whole."""
     legend = [(d.get("name"), PALETTE[i % len(PALETTE)]) for i, d in enumerate(series) if d.get("name")]
     legend += [(d.get("name"), "#000") for d in ticks_ if d.get("name")]
     names = [html.unescape(str(name)) for name, _ in legend]
-    # one line of entries: where they would run past the right edge, in a smaller font (down to 9 px), and
-    # where that is not enough, each name cut to its share (whole in its tooltip)
     room = W - ML - MR
     need = sum(24 + 7 * len(n) for n in names)
     scale = max(min(1.0, (room - 24 * len(names)) / max(need - 24 * len(names), 1)), 0.75)
-    chars = int(((room / max(len(names), 1)) - 24) / (7 * scale))
-    fit = sum(24 + 7 * scale * len(n) for n in names) <= room
-    font = f' font-size="{_num(12 * scale)}"' if scale < 1.0 else ""
     out: list[str] = []
-    x = float(ML)
+    if sum(24 + 7 * scale * len(n) for n in names) <= room:
+        font = f' font-size="{_num(12 * scale)}"' if scale < 1.0 else ""
+        x = float(ML)
+        for name, (_, color) in zip(names, legend, strict=True):
+            out.append(f'<rect x="{_num(x)}" y="{MT - 18}" width="10" height="10" fill="{color}"/>'
+                       f'<text x="{_num(x + 14)}" y="{MT - 9}" fill="#333"{font}>{html.escape(name)}</text>')  # fmt: skip
+            x += 24 + 7 * scale * len(name)
+        return out, 0.0
+    x, line = float(ML), 0
     for name, (_, color) in zip(names, legend, strict=True):
-        shown = name if fit else short_label(name, max(chars, 8))
-        whole = f"<title>{html.escape(name)}</title>" if shown != name else ""
-        out.append(f'<rect x="{_num(x)}" y="{MT - 18}" width="10" height="10" fill="{color}"/>'
-                   f'<text x="{_num(x + 14)}" y="{MT - 9}" fill="#333"{font}>{whole}{html.escape(shown)}</text>')  # fmt: skip
-        x += 24 + 7 * scale * len(shown)
-    return out
+        width = 22 + 6.2 * len(name)  # 11 px
+        if x > ML and x + width > W - MR:
+            x, line = float(ML), line + 1
+        y = bottom + 4 + 18 * line
+        out.append(f'<rect x="{_num(x)}" y="{_num(y)}" width="10" height="10" fill="{color}"/>'
+                   f'<text x="{_num(x + 14)}" y="{_num(y + 9)}" fill="#333" font-size="11">{html.escape(name)}</text>')  # fmt: skip
+        x += width
+    return out, 18.0 * (line + 1) + 8
+
+
+PANELS_PER_ROW = 4  # as plots.PANELS_PER_ROW: more panels than this go on further rows
 
 
 def _heatmaps(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:
-    """One panel per heatmap trace, side by side: count in each cell, shade by count within the panel."""
+    """One panel per heatmap trace, :data:`PANELS_PER_ROW` a row: count in each cell, shade by count within the
+    panel; a panel's title cut to its width (whole in its tooltip)."""
     title = _title(layout)
     heads = [a.get("text", "") for a in layout.get("annotations") or []]
     n = len(data)
+    per_row = max(min(n, PANELS_PER_ROW), 1)
+    rows = -(-n // per_row)
     left = 150
     xshown, yshown = _shown(layout, "xaxis"), _shown(layout, "yaxis")
-    pw = (W - left - MR) / n
-    ph = H - MT - 70
+    pw = (W - left - MR) / per_row
+    ph = H - MT - 70 if rows == 1 else 150
+    step = ph + 50  # a row of panels: the panels, their columns' names, the next row's titles
     body: list[str] = []
     for k, d in enumerate(data):
         z: Sequence[Sequence[float]] = d.get("z") or []
         xs, ys = list(d.get("x") or []), list(d.get("y") or [])
         top = max((v for r in z for v in r), default=0) or 1
-        x0 = left + k * pw
+        x0, y0 = left + (k % per_row) * pw, MT + (k // per_row) * step
         cw, chh = (pw - 12) / max(len(xs), 1), ph / max(len(ys), 1)
         if k < len(heads):
-            body.append(f'<text x="{_num(x0 + pw / 2)}" y="{MT - 6}" text-anchor="middle" font-weight="600">'
-                        f"{_t(heads[k])}</text>")  # fmt: skip
+            head = html.unescape(str(heads[k]))
+            px = 12 if per_row <= 2 else 10
+            shown = short_label(head, max(int((pw - 4) / (px * 0.62)), 8))
+            whole = f"<title>{html.escape(head)}</title>" if shown != head else ""
+            body.append(f'<text x="{_num(x0 + pw / 2)}" y="{_num(y0 - 6)}" text-anchor="middle" font-weight="600" '
+                        f'font-size="{px}">{whole}{html.escape(shown)}</text>')  # fmt: skip
         for r, row in enumerate(z):
-            if k == 0 and r < len(ys):
+            if k % per_row == 0 and r < len(ys):
                 label = yshown.get(str(ys[r]), str(ys[r]))
                 whole = f"<title>{_t(ys[r])}</title>" if label != str(ys[r]) else ""
-                body.append(f'<text x="{left - 6}" y="{_num(MT + chh * (r + 0.5) + 4)}" text-anchor="end" '
+                body.append(f'<text x="{left - 6}" y="{_num(y0 + chh * (r + 0.5) + 4)}" text-anchor="end" '
                             f'fill="#444">{whole}{_t(label)}</text>')  # fmt: skip
             for c, v in enumerate(row):
                 share = float(v) / top
                 shade = f"rgb({int(247 - 200 * share)},{int(251 - 150 * share)},{int(255 - 80 * share)})"
                 ink = "#fff" if share > 0.6 else "#000"
-                body.append(f'<rect x="{_num(x0 + cw * c)}" y="{_num(MT + chh * r)}" width="{_num(cw - 2)}" '
+                body.append(f'<rect x="{_num(x0 + cw * c)}" y="{_num(y0 + chh * r)}" width="{_num(cw - 2)}" '
                             f'height="{_num(chh - 2)}" fill="{shade}"><title>{_t(ys[r] if r < len(ys) else "")} / '
                             f'{_t(xs[c] if c < len(xs) else "")}: {v}</title></rect>'
-                            f'<text x="{_num(x0 + cw * (c + 0.5))}" y="{_num(MT + chh * (r + 0.5) + 4)}" '
+                            f'<text x="{_num(x0 + cw * (c + 0.5))}" y="{_num(y0 + chh * (r + 0.5) + 4)}" '
                             f'text-anchor="middle" fill="{ink}">{v}</text>')  # fmt: skip
         for c, x in enumerate(xs):
             x = xshown.get(str(x), x)
             x = str(x).split(": ", 1)[-1] if len(str(x)) * 6 > cw else x  # "naive: OTHER" → "OTHER"
-            body.append(f'<text x="{_num(x0 + cw * (c + 0.5))}" y="{_num(MT + ph + 16)}" text-anchor="middle" '
+            body.append(f'<text x="{_num(x0 + cw * (c + 0.5))}" y="{_num(y0 + ph + 16)}" text-anchor="middle" '
                         f'fill="#444" font-size="10">{_t(x)}</text>')  # fmt: skip
-    return _svg(body, title)
+    return _svg(body, title, H if rows == 1 else int(MT + (rows - 1) * step + ph + 40))
 
 
 def _err_x(d: Mapping[str, Any], k: int) -> tuple[float | None, float | None]:
@@ -375,7 +394,8 @@ def _forest(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:
                             f'{_num(cy - 3)}v6" stroke="{color}" fill="none"/>')  # fmt: skip
             tip = f"<title>{_t(d.get('name', ''))} {_t(y)}: {_t(_lines(hov[k] if k < len(hov) else x))}</title>"
             body.append(f'<circle cx="{_num(X(x))}" cy="{_num(cy)}" r="4.5" fill="{color}">{tip}</circle>')
-    return _svg(body + _legend(data, []), title, int(height))
+    legend, extra = _legend(data, [], height)
+    return _svg(body + legend, title, int(height + extra))
 
 
 __all__ = ["figure_svg"]

@@ -143,3 +143,9 @@ def settle(page, quiet_ms: int = 300, timeout_s: float = 20.0) -> None:  # type:
             return
         page.wait_for_timeout(25)
     raise AssertionError("the page kept re-rendering")
+
+
+# each plotly figure on the page: its title, the width and height of its plot area and of the whole figure
+PLOT_AREAS_JS = r"""() => Array.from(document.querySelectorAll('.js-plotly-plot')).filter(el => el._fullLayout)
+  .map(el => { const L = el._fullLayout;
+    return [(L.title && L.title.text || '').slice(0, 60), L._size.w, L.width, L._size.h, L.height]; })"""

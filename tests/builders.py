@@ -430,6 +430,35 @@ def hand_study(tmp_path: Path, name: str = "s.duckdb") -> StudyBuilder:
     return b
 
 
+MANY_ARMS = (
+    "qwen2.5-7b-instruct_baseline",
+    *(f"qwen2.5-7b-instruct_steer-sycophancy_L{layer}_a{a}" for layer in (12, 18) for a in ("0.25", "0.50", "1.00")),
+    "qwen2.5-7b-instruct_sft-on-refusals_lr2e-5_ep3",
+)
+
+
+def many_arm_study(path: Path) -> StudyBuilder:
+    """8 arms of one model (long names sharing a long start: several steering settings, a fine-tune), 40
+    four-option items × 4 cyclic orientations, seeded; each treated arm skips about 30 % of the items (few shared
+    items), the sft arm answers every row it has correctly (100.0 %), the others drift toward OTHER."""
+    rng = np.random.default_rng(7)
+    b = StudyBuilder(path)
+    b.config("fp-a", model="judge-x")
+    labels = orient.scheme_labels(4, "cyclic")
+    for k in range(40):
+        item = b.item(f"mmlu-pro/{('law', 'physics', 'history')[k % 3]}/{k:04d}", n=4, gold=k % 4)
+        for a, arm in enumerate(MANY_ARMS):
+            if a > 0 and rng.random() < 0.3:
+                continue
+            for lab in labels:
+                gold = b.gold_letter(item, lab)
+                u = rng.random()
+                wrong = "ABCD"[("ABCD".index(gold) + 1) % 4]
+                pick = gold if u < 0.7 - 0.04 * a else ("OTHER" if u > 0.93 - 0.03 * a else wrong)
+                b.row(arm, item, lab, gold if arm.startswith("qwen2.5-7b-instruct_sft") else pick)
+    return b
+
+
 def two_family_study(
     path: Path, two: dict[str, tuple[int, int]], four: dict[str, tuple[int, int]]
 ) -> StudyBuilder:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from mcqaudit.formatting import short_label
-from tests.browser import ARGS, ARTIFACTS, CHROMIUM, free_port, serve, serve_command, settle
+from tests.browser import ARGS, ARTIFACTS, CHROMIUM, PLOT_AREAS_JS, free_port, serve, serve_command, settle
 from tests.builders import build_hostile_study as build
 from tests.hostile_study import ARMS, PHISH, QUEUE, REVIEWER
 
@@ -78,12 +78,6 @@ def browser_page(hostile_db: Path) -> Iterator[tuple[Any, str, list[str]]]:
             yield page, url, events
         finally:
             browser.close()
-
-
-# each plotly figure on the page: its title, the width and height of its plot area and of the whole figure
-PLOT_AREAS_JS = r"""() => Array.from(document.querySelectorAll('.js-plotly-plot')).filter(el => el._fullLayout)
-  .map(el => { const L = el._fullLayout;
-    return [(L.title && L.title.text || '').slice(0, 60), L._size.w, L.width, L._size.h, L.height]; })"""
 
 
 def look(page: Any, events: list[str], where: str, area: str = '[data-testid="stMain"]') -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import ARGS, ARTIFACTS, CHROMIUM, serve
+from tests.browser import ARGS, ARTIFACTS, CHROMIUM, PLOT_AREAS_JS, serve
 from tests.builders import build_review_study as build
 from tests.helpers import REPO
 
@@ -82,3 +82,47 @@ def test_three_arms_in_the_first_screen(three_arm_db: Path) -> None:
     items = _first_screen(three_arm_db, "overview-three-arms.png")
     text = " ".join(t for t, _ in items)
     assert "steered" in text and "finetuned" in text, items
+
+
+# every element of a headline figure whose text runs past its box (shown cut, "71.…")
+CUT_FIGURES_JS = """() => Array.from(document.querySelectorAll(
+    '[data-testid="stMetricValue"], [data-testid="stMetricValue"] *'))
+  .filter(el => el.scrollWidth > el.clientWidth + 1).map(el => el.textContent)"""
+
+
+def test_eight_arms_with_long_names_show_every_headline_figure_whole(tmp_path: Path) -> None:
+    """Eight arms of one model, their names 28-50 characters sharing a long start, one at 100.0 %: every arm's
+    card shows its figures whole (four cards a row had cut every value: "71.…", in 15 of 16) and every figure
+    keeps its plot area (the pairwise Δ of 8 arms; the arms' names cut there, telling them apart)."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from mcqaudit.formatting import short_labels
+    from tests.builders import MANY_ARMS, many_arm_study
+
+    db = tmp_path / "many.duckdb"
+    many_arm_study(db).build()
+    with serve(db) as url, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            page.set_default_timeout(60_000)
+            page.goto(url)
+            expect(page.get_by_role("heading", name="Findings")).to_be_visible(timeout=60_000)
+            values = page.locator('[data-testid="stMetricValue"]')
+            expect(values).to_have_count(2 * len(MANY_ARMS))
+            page.locator(".js-plotly-plot").first.wait_for()  # the pairwise Δ of 8 arms
+            page.wait_for_timeout(800)
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "overview-eight-arms.png"))
+            assert "100.0 %" in [values.nth(k).inner_text() for k in range(values.count())]
+            assert page.evaluate(CUT_FIGURES_JS) == []
+            page.locator(".js-plotly-plot").first.scroll_into_view_if_needed()
+            page.wait_for_timeout(500)
+            areas = page.evaluate(PLOT_AREAS_JS)
+            assert areas and all(w >= 0.5 * width and h >= 0.4 * height for _, w, width, h, height in areas), areas
+            ticks = page.evaluate(
+                "() => Array.from(document.querySelectorAll('.js-plotly-plot .xtick text')).map(t => t.textContent)"
+            )
+            assert sorted(ticks) == sorted(short_labels(MANY_ARMS).values()), ticks
+        finally:
+            browser.close()

@@ -367,7 +367,8 @@ def test_figures_show_long_arm_names_cut_and_name_them_whole_in_the_hover(tmp_pa
     assert list(other.layout.xaxis.tickvals) == arms and list(other.layout.xaxis.ticktext) == [lab[a] for a in arms]
     assert all(str(h).startswith(f"{a}<br>") for h, a in zip(other.data[0].hovertext, arms, strict=True))
     confusion = fig_parser_confusion(rep, "naive")
-    assert [a.text for a in confusion.layout.annotations] == [lab[a] for a in arms]
+    panel = short_labels(LONG_ARMS, limit=28)  # three panels a row: a shorter cut, to fit one
+    assert [a.text for a in confusion.layout.annotations] == [panel[a] for a in arms]
     pairwise = plots.fig_pairwise_delta(rep)
     if pairwise.data:
         for axis in (pairwise.layout.xaxis, pairwise.layout.yaxis):
@@ -385,3 +386,29 @@ def test_figures_show_long_arm_names_cut_and_name_them_whole_in_the_hover(tmp_pa
             for x, size, t in re.findall(r'<text x="([\d.]+)" y="47" fill="#333"(?: font-size="([\d.]+)")?>'
                                          r'(?:<title>[^<]*</title>)?([^<]*)</text>', page)]  # fmt: skip
     assert len(ends) > 10 and max(ends) <= 760, max(ends)
+
+
+def test_eight_arms_lay_out_their_panels_and_legends_in_rows(tmp_path: Path) -> None:
+    """Eight arms with long names sharing a long start: the parser-vs-verdicts matrices go four a row (eight in
+    one row were 90 px each, their titles overlapping), the titles cut to their panel and told apart, the
+    columns' names under the lowest row only; the HTML report draws them so, and puts a legend too long for one
+    line under the plot, each name as the figure shows it, within the drawing."""
+    import re
+
+    from mcqaudit.formatting import short_labels
+    from tests.builders import MANY_ARMS, many_arm_study
+
+    rep = build_report(many_arm_study(tmp_path / "m.duckdb").build(), n_boot=50)
+    fig = fig_parser_confusion(rep, "naive")
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles == [short_labels(MANY_ARMS, limit=22)[a] for a in rep["arms"]] and len(set(titles)) == 8
+    assert all(len(t) <= 22 for t in titles) and fig.layout.height == 340 + 240
+    shown = [fig.layout[f"xaxis{k if k > 1 else ''}"].showticklabels for k in range(1, 9)]
+    assert shown == [False] * 4 + [True] * 4
+    assert [fig.layout[f"xaxis{k}"].domain == fig.layout[f"xaxis{k + 4}"].domain for k in (2, 3, 4)] == [True] * 3
+    page = to_html(rep)
+    heights = [int(h) for h in re.findall(r'<svg viewBox="0 0 760 (\d+)"', page)]
+    assert max(heights) > 400  # two rows of matrices; the legend of eight arms under its plot
+    legend = re.findall(r'<text x="([\d.]+)" y="([\d.]+)" fill="#333" font-size="11">([^<]*)</text>', page)
+    assert {t for _, _, t in legend} >= set(short_labels(MANY_ARMS).values())
+    assert all(float(x) + 14 + 6.2 * len(t) <= 760 and float(y) > 340 for x, y, t in legend)

@@ -52,10 +52,14 @@ def render_judges(report: Report) -> None:
     st.caption("  \n".join(md_rich(" ".join(line.split()), names) for line in panel_lines(report)))
 
 
+CARDS_PER_ROW = 3
+
+
 def render_cards(report: Report) -> None:
-    """Headline figures per arm: accuracy and OTHER rate with their CI and n."""
+    """Headline figures per arm: accuracy and OTHER rate with their CI and n. Three cards a row at most: in a
+    fourth the two figures of a card no longer fit its width ("71.…")."""
     arms = list(report["arms"])
-    cols = st.columns(max(1, min(len(arms), 4)))
+    cols = st.columns(max(1, min(len(arms), CARDS_PER_ROW)))
     for k, arm in enumerate(arms):
         m = report["metrics"][arm]
         with cols[k % len(cols)], st.container(border=True):
