@@ -791,14 +791,17 @@ def test_orientation_instability_stays_quiet_under_the_null_with_two_families() 
 def test_a_share_at_0_or_100_percent_keeps_the_uncertainty_its_items_leave(tmp_path: Path, ci: str) -> None:
     """27 items all answered correctly, in 4 orientations, none OTHER: resampling items gives the point in every
     replicate, an interval of no width ("100.0 [100.0, 100.0] n=27"). The accuracy, the answered accuracy, the
-    OTHER rate, the accuracy per orientation and the consistency then read the Wilson score interval on their
-    n (the items, or the rows); the ungraded and truncated rates, facts of the run, keep theirs."""
+    OTHER rate, the accuracy per orientation, the consistency, the recall by gold letter and the judge's
+    agreement with a reviewer then read the Wilson score interval on their n (the items, or the rows); the
+    ungraded and truncated rates, facts of the run, keep theirs."""
     b = StudyBuilder(tmp_path / "s.duckdb")
     labels = orient.scheme_labels(4, "cyclic")
     for k in range(27):
         item = b.item(f"q{k}", n=4, gold=k % 4)
         for lab in labels:
-            b.row("perfect", item, lab, b.gold_letter(item, lab))
+            rid = b.row("perfect", item, lab, b.gold_letter(item, lab))
+            if lab == labels[0] and k < 12:
+                b.review(rid, "CORRECT")  # a reviewer agrees with the judge on 12 of 12 rows
             b.row("other", item, lab, "OTHER" if lab == labels[0] and k < 3 else b.gold_letter(item, lab))
     m = report_of(b, ci=ci)["metrics"]["perfect"]
     z2 = 1.959963984540054**2
@@ -814,6 +817,9 @@ def test_a_share_at_0_or_100_percent_keeps_the_uncertainty_its_items_leave(tmp_p
     for o in labels:
         assert m["accuracy_by_orientation"][o]["ci_low"] == approx(wilson_low(27)), o
     assert m["consistency"]["nway"]["ci_low"] == approx(wilson_low(27))
+    assert all(r["ci_low"] == approx(wilson_low(27)) for r in m["recall_by_gold_letter"].values())  # 27 rows each
+    agreement = m["judge_agreement"]["agreement"]
+    assert (agreement["value"], agreement["n"]) == (1.0, 12) and agreement["ci_low"] == approx(wilson_low(12))
     assert (m["ungraded_rate"]["ci_low"], m["ungraded_rate"]["ci_high"]) == (0.0, 0.0)  # a fact of the run
     # a share off the boundary keeps its resampled interval
     other = report_of(b, ci=ci)["metrics"]["other"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from mcqaudit.formatting import plural
-from mcqaudit.metrics.bootstrap import Sums, clustered_rate, safe_div, summarize
+from mcqaudit.metrics.bootstrap import Sums, at_boundary, clustered_rate, safe_div, summarize
 from mcqaudit.metrics.results import JudgeAgreement, LogprobCrosscheck, Metric, Notes
 from mcqaudit.metrics.rules import MIN_AUDIT_ROWS, MIN_CI_ROWS
 from mcqaudit.vocab import VERDICT_CODES, VerdictCode
@@ -56,10 +56,11 @@ def judge_agreement(
         "sample": "uniform" if scope == "uniform" else "all",
         "reviewed_rows": n,
         "preliminary": n < MIN_AUDIT_ROWS,
-        "agreement": summarize(po, n),
+        "agreement": at_boundary(summarize(po, n)),  # 12 of 12 reviewed rows: not [100, 100]
         "kappa": summarize(kappa, n),
         "precision": {
-            k.name: summarize(safe_div(conf[k, k], row[k]), int(round(row[k][0]))) for k in VERDICT_CODES
+            k.name: at_boundary(summarize(safe_div(conf[k, k], row[k]), int(round(row[k][0]))))
+            for k in VERDICT_CODES
         },
         "confusion": {
             j.name: {h.name: int(round(conf[j, h, 0])) for h in VERDICT_CODES} for j in VERDICT_CODES
@@ -90,7 +91,7 @@ def judge_agreement(
                 if S.point(("auto_share", k.name, key)) > 0:
                     assumed.append(k.name)
             corr = corr + share * q
-        m = summarize(corr, int(round(S.point(("auto_den", key)))))
+        m = at_boundary(summarize(corr, int(round(S.point(("auto_den", key))))))
         if m is not None:
             m["preliminary"] = n < MIN_AUDIT_ROWS
             m["reviewed_rows"] = n
@@ -115,8 +116,8 @@ def logprob_crosscheck(S: Sums, a: int, items: int, mismatch: np.ndarray) -> Log
     tx_acc = safe_div(S["logprob", "text_correct", a], n)
     return {
         "mismatch_rate": clustered_rate(mismatch),
-        "accuracy_logprob": summarize(lp_acc, n_lp),
-        "accuracy_text": summarize(tx_acc, n_lp),
+        "accuracy_logprob": at_boundary(summarize(lp_acc, n_lp)),
+        "accuracy_text": at_boundary(summarize(tx_acc, n_lp)),
         "difference": summarize(lp_acc - tx_acc, n_lp),
         "items": items,
     }

@@ -13,7 +13,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 
-from mcqaudit.metrics.bootstrap import Sums, proportion, round6, safe_div, summarize
+from mcqaudit.metrics.bootstrap import Sums, at_boundary, proportion, round6, safe_div, summarize
 from mcqaudit.metrics.cells import Families, Rows, group_ids
 from mcqaudit.metrics.facts import design_reasons, gold_shares
 from mcqaudit.metrics.results import Consistency, Design, Family, Metric
@@ -176,7 +176,9 @@ def position_pick_rates(
         if not design["gold_unbalanced"]:
             note("position_pick_rate", "no answered row with a picked letter in this arm")
         return None, None, None
-    share = {LETTERS[q]: summarize(safe_div(S["pick", a, q], picked), int(picked[0])) for q in range(max_n)}
+    share = {
+        LETTERS[q]: at_boundary(summarize(safe_div(S["pick", a, q], picked), int(picked[0]))) for q in range(max_n)
+    }
     if design["gold_unbalanced"]:
         return None, None, share
     ppr: dict[str, Metric | None] = {}
@@ -197,7 +199,9 @@ def _recalls(
     rec = np.stack([safe_div(S[correct(q)], S[graded(q)]) for q in have], axis=1)
     with np.errstate(invalid="ignore"):
         spread = 100 * np.std(rec, axis=1)
-    return spread, {LETTERS[q]: summarize(rec[:, j], int(S.point(graded(q)))) for j, q in enumerate(have)}
+    return spread, {
+        LETTERS[q]: at_boundary(summarize(rec[:, j], int(S.point(graded(q))))) for j, q in enumerate(have)
+    }
 
 
 FamilyRstd = tuple[Metric | None, dict[str, Metric | None]]

@@ -20,6 +20,7 @@ from mcqaudit.metrics.rules import CI_LEVEL, MDE_FACTOR, CIMethod
 
 __all__ = [
     "Column",
+    "at_boundary",
     "ItemBootstrap",
     "Sums",
     "clustered_rate",
@@ -247,7 +248,12 @@ def proportion(S: Sums, num: Column, den: Column) -> Metric | None:
     interval has no width ("100.0 [100.0, 100.0] n=27": certainty from 27 items). There the interval is the
     Wilson score interval on ``n`` (the point's denominator: the items of an item-weighted accuracy, the rows
     of a row rate): the uncertainty at a boundary that resampling cannot show (27 of 27: [87.5, 100])."""
-    m = ratio(S, num, den)
+    return at_boundary(ratio(S, num, den))
+
+
+def at_boundary(m: Metric | None) -> Metric | None:
+    """``m``, a share of ``n`` (see :func:`proportion`), with the Wilson score interval on ``n`` where it is 0
+    or 1 with an interval of no width."""
     if m is None:
         return None
     v, n = m["value"], m["n"]
