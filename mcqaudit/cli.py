@@ -809,7 +809,8 @@ def _info_flags(facts: InfoFacts) -> None:
     if not flags:
         console.print("diagnostics: no flag fired" + (f" ({later})" if later else ""), markup=False)
         return
-    t = Table(title=f"diagnostics ({len(flags)} flags; details: `mcqaudit report`)", title_justify="left")
+    n = len(flags)
+    t = Table(title=f"diagnostics ({n} flag{'' if n == 1 else 's'}; details: `mcqaudit report`)", title_justify="left")
     for c in ("flag", "arm", "evidence"):
         t.add_column(c)
     for f in flags:

@@ -398,3 +398,13 @@ def test_the_keeping_runs_by_itself_once_the_study_is_left_alone(tmp_path: Path)
         time.sleep(0.1)
     kept = infocache.load(db)
     assert kept is not None and kept == fresh(db)
+
+
+def test_the_verdicts_table_lists_the_arms_in_the_studys_order(template: Path) -> None:
+    """`info`'s verdicts by source list the arms as its rows-per-arm table does, in the study's order (base,
+    steered, hedging), not alphabetically (base, hedging, steered), computed or kept after reviews."""
+    got = fresh(template)["summary"]
+    arms = got["arms"]
+    assert arms == ["base", "steered", "hedging"]
+    listed = list(dict.fromkeys(r[0] for r in got["verdicts"]["rows"]))
+    assert listed == arms and [r[0] for r in got["rows_by_arm_orientation"]["rows"]] == arms

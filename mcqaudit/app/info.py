@@ -496,7 +496,7 @@ def _kept_after_reviews(con: Any, chain: _Chain) -> tuple[dict[str, Any], dict[s
     finally:
         con.execute("DROP TABLE IF EXISTS mcq_reviews_before")
     new_raw = apply_review(raw, before[0], after[0])
-    verdicts = merge_verdicts(chain.state["verdicts"], after[1], before[1])
+    verdicts = merge_verdicts(chain.state["verdicts"], after[1], before[1], chain.payload["summary"]["arms"])
     flags, unchecked = quick_flags(counts_of(new_raw))
     payload = chain.payload
     payload["summary"]["verdicts"]["rows"] = verdicts

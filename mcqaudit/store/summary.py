@@ -51,10 +51,12 @@ FROM graded_rows WHERE {scope} GROUP BY ALL
 """
 
 
-def merge_verdicts(rows: list[list[Any]], plus: list[list[Any]], minus: list[list[Any]]) -> list[list[Any]]:
+def merge_verdicts(
+    rows: list[list[Any]], plus: list[list[Any]], minus: list[list[Any]], arms: list[str]
+) -> list[list[Any]]:
     """The ``verdicts`` table's rows ``rows``, plus the counts of ``plus``, less those of ``minus`` (rows keyed
     by arm and source); a row whose counts come to 0 is dropped, and the rest ordered as the table orders them
-    (by arm, then source: as DuckDB orders text, by code point)."""
+    (by the arm's place in ``arms``, the study's order, then by source: as DuckDB orders text, by code point)."""
     out: dict[tuple[Any, Any], list[int]] = {}
     for sign, part in ((1, rows), (1, plus), (-1, minus)):
         for arm, source, *counts in part:
@@ -62,7 +64,11 @@ def merge_verdicts(rows: list[list[Any]], plus: list[list[Any]], minus: list[lis
             for k, c in enumerate(counts):
                 got[k] += sign * int(c)
     keep = [[arm, source, *c] for (arm, source), c in out.items() if c[-1]]
-    return sorted(keep, key=lambda r: ((r[0] is None, r[0] or ""), (r[1] is None, r[1] or "")))
+    place = {a: k for k, a in enumerate(arms)}
+    return sorted(
+        keep,
+        key=lambda r: (place.get(r[0], len(place)), (r[0] is None, r[0] or ""), (r[1] is None, r[1] or "")),
+    )
 
 
 def summarise(study: Study, rejected_cap: int = 20) -> StudySummary:
@@ -96,7 +102,13 @@ def summarise(study: Study, rejected_cap: int = 20) -> StudySummary:
             """
             )
         )
-        verdicts = _table(con.execute(_VERDICTS.format(scope="true") + " ORDER BY arm, source"))
+        # the arms in their order (as the table of rows above), then the source
+        verdicts = _table(
+            con.execute(
+                f"SELECT v.* FROM ({_VERDICTS.format(scope='true')}) v LEFT JOIN arms a USING (arm) "
+                "ORDER BY a.ordinal NULLS LAST, v.arm, v.source"
+            )
+        )
         rejected_total = con.execute("SELECT count(*) FROM rejected_rows").fetchone()[0]  # type: ignore[index]
         rejected = _table(
             con.execute(
