@@ -41,6 +41,7 @@ from mcqaudit.metrics.results import (
     ParserAlso,
     Report,
 )
+from mcqaudit.metrics.rules import CI_LEVEL
 from mcqaudit.reading import (
     FamilyView,
     agreement_groups,
@@ -121,7 +122,9 @@ def findings(report: Report) -> list[Finding]:
     carries its number, CI and n. Kinds, per treated arm: ``headline`` (Δaccuracy vs control, and whether a
     null is informative by its MDE), ``parser`` (the Δ the naive and the user's parser would have given),
     ``other_rate`` (the OTHER-rate change beside the answered-accuracy Δ), ``orientation`` (does the Δ hold
-    per orientation); then ``control`` (a control picked only for being first), ``design`` and ``audit``.
+    per orientation); before them, with three or more arms compared, ``comparisons`` (how often chance alone
+    makes one of their CIs exclude 0); then ``control`` (a control picked only for being first), ``design`` and
+    ``audit``.
     While rows are pending (``pending_by_arm``) a ``pending`` finding opens the list and each per-arm finding
     of a comparison with pending rows says it is provisional (``provisional``, ``pending``).
     Nothing is stated from fewer than 20 items: such a comparison reads "not enough shared items (n=2)".
@@ -145,6 +148,7 @@ def findings(report: Report) -> list[Finding]:
     pending = _pending(report)
     if pending:
         out.insert(0, _pending_finding(report, pending))
+    out += _comparisons_finding(report)  # before the arms' own: how far chance alone goes among so many
     name = _ParserNames(report)
     for arm, d in (report.get("delta_accuracy") or {}).items():
         out += _provisional(
@@ -165,6 +169,38 @@ def findings(report: Report) -> list[Finding]:
         ))  # fmt: skip
     out += _audit_findings(report)
     return out
+
+
+COMPARISONS_NOTED = 3  # from this many arms compared with the control, the findings say what chance alone gives
+
+
+def _comparisons_finding(report: Report) -> list[Finding]:
+    """With :data:`COMPARISONS_NOTED` or more treated arms compared with the control: how often chance alone
+    makes one of their headline CIs exclude 0, and how many do. Each CI is at 95 %: with seven arms and no
+    effect anywhere, one or more excludes 0 in 30 % of studies, so a single arm's "the CI excludes 0" among
+    seven is weaker evidence than one arm's alone."""
+    heads = {
+        arm: ov
+        for arm, d in (report.get("delta_accuracy") or {}).items()
+        if d and (ov := d.get("overall")) and ov.get("ci_low") is not None
+    }
+    k = len(heads)
+    if k < COMPARISONS_NOTED:
+        return []
+    clear = [arm for arm, ov in heads.items() if _clear(ov)]
+    chance = 1 - CI_LEVEL**k
+    here = (
+        "here none does"
+        if not clear
+        else f"here {len(clear)} of {k} do" + (f" ({', '.join(clear)})" if len(clear) <= 3 else "")
+    )
+    text = (
+        f"{k} arms are compared with the control, each Δaccuracy's CI at {CI_LEVEL * 100:.0f} %: with no "
+        f"effect in any of them, one or more of {k} such CIs would exclude 0 by chance alone in {chance * 100:.0f} % "
+        f"of studies; {here}. Read a single arm's effect with that in mind (the CIs per orientation, parser and "
+        "group add more comparisons still)."
+    )
+    return [_finding("comparisons", text)]
 
 
 class _ParserNames:

@@ -412,3 +412,22 @@ def test_eight_arms_lay_out_their_panels_and_legends_in_rows(tmp_path: Path) -> 
     legend = re.findall(r'<text x="([\d.]+)" y="([\d.]+)" fill="#333" font-size="11">([^<]*)</text>', page)
     assert {t for _, _, t in legend} >= set(short_labels(MANY_ARMS).values())
     assert all(float(x) + 14 + 6.2 * len(t) <= 760 and float(y) > 340 for x, y, t in legend)
+
+
+def test_many_arms_compared_say_how_far_chance_alone_goes(tmp_path: Path) -> None:
+    """Seven arms compared with the control, each headline CI at 95 %: with no effect in any, one or more would
+    exclude 0 in 1 − 0.95⁷ = 30 % of studies. A `comparisons` finding says so before the arms' own findings, with
+    how many exclude 0 here; two arms compared (the fixture) get none."""
+    from mcqaudit.report import findings
+    from tests.builders import many_arm_study
+
+    rep = build_report(many_arm_study(tmp_path / "m.duckdb").build(), n_boot=200)
+    said = findings(rep)
+    (f,) = [x for x in said if x["kind"] == "comparisons"]
+    clear = [a for a, d in rep["delta_accuracy"].items() if d["overall"]["ci_low"] > 0 or d["overall"]["ci_high"] < 0]
+    assert 0 < len(clear) <= 3
+    assert f["text"].startswith("7 arms are compared with the control, each Δaccuracy's CI at 95 %")
+    assert "in 30 % of studies" in f["text"] and f"here {len(clear)} of 7 do ({', '.join(clear)})" in f["text"]
+    kinds = [x["kind"] for x in said]
+    assert kinds.index("comparisons") < kinds.index("headline")
+    assert "comparisons" not in {x["kind"] for x in golden_report(tmp_path)["findings"]}

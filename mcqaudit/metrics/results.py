@@ -340,6 +340,7 @@ FindingKind = Literal[
     "design",
     "audit",
     "judge_panel",
+    "comparisons",
 ]
 
 
