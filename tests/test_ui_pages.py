@@ -68,7 +68,7 @@ def test_overview_shows_flags_first_headline_and_provenance(ui_db: Path) -> None
     names = list(dict.fromkeys(f["name"] for f in rep["flags"]))
     assert subheaders[:3] == [
         "Findings",
-        f"Flags ({len(names)} kinds, {len(rep['flags'])} in all)",
+        f"Flags ({len(names)} kind{'' if len(names) == 1 else 's'}, {len(rep['flags'])} in all)",
         "Headline",
     ]
     assert rep["flags"], "the fixture study should fire flags"

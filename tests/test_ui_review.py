@@ -77,7 +77,7 @@ def test_override_changes_graded_rows_and_the_overview(ui_db: Path) -> None:
     base_rows = s.query("SELECT count(*) FROM graded_rows WHERE arm = 'base'")[0][0]
     n_other = s.query("SELECT count(*) FROM graded_rows WHERE arm = 'base' AND final_verdict = 'OTHER'")[0][0]
     assert metric(after, "OTHER rate · base") == f"{100 * n_other / base_rows:.1f} %" != other_before
-    assert "1 reviews recorded; 1 rows reviewed by 1 reviewer(s)." in [m.value for m in after.markdown]
+    assert "1 review recorded; 1 row reviewed by 1 reviewer." in [m.value for m in after.markdown]
 
 
 def test_generation_with_markup_is_shown_as_plain_text(ui_db: Path) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import streamlit as st
 
-from mcqaudit.formatting import md_rich, pairing_words
+from mcqaudit.formatting import md_rich, pairing_words, plural
 from mcqaudit.metrics.results import Report
 from mcqaudit.report import ci_words, names_in, note_label, panel_lines
 from mcqaudit.ui import components, data, groups, tables
@@ -33,7 +33,7 @@ def render_findings(report: Report) -> None:
     # each finding's words escaped (names are text), its `command` spans kept as code
     st.markdown("\n".join(f"- {md_rich(' '.join(f['text'].split()), names)}" for f in news))
     if quiet:
-        with st.expander(f"{len(quiet)} more finding(s): checks that found the result holds"):
+        with st.expander(f"{plural(len(quiet), 'more finding')}: checks that found the result holds"):
             st.markdown("\n".join(f"- {md_rich(' '.join(f['text'].split()), names)}" for f in quiet))
     if not news_first:
         render_judges(report)
@@ -86,7 +86,8 @@ def render_overview(
     components.provenance(report, meta)
     render_cards(report)
     render_findings(report)
-    st.subheader(f"Flags ({len({f['name'] for f in report['flags']})} kinds, {len(report['flags'])} in all)")
+    kinds = len({f["name"] for f in report["flags"]})
+    st.subheader(f"Flags ({plural(kinds, 'kind')}, {len(report['flags'])} in all)")
     components.flags(report["flags"])
 
     st.subheader("Headline")
@@ -125,8 +126,8 @@ def render_overview(
 
     st.subheader("Reviews")
     st.markdown(
-        f"{counts['reviews']} reviews recorded; {counts['reviewed_rows']} rows reviewed by "
-        f"{counts['reviewers']} reviewer(s)."
+        f"{plural(counts['reviews'], 'review')} recorded; {plural(counts['reviewed_rows'], 'row')} reviewed by "
+        f"{plural(counts['reviewers'], 'reviewer')}."
     )
     ag = tables.judge_agreement(report)
     if len(ag):
