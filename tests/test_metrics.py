@@ -802,7 +802,9 @@ def test_a_share_at_0_or_100_percent_keeps_the_uncertainty_its_items_leave(tmp_p
             rid = b.row("perfect", item, lab, b.gold_letter(item, lab))
             if lab == labels[0] and k < 12:
                 b.review(rid, "CORRECT")  # a reviewer agrees with the judge on 12 of 12 rows
-            b.row("other", item, lab, "OTHER" if lab == labels[0] and k < 3 else b.gold_letter(item, lab))
+            rid = b.row("other", item, lab, "OTHER" if lab == labels[0] and k < 3 else b.gold_letter(item, lab))
+            if lab == labels[0] and k < 12:  # 3 OTHER and 9 CORRECT rows, the reviewer agreeing on each
+                b.review(rid, "OTHER" if k < 3 else "CORRECT")
     m = report_of(b, ci=ci)["metrics"]["perfect"]
     z2 = 1.959963984540054**2
 
@@ -823,6 +825,10 @@ def test_a_share_at_0_or_100_percent_keeps_the_uncertainty_its_items_leave(tmp_p
     assert (m["ungraded_rate"]["ci_low"], m["ungraded_rate"]["ci_high"]) == (0.0, 0.0)  # a fact of the run
     # a share off the boundary keeps its resampled interval
     other = report_of(b, ci=ci)["metrics"]["other"]
+    # κ = 1 on every replicate: its lower end from the agreement's Wilson lower end at the chance agreement
+    kappa, pe = other["judge_agreement"]["kappa"], (9 / 12) ** 2 + (3 / 12) ** 2
+    assert kappa["value"] == 1.0 and kappa["ci_high"] == 1.0
+    assert kappa["ci_low"] == approx((wilson_low(12) - pe) / (1 - pe))  # 0.35, not 1.0
     assert 0 < other["other_rate"]["value"] < 1 and other["other_rate"]["ci_low"] < other["other_rate"]["value"]
     assert other["other_rate"]["ci_high"] != approx(1 - wilson_low(108))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from mcqaudit.formatting import plural
-from mcqaudit.metrics.bootstrap import Sums, at_boundary, clustered_rate, safe_div, summarize
+from mcqaudit.metrics.bootstrap import Sums, at_boundary, clustered_rate, round6, safe_div, summarize
 from mcqaudit.metrics.results import JudgeAgreement, LogprobCrosscheck, Metric, Notes
 from mcqaudit.metrics.rules import MIN_AUDIT_ROWS, MIN_CI_ROWS
 from mcqaudit.vocab import VERDICT_CODES, VerdictCode
@@ -31,6 +31,18 @@ def _counts_only(m: Metric | None, n: int, what: str, thin: list[str]) -> None:
 def has_reviews(S: Sums, key: int | str) -> bool:
     """Arm ``key`` (or ``"all"``) has reviewed rows with an automated verdict (its review_vs_auto columns)."""
     return ("review_vs_auto", key, int(VerdictCode.CORRECT), int(VerdictCode.CORRECT)) in S
+
+
+def _kappa_at_one(out: JudgeAgreement, pe: float) -> None:
+    """κ = 1 in every replicate (the reviewer agreed on every row: "κ 1.00 [1.00, 1.00]", certainty from 30
+    rows): its lower end is read off the agreement's, the Wilson lower end (:func:`~mcqaudit.metrics.bootstrap.
+    at_boundary`), at the point's chance agreement ``pe``: (p_low − pe) / (1 − pe)."""
+    ag, kp = out["agreement"], out["kappa"]
+    low = ag.get("ci_low") if ag is not None else None
+    if kp is None or low is None or pe >= 1:
+        return
+    if kp["value"] == 1.0 and kp.get("ci_low") == kp.get("ci_high") == 1.0:
+        kp["ci_low"] = round6(max(-1.0, (float(low) - pe) / (1 - pe)))
 
 
 def judge_agreement(
@@ -66,6 +78,7 @@ def judge_agreement(
             j.name: {h.name: int(round(conf[j, h, 0])) for h in VERDICT_CODES} for j in VERDICT_CODES
         },
     }
+    _kappa_at_one(out, float(pe[0]))
     where = "judge_agreement" if arm is None else f"metrics.{arm}.judge_agreement"
     thin: list[str] = []
     _counts_only(out["agreement"], n, "agreement", thin)
