@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from mcqaudit.formatting import pairing_words, plotly_text, short_labels
+from mcqaudit.formatting import LABEL_CHARS, pairing_words, plotly_text, short_labels
 from mcqaudit.metrics.results import Metric, Report
 from mcqaudit.metrics.rules import compared_arms
 from mcqaudit.reading import (
@@ -62,11 +62,12 @@ _LAYOUT: dict[str, Any] = {
 _txt = plotly_text  # plotly.js reads a few HTML tags in labels: every name is shown as text
 
 
-def _labels(report: Report) -> dict[str, str]:
-    """Each arm's name as a figure shows it on an axis, in a legend or over a panel: as text, a long one cut in
-    the middle (:func:`mcqaudit.formatting.short_labels`: told apart), so that a name of 100 characters does not
-    squeeze the plot into a strip beside its legend or under its tick labels. The hover names it whole."""
-    return {a: _txt(s) for a, s in short_labels(report["arms"]).items()}
+def _labels(report: Report, limit: int = LABEL_CHARS) -> dict[str, str]:
+    """Each arm's name as a figure shows it on an axis, in a legend or over a panel: as text, one longer than
+    ``limit`` cut in the middle (:func:`mcqaudit.formatting.short_labels`: told apart), so that a name of 100
+    characters does not squeeze the plot into a strip beside its legend or under its tick labels. The hover
+    names it whole."""
+    return {a: _txt(s) for a, s in short_labels(report["arms"], limit).items()}
 
 
 def _who(name: str, label: str) -> str:
@@ -250,7 +251,7 @@ def fig_delta_by_orientation(report: Report, family: FamilyView | None = None) -
         fd = family_entry(d, fam[0])
         ms = [fd.get("overall"), *[(fd.get("by_orientation") or {}).get(o) for o in orients]]
         name = f"{lab[arm]} − {lab.get(ctrl, _txt(ctrl))}"
-        who = "" if name == f"{_txt(arm)} − {_txt(ctrl)}" else f"{_txt(arm)} − {_txt(ctrl)}<br>"
+        who = _who(f"{arm} − {ctrl}", name)
         fig.add_scatter(
             name=name,
             x=[_txt(v) for v in x],
@@ -314,7 +315,7 @@ def fig_parser_confusion(report: Report, parser: str, arm: str | None = None) ->
     per_row = min(len(arms), PANELS_PER_ROW)
     n_rows = -(-len(arms) // per_row)
     # a panel's title fits its panel: a shorter cut where the panels are many
-    lab = {a: _txt(s) for a, s in short_labels(report["arms"], limit={4: 22, 3: 28}.get(per_row, 32)).items()}
+    lab = _labels(report, {4: 22, 3: 28}.get(per_row, LABEL_CHARS))
     fig = make_subplots(
         rows=n_rows,
         cols=per_row,

@@ -27,7 +27,7 @@ from mcqaudit.formatting import (
     with_chance,
 )
 from mcqaudit.metrics import MIN_AUDIT_ROWS, MIN_CI_ROWS, MIN_ITEMS, PARSER_DISAGREEMENT_MIN_ROWS
-from mcqaudit.metrics.rates import round6, wilson_interval
+from mcqaudit.metrics.rates import no_difference_bound, round6
 from mcqaudit.metrics.results import (
     ArmDelta,
     BootstrapFacts,
@@ -307,11 +307,8 @@ def _headline_finding(arm: str, ctrl: str, d: ArmDelta) -> Finding:
         informative = mde is not None and mde <= MDE_INFORMATIVE
         # every shared item answered alike in both arms: 0 in every replicate, the interval the Wilson bound of
         # 0 of n items answered differently (metrics.bootstrap._null_of_no_width)
-        same = (
-            pairing == "paired"
-            and ov["value"] == 0
-            and ov["ci_low"] == -(ov["ci_high"] or 0) == -(round6(wilson_interval(0.0, float(ov["n"]))[1]) or 0)
-        )
+        w = round6(no_difference_bound(ov["n"]))
+        same = pairing == "paired" and ov["value"] == 0 and ov["ci_high"] == w and ov["ci_low"] == round6(-(w or 0))
         text = (
             f"{vs}: Δaccuracy {pp(ov)} {on}, "
             + ("the two arms' verdicts agree on every shared item; " if same else "no effect the study can see; ")

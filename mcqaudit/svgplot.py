@@ -263,16 +263,21 @@ def _legend(series: list[dict[str, Any]], ticks_: list[dict[str, Any]], bottom: 
     return out, 18.0 * (line + 1) + 8
 
 
-PANELS_PER_ROW = 4  # as plots.PANELS_PER_ROW: more panels than this go on further rows
+def _columns(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> int:
+    """How many panels a row the figure lays its traces out in: the distinct domains of their x axes."""
+    domains = {
+        tuple((layout.get("xaxis" + str(d.get("xaxis") or "x")[1:]) or {}).get("domain") or ()) for d in data
+    }
+    return max(len(domains), 1)
 
 
 def _heatmaps(data: list[dict[str, Any]], layout: Mapping[str, Any]) -> str:
-    """One panel per heatmap trace, :data:`PANELS_PER_ROW` a row: count in each cell, shade by count within the
-    panel; a panel's title cut to its width (whole in its tooltip)."""
+    """One panel per heatmap trace, in the rows the figure lays them out in (:func:`_columns` a row): count in
+    each cell, shade by count within the panel; a panel's title cut to its width (whole in its tooltip)."""
     title = _title(layout)
     heads = [a.get("text", "") for a in layout.get("annotations") or []]
     n = len(data)
-    per_row = max(min(n, PANELS_PER_ROW), 1)
+    per_row = min(_columns(data, layout), max(n, 1))
     rows = -(-n // per_row)
     left = 150
     xshown, yshown = _shown(layout, "xaxis"), _shown(layout, "yaxis")

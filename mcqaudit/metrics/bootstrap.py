@@ -14,7 +14,7 @@ from collections.abc import Hashable
 
 import numpy as np
 
-from mcqaudit.metrics.rates import clustered_rate, round6, wilson_interval
+from mcqaudit.metrics.rates import Z, clustered_rate, no_difference_bound, round6, wilson_interval
 from mcqaudit.metrics.results import Metric
 from mcqaudit.metrics.rules import CI_LEVEL, MDE_FACTOR, CIMethod
 
@@ -220,9 +220,6 @@ def summarize(reps: np.ndarray, n: int, *, se: bool = False, fact: bool = False)
     return m
 
 
-Z = 1.959963984540054  # the normal quantile of a two-sided 95 % interval (CI_LEVEL)
-
-
 def _null_of_no_width(m: Metric) -> None:
     """A Δ that is 0 in every replicate: every shared item answered alike in both arms (both at 100 %, or both
     at 0 % OTHER). Resampling gives "+0.0 [+0.0, +0.0]" with an MDE of 0.0 pp — "a null here is informative"
@@ -230,7 +227,7 @@ def _null_of_no_width(m: Metric) -> None:
     ±12.5 pp), its se w / z, and the MDE from that (17.8 pp): what so few items could not show."""
     if m["value"] != 0.0 or m["ci_low"] != 0.0 or m["ci_high"] != 0.0 or m["n"] <= 0:
         return
-    w = wilson_interval(0.0, float(m["n"]))[1]
+    w = no_difference_bound(m["n"])
     m["ci_low"], m["ci_high"] = round6(-w), round6(w)
     m["se"] = round6(w / Z)
     m["mde"] = round6(MDE_FACTOR * w / Z)

@@ -20,6 +20,9 @@ def round6(x: float | None) -> float | None:
     return float(f"{float(x):.6g}") + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
+Z = 1.959963984540054  # the normal quantile of a two-sided 95 % interval (rules.CI_LEVEL)
+
+
 def _wilson(d: float, n: float, var: float) -> tuple[float, float]:
     """Wilson interval on an effective sample size that carries the item clustering (design effect)."""
     if n <= 0:
@@ -27,7 +30,7 @@ def _wilson(d: float, n: float, var: float) -> tuple[float, float]:
     r = d / n
     srs = r * (1 - r) / n
     n_eff = n if srs <= 0 or var <= 0 else max(1.0, min(n, n * srs / var))
-    z = 1.959963984540054
+    z = Z
     den = 1 + z * z / n_eff
     centre = (r + z * z / (2 * n_eff)) / den
     half = z * math.sqrt(r * (1 - r) / n_eff + z * z / (4 * n_eff * n_eff)) / den
@@ -38,6 +41,12 @@ def _wilson(d: float, n: float, var: float) -> tuple[float, float]:
 def wilson_interval(d: float, n: float) -> tuple[float, float]:
     """The Wilson score 95 % interval of ``d`` successes in ``n`` independent trials."""
     return _wilson(d, n, 0.0)
+
+
+def no_difference_bound(n: int) -> float:
+    """The half-width of a Δ that is 0 in every replicate, on ``n`` items (every one answered alike in both
+    arms): the Wilson upper bound of 0 of ``n`` items answered differently."""
+    return wilson_interval(0.0, float(n))[1]
 
 
 def clustered_rate(sums: Iterable[float]) -> Metric | None:
