@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import ARGS, ARTIFACTS, CHROMIUM, PLOT_AREAS_JS, serve
+from tests.browser import ARTIFACTS, PLOT_AREAS_JS, open_page
 from tests.builders import build_review_study as build
 from tests.helpers import REPO
 
@@ -35,34 +35,27 @@ def three_arm_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _first_screen(db: Path, shot: str) -> list[tuple[str, float]]:
     """The findings' texts, each with the y its box ends at."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with serve(db) as url, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport=VIEWPORT)
-            page.set_default_timeout(60_000)
-            page.goto(url)
-            expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=60_000)
-            findings = page.get_by_role("heading", name="Findings")
-            expect(findings).to_be_visible(timeout=60_000)
-            card = page.locator('[data-testid="stMetric"]').first
-            expect(card).to_be_visible(timeout=60_000)
-            page.wait_for_timeout(500)
-            page.screenshot(path=str(ARTIFACTS / shot))
-            for what, loc in (("findings", findings), ("headline figures", card)):
-                box = loc.bounding_box()
-                assert box is not None and box["y"] + box["height"] <= VIEWPORT["height"], (
-                    f"the {what} are below the first screen ({box})"
-                )
-            items = []
-            for li in page.locator('[data-testid="stMarkdownContainer"] li').all():
-                box = li.bounding_box()
-                items.append((li.inner_text(), box["y"] + box["height"] if box else float("inf")))
-            assert page.get_by_text("Deploy").count() == 0  # client.toolbarMode=minimal
-        finally:
-            browser.close()
+    with open_page(db, VIEWPORT, timeout_ms=60_000) as (page, url):
+        page.goto(url)
+        expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=60_000)
+        findings = page.get_by_role("heading", name="Findings")
+        expect(findings).to_be_visible(timeout=60_000)
+        card = page.locator('[data-testid="stMetric"]').first
+        expect(card).to_be_visible(timeout=60_000)
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(ARTIFACTS / shot))
+        for what, loc in (("findings", findings), ("headline figures", card)):
+            box = loc.bounding_box()
+            assert box is not None and box["y"] + box["height"] <= VIEWPORT["height"], (
+                f"the {what} are below the first screen ({box})"
+            )
+        items = []
+        for li in page.locator('[data-testid="stMarkdownContainer"] li').all():
+            box = li.bounding_box()
+            items.append((li.inner_text(), box["y"] + box["height"] if box else float("inf")))
+        assert page.get_by_text("Deploy").count() == 0  # client.toolbarMode=minimal
     return items
 
 
@@ -94,35 +87,28 @@ def test_eight_arms_with_long_names_show_every_headline_figure_whole(tmp_path: P
     """Eight arms of one model, their names 28-50 characters sharing a long start, one at 100.0 %: every arm's
     card shows its figures whole (four cards a row had cut every value: "71.…", in 15 of 16) and every figure
     keeps its plot area (the pairwise Δ of 8 arms; the arms' names cut there, telling them apart)."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     from mcqaudit.formatting import short_labels
     from tests.builders import MANY_ARMS, many_arm_study
 
     db = tmp_path / "many.duckdb"
     many_arm_study(db).build()
-    with serve(db) as url, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport=VIEWPORT)
-            page.set_default_timeout(60_000)
-            page.goto(url)
-            expect(page.get_by_role("heading", name="Findings")).to_be_visible(timeout=60_000)
-            values = page.locator('[data-testid="stMetricValue"]')
-            expect(values).to_have_count(2 * len(MANY_ARMS))
-            page.locator(".js-plotly-plot").first.wait_for()  # the pairwise Δ of 8 arms
-            page.wait_for_timeout(800)
-            ARTIFACTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "overview-eight-arms.png"))
-            assert "100.0 %" in [values.nth(k).inner_text() for k in range(values.count())]
-            assert page.evaluate(CUT_FIGURES_JS) == []
-            page.locator(".js-plotly-plot").first.scroll_into_view_if_needed()
-            page.wait_for_timeout(500)
-            areas = page.evaluate(PLOT_AREAS_JS)
-            assert areas and all(w >= 0.5 * width and h >= 0.4 * height for _, w, width, h, height in areas), areas
-            ticks = page.evaluate(
-                "() => Array.from(document.querySelectorAll('.js-plotly-plot .xtick text')).map(t => t.textContent)"
-            )
-            assert sorted(ticks) == sorted(short_labels(MANY_ARMS).values()), ticks
-        finally:
-            browser.close()
+    with open_page(db, VIEWPORT, timeout_ms=60_000) as (page, url):
+        page.goto(url)
+        expect(page.get_by_role("heading", name="Findings")).to_be_visible(timeout=60_000)
+        values = page.locator('[data-testid="stMetricValue"]')
+        expect(values).to_have_count(2 * len(MANY_ARMS))
+        page.locator(".js-plotly-plot").first.wait_for()  # the pairwise Δ of 8 arms
+        page.wait_for_timeout(800)
+        page.screenshot(path=str(ARTIFACTS / "overview-eight-arms.png"))
+        assert "100.0 %" in [values.nth(k).inner_text() for k in range(values.count())]
+        assert page.evaluate(CUT_FIGURES_JS) == []
+        page.locator(".js-plotly-plot").first.scroll_into_view_if_needed()
+        page.wait_for_timeout(500)
+        areas = page.evaluate(PLOT_AREAS_JS)
+        assert areas and all(w >= 0.5 * width and h >= 0.4 * height for _, w, width, h, height in areas), areas
+        ticks = page.evaluate(
+            "() => Array.from(document.querySelectorAll('.js-plotly-plot .xtick text')).map(t => t.textContent)"
+        )
+        assert sorted(ticks) == sorted(short_labels(MANY_ARMS).values()), ticks

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import ARGS, ARTIFACTS, CHROMIUM, serve
+from tests.browser import ARTIFACTS, open_page
 from tests.overview_panel_study import N, panel_study
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -16,33 +16,26 @@ VIEWPORT = {"width": 1400, "height": 1000}
 
 
 def test_both_judges_and_the_reviewers_in_the_first_screen(tmp_path: Path) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     db = panel_study(tmp_path, panel=True)
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with serve(db) as url, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport=VIEWPORT)
-            page.set_default_timeout(60_000)
-            page.goto(url)
-            expect(page.get_by_role("heading", name="Findings")).to_be_visible(timeout=60_000)
-            lines = {
-                "the judges": page.get_by_text("Judge panel: 2 judges", exact=False),
-                "the finding under both judges": page.get_by_text(
-                    f"holds under both judges (n={N} items)"
-                ).first,
-                "the reviewers": page.get_by_text("Reviewers agree on 80.0 %", exact=False),
-            }
-            for loc in lines.values():
-                expect(loc).to_be_visible(timeout=60_000)
-            page.wait_for_timeout(500)
-            page.screenshot(path=str(ARTIFACTS / "overview-panel.png"))
-            for what, loc in lines.items():
-                box = loc.bounding_box()
-                assert box is not None and box["y"] + box["height"] <= VIEWPORT["height"], (
-                    f"{what} are below the first screen ({box})"
-                )
-            assert "of 20 rows reviewed by two or more people" in lines["the reviewers"].inner_text()
-        finally:
-            browser.close()
+    with open_page(db, VIEWPORT, timeout_ms=60_000) as (page, url):
+        page.goto(url)
+        expect(page.get_by_role("heading", name="Findings")).to_be_visible(timeout=60_000)
+        lines = {
+            "the judges": page.get_by_text("Judge panel: 2 judges", exact=False),
+            "the finding under both judges": page.get_by_text(
+                f"holds under both judges (n={N} items)"
+            ).first,
+            "the reviewers": page.get_by_text("Reviewers agree on 80.0 %", exact=False),
+        }
+        for loc in lines.values():
+            expect(loc).to_be_visible(timeout=60_000)
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(ARTIFACTS / "overview-panel.png"))
+        for what, loc in lines.items():
+            box = loc.bounding_box()
+            assert box is not None and box["y"] + box["height"] <= VIEWPORT["height"], (
+                f"{what} are below the first screen ({box})"
+            )
+        assert "of 20 rows reviewed by two or more people" in lines["the reviewers"].inner_text()
