@@ -144,6 +144,94 @@ def baseline(src: Path, work: Path) -> Run:
     return Run(took, cpu, None, load)
 
 
+def _timed(
+    sql: str,
+    params: list[object],
+    work: Path,
+    memory_limit: str | None = None,
+    prep: tuple[str, list[object]] | None = None,
+) -> float:
+    """Seconds for one statement into a fresh DuckDB file (``prep``, a statement and its parameters, untimed,
+    runs first in the same file)."""
+    db = work / "floor.duckdb"
+    discard_study(db)
+    con = duckdb.connect(str(db))
+    try:
+        if memory_limit:
+            con.execute("SET memory_limit = ?", [memory_limit])
+        if prep:
+            con.execute(*prep)
+        t0 = time.perf_counter()
+        con.execute(sql, params)
+        took = time.perf_counter() - t0
+    finally:
+        con.close()
+        discard_study(db)
+    return took
+
+
+@dataclass(frozen=True)
+class Floor:
+    """What no ingest of this contract avoids, each one statement timed alone in DuckDB (seconds), beside the
+    baseline (:func:`baseline`, DuckDB's ``read_json`` of the file into a table):
+
+    - ``typed``: every field read as JSON (what the checks read: a value of the wrong type is named, never
+      coerced), stored as read;
+    - ``ordered``: the rows stored in row-id order under ingest's memory limit (the order that finds a row by
+      zone maps, which the review flow's speed rests on; the limit is what keeps ingest's peak RSS target);
+    - ``letters``: the rows read and stored with the four framework parsers' letters computed in the same
+      statement (their patterns over every generation): the least an ingest with the default parsers does,
+      with no check, no canonical order, no row order and no write of the letters' own rows.
+
+    ``letters + ordered - baseline`` is then a floor of the default ingest that keeps the row order, and
+    ``ordered`` one of an ingest without the framework parsers."""
+
+    typed: float
+    ordered: float
+    letters: float
+
+
+_KEY = "'r' || left(md5(arm || chr(31) || item_id || chr(31) || coalesce(orientation, '')), 20)"
+
+
+def floor(src: Path, work: Path) -> Floor:
+    from mcqaudit import parsers
+    from mcqaudit.ingest.fields import field_keys
+    from mcqaudit.store.loading import INGEST_MEMORY_LIMIT, _lit, framework_letters_by_row_sql
+
+    spec = "{" + ", ".join(f"{_lit(k)}: 'JSON'" for k in field_keys(None)) + "}"
+    typed = _timed(
+        f"CREATE TABLE t AS SELECT * FROM read_json(?, format = 'newline_delimited', records = true, "
+        f"columns = {spec}, ignore_errors = true, maximum_object_size = 16777216)",
+        [str(src)],
+        work,
+    )
+    ordered = _timed(
+        f"CREATE TABLE t AS SELECT {_KEY} AS row_id, * FROM read_json(?, format = 'newline_delimited') "
+        "ORDER BY row_id",
+        [str(src)],
+        work,
+        INGEST_MEMORY_LIMIT,
+    )
+    # ingest's own SQL of the letters (one pass, every parser), over the file as it is read, every column kept
+    fw_sql, _, fw_params = framework_letters_by_row_sql(
+        {name: fp.patterns for name, fp in parsers.FRAMEWORK_PARSERS.items()}, "_src"
+    )
+    read = (
+        f"(SELECT {_KEY} AS row_id, len(options)::INTEGER AS n_opt, * "
+        "FROM read_json(?, format = 'newline_delimited'))"
+    )
+    fused = fw_sql.replace("SELECT row_id, ", "SELECT *, ", 1).replace(
+        "(SELECT row_id, n_opt, ", "(SELECT *, ", 1
+    )
+    if "FROM _src" not in fused:
+        raise SystemExit("bench_ingest: framework_letters_by_row_sql changed shape; update floor()")
+    letters = _timed(
+        f"CREATE TABLE t AS {fused.replace('FROM _src', 'FROM ' + read)}", [*fw_params, str(src)], work
+    )
+    return Floor(typed, ordered, letters)
+
+
 def rows_of(src: Path) -> int:
     con = duckdb.connect()
     ((n,),) = con.execute(
@@ -239,10 +327,12 @@ def bench_shape(
     n = rows_of(src)
     trees = [ROOT] + ([against] if against else [])
     bases: list[Run] = []
+    floors: list[Floor] = []
     runs: dict[tuple[str, Path], list[Run]] = {(m, t): [] for m in MODES for t in trees}
     out = ""
     for k in range(repeat):
         bases.append(baseline(src, work))
+        floors.append(floor(src, work))
         for mode, extra in MODES.items():
             for tree in trees if k % 2 == 0 else trees[::-1]:
                 got, text = run_isolated(src, work, *extra, tree=tree)
@@ -306,10 +396,46 @@ def bench_shape(
                     None,
                 )
             )
+    _floor_rows(shape, label, floors, base, results)
     peak = max(r.peak or 0.0 for m in MODES for r in runs[(m, ROOT)])
     print(f"[{shape}] peak RSS of ingest: {peak:6.2f} GiB (target <= {rss_limit})")
     results.append(row(f"ingest {label}, peak RSS", peak, "GiB", None, f"<= {rss_limit} GiB", rss_limit))
     src.unlink()
+
+
+def _floor_rows(shape: str, label: str, floors: list[Floor], base: float, results: list[dict]) -> None:
+    """The floors (:class:`Floor`, medians over the rounds) as rows for reference: each, and the floor of each
+    mode against that mode's target (an ingest of this contract cannot be faster than its floor)."""
+    typed, ordered, letters = (
+        float(statistics.median(getattr(f, k) for f in floors)) for k in ("typed", "ordered", "letters")
+    )
+    both = letters + ordered - base
+    print(
+        f"[{shape}] floors (median of {len(floors)}): every field read as JSON {typed:.2f} s ({typed / base:.2f}x); "
+        f"stored in row-id order {ordered:.2f} s ({ordered / base:.2f}x); read with the framework letters "
+        f"{letters:.2f} s ({letters / base:.2f}x); default parsers in row-id order {both:.2f} s ({both / base:.2f}x)"
+    )
+    for figure, value, limit in (
+        ("floor: every field read as JSON (what the checks read), one statement", typed, None),
+        (
+            "floor: the rows stored in row-id order under ingest's memory limit, one statement",
+            ordered,
+            LIMITS["strict/naive/user parsers"],
+        ),
+        ("floor: the rows read and stored with the framework parsers' letters, one statement", letters, None),
+        (
+            "floor: default parsers, rows in row-id order (the two statements above less one read)",
+            both,
+            LIMITS["default parsers"],
+        ),
+    ):
+        target = (
+            "for reference (no target)"
+            if limit is None
+            else f"for reference: its mode's target is <= {limit:g}x"
+        )
+        r = row(f"ingest {label}, {figure}", value, "s", base, target, None)
+        results.append(r)
 
 
 def main() -> None:
