@@ -542,7 +542,8 @@ def _print_ingested(res: IngestResult) -> None:
 # --------------------------------------------------------------------------------------------- info
 def _table(title: str, data: Any, index: bool = False) -> Table:
     """A table of a study's values (arm names among them): every cell, header and title is plain text,
-    escaped as the console escapes (``terminal.visible``), never read as markup. ``data``: a plain table
+    escaped as the console escapes (``terminal.visible``), never read as markup; a value wider than its
+    column folds onto the next line, never cut (two arms named alike up to the cut would read as one). ``data``: a plain table
     (``columns`` and ``rows``, what `info` reads: no pandas) or a data frame (``index``: its index first)."""
     t = Table(title=_text(title), title_justify="left", show_lines=False)
     if hasattr(data, "iterrows"):
@@ -552,7 +553,7 @@ def _table(title: str, data: Any, index: bool = False) -> Table:
         cols = [str(c) for c in data.columns]
         rows = [[_cell(v) for v in row] for row in data.rows]
     for c in cols:
-        t.add_column(_text(c))
+        t.add_column(_text(c), overflow="fold")
     for vals in rows:
         t.add_row(*map(_text, vals))
     return t
@@ -812,7 +813,7 @@ def _info_flags(facts: InfoFacts) -> None:
     n = len(flags)
     t = Table(title=f"diagnostics ({n} flag{'' if n == 1 else 's'}; details: `mcqaudit report`)", title_justify="left")
     for c in ("flag", "arm", "evidence"):
-        t.add_column(c)
+        t.add_column(c, overflow="fold")
     for f in flags:
         t.add_row(*map(_text, (f["name"], f.get("arm") or "", f["evidence"])))
     console.print(t)

@@ -483,11 +483,11 @@ def _other_rate_finding(report: Report, arm: str, d: ArmDelta, flags: Sequence[F
     ctrl = str(report["control_arm"])
     mt = _value(report["metrics"][arm].get("other_rate"))
     mc = _value(report["metrics"][ctrl].get("other_rate"))
-    rates = f"{mt * 100:.1f} % of rows vs {mc * 100:.1f} % in {ctrl}" if mt is not None and mc is not None else ""
+    rates = _rates_of_rows(arm, ctrl, mt, mc, "graded rows")
     s_o = _clear(o)
     head = (f"{arm} answers OTHER (refuses, hedges, picks no single option) more often" if s_o > 0 else
             f"{arm} answers OTHER less often" if s_o < 0 else "The OTHER rate shows no clear change")  # fmt: skip
-    text = (f"{head}: {rates + ', ' if rates else ''}Δ {pp(o)} (n={o['n']} items); on answered rows only, "
+    text = (f"{head}: {rates + '; ' if rates else ''}{_delta_basis(d, o['n'])}Δ {pp(o)}; on answered rows only, "
             f"Δaccuracy is {pp(aa)}.")  # fmt: skip
     rows = d.get("rows", 0)
     if not _fired(flags, "truncation_rise", arm):
@@ -500,13 +500,28 @@ def _other_rate_finding(report: Report, arm: str, d: ArmDelta, flags: Sequence[F
         text = (f"{'Most of the' if rest else 'The'} OTHER rise is the token budget: {cut:,} of {other:,} OTHER "
                 f"rows of {arm} were cut by the token limit (finish_reason length, or a reasoning block never "
                 f"closed), against {m[ctrl].get('truncated_other_rows', 0):,} of {m[ctrl].get('other_rows', 0):,} "
-                f"in {ctrl}; OTHER {rates + ', ' if rates else ''}Δ {pp(o)} (n={o['n']} items, {rows:,} rows), "
+                f"in {ctrl}; OTHER on {rates + ', ' if rates else ''}{_delta_basis(d, o['n'], rows)}Δ {pp(o)}, "
                 f"and with the truncated rows left out Δ {pp(kept)}"
                 f"{', a smaller rise that remains' if rest else ', no clear rise'}. Raise the token limit or read "
                 f"the answers before reading this as a preference; on answered rows only, Δaccuracy is {pp(aa)}.")  # fmt: skip
         return [_finding("other_rate", text, arm, o, o["n"], rows, answered_accuracy=aa, token_budget=True)]
     found = _finding("other_rate", text, arm, o, o["n"], rows, answered_accuracy=aa, token_budget=False)
     return [found, _truncation_finding(report, arm, d)]
+
+
+def _rates_of_rows(arm: str, ctrl: str, treated: float | None, control: float | None, of: str = "rows") -> str:
+    """Each arm's rate over all of its rows (``of``: "graded rows" for a rate of graded rows), said as such:
+    beside a Δ on the shared items alone they need not differ by that Δ, and a reader who subtracts them must
+    see why."""
+    if treated is None or control is None:
+        return ""
+    return f"{treated * 100:.1f} % of {arm}'s {of} vs {control * 100:.1f} % of {ctrl}'s (all items of each)"
+
+
+def _delta_basis(d: ArmDelta, items: int, rows: int | None = None) -> str:
+    """What a Δ of an arm's comparison rests on, before it: its shared items (or the unpaired items) and rows."""
+    n = f"{items} items" + (f", {rows:,} rows" if rows else "")
+    return f"on the shared items ({n}), " if d.get("pairing", "paired") == "paired" else f"compared unpaired ({n}), "
 
 
 def _fired(flags: Sequence[Flag], name: str, arm: str) -> bool:
@@ -540,15 +555,14 @@ def _truncation_finding(report: Report, arm: str, d: ArmDelta) -> Finding:
     tr = d.get("truncated_rate")
     assert tr is not None  # the flag fired on it
     vt, vc = _value(m[arm].get("truncated_rate")), _value(m[ctrl].get("truncated_rate"))
-    rates = (
-        f"{vt * 100:.1f} % of rows vs {vc * 100:.1f} % in {ctrl}, " if vt is not None and vc is not None else ""
-    )
+    rates = _rates_of_rows(arm, ctrl, vt, vc)
     cut, other = m[arm].get("truncated_rows", 0), m[arm].get("truncated_other_rows", 0)
     kept = d.get("other_rate_untruncated")
     rest = (f"; the OTHER rise is not the token budget alone: with the truncated rows left out, Δ OTHER is still "
             f"{pp(kept)}" if _clear(kept) > 0 else "")  # fmt: skip
-    text = (f"{arm} is cut by the token limit more often: {rates}Δ {pp(tr)} (n={tr['n']} items, "
-            f"{tr.get('rows', d.get('rows', 0)):,} rows); {other:,} of its {cut:,} truncated rows are OTHER, and the "
+    basis = _delta_basis(d, tr["n"], tr.get("rows", d.get("rows", 0)))
+    text = (f"{arm} is cut by the token limit more often: {rates + '; ' if rates else ''}{basis}Δ {pp(tr)}; "
+            f"{other:,} of its {cut:,} truncated rows are OTHER, and the "
             f"other {cut - other:,} carry whatever answer came before the cut{rest}. Raise the token limit or read "
             "the answers.")  # fmt: skip
     return _finding("truncation", text, arm, tr, tr["n"], tr.get("rows", d.get("rows", 0)), token_budget=True)

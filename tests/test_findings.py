@@ -98,6 +98,32 @@ def test_arms_sharing_no_items_are_compared_unpaired(three_models: dict[str, Any
     assert "pp [" in text and "MDE" in text
 
 
+def test_an_unpaired_other_rate_says_so(three_models: dict[str, Any]) -> None:
+    (text,) = _texts(three_models, "other_rate", "m3")
+    assert "of m3's graded rows vs" in text and "of m1's (all items of each); compared unpaired (80 items), Δ " in text
+
+
+def test_rates_over_all_rows_and_a_delta_on_shared_items_say_which_is_which(tmp_path: Path) -> None:
+    """The control answers 60 items and the treated arm 30 of them; both leave half their answers blank (OTHER
+    by rule) on those 30 items alone. Over all its rows the treated arm is OTHER about twice as often as the
+    control, yet on the shared items the two do not differ: the finding gives both figures, each with what it
+    is taken over, so that a reader who subtracts the rates sees why they differ from the Δ."""
+    rng = np.random.default_rng(3)
+    rows = _rows("ctrl", range(0, 60), rng, p=0.8) + _rows("treated", range(0, 30), rng, p=0.8)
+    for r in rows:
+        if int(r["item_id"][1:]) < 30 and rng.random() < 0.5:
+            r["generation"] = ""
+    db = _ingest(tmp_path, rows, "--control", "ctrl")
+    _no_judge(db)
+    rep = build_report(db, n_boot=300, seed=0)
+    m, d = rep["metrics"], rep["delta_accuracy"]["treated"]
+    rate_gap = m["treated"]["other_rate"]["value"] - m["ctrl"]["other_rate"]["value"]
+    assert rate_gap > 0.15 and abs(d["other_rate"]["value"]) < 0.1  # the two bases disagree by > 10 pp
+    (text,) = _texts(rep, "other_rate", "treated")
+    t, c = (f"{m[a]['other_rate']['value'] * 100:.1f} %" for a in ("treated", "ctrl"))
+    assert f"{t} of treated's graded rows vs {c} of ctrl's (all items of each); on the shared items (30 items), Δ " in text
+
+
 def test_pairwise_matrix_and_control_source(three_models: dict[str, Any]) -> None:
     pw = three_models["pairwise_delta"]
     assert set(pw) == {"m1", "m2", "m3"} and "m1" not in pw["m1"]
@@ -247,7 +273,8 @@ def test_demo_reasoning_arm_is_read_after_its_thinking(demo_report: dict[str, An
     artifacts = {(f["arm"], f["parser"]) for f in rep["flags"] if f["name"] == "suspected_parser_artifact"}
     assert ("thinking", "user") in artifacts and ("thinking", "naive") not in artifacts
     other = next(f for f in mine if f["kind"] == "other_rate")
-    assert "31.0 % of rows vs 4.2 % in base" in other["text"]
+    assert "31.0 % of thinking's graded rows vs 4.2 % of base's (all items of each)" in other["text"]
+    assert "on the shared items (120 items, 800 rows), Δ +26.8 pp [" in other["text"]
     # the token budget is named as the cause: the flag, and the OTHER finding's words
     (cut,) = [f for f in rep["flags"] if f["name"] == "truncation_rise"]
     assert cut["arm"] == "thinking" and cut["items"] == 120

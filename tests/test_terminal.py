@@ -106,3 +106,44 @@ def test_grade_summaries_and_errors_show_names_escaped(hostile_names: Path) -> N
     graded = mcqaudit("grade", "--db", str(hostile_names), "--no-judge", "--arm", ARMS[1])
     assert graded.returncode == 0, graded.stderr
     assert_shown_escaped(graded)
+
+
+def _column(out: str, title: str, k: int, starts: int) -> list[str]:
+    """Column ``k`` of the table titled ``title`` in ``out``, one value per table row: a table row begins on
+    the line where column ``starts`` has text, and a value folded onto the lines below it is joined back."""
+    lines = out.split(title, 1)[1].splitlines()[1:]
+    values: list[str] = []
+    for line in lines:
+        if line.startswith("└"):
+            break
+        if not line.startswith("│"):
+            continue
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if cells[starts]:
+            values.append(cells[k])
+        else:
+            values[-1] += cells[k]
+    return values
+
+
+def test_info_tables_fold_long_names_never_cut_them(tmp_path: Path) -> None:
+    """Two steered arms named alike for 27 characters: in an 80-column terminal the tables' arm column is
+    narrower than the names, and a cut name ("llama-3.1-8b+steer-hones…") would read the same for both. Every
+    name folds onto the next line of its cell instead, whole."""
+    arms = ["llama-3.1-8b", "llama-3.1-8b+steer-honesty-a0.5", "llama-3.1-8b+steer-honesty-a1.0"]
+    rows = [
+        {"item_id": f"q{i}", "arm": arm, "question": "Capital of France?", "options": ["Paris", "Rome"],
+         "gold": "A", "generation": "A" if i % 2 else "I think it is Rome"}
+        for arm in arms for i in range(4)
+    ]  # fmt: skip
+    gen = tmp_path / "gen.jsonl"
+    gen.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    db = tmp_path / "study.duckdb"
+    assert mcqaudit("ingest", str(gen), "--db", str(db)).returncode == 0
+    proc = run_cli("info", "--db", str(db), env={"COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stderr
+    assert "…" not in proc.stdout
+    by_source = _column(proc.stdout, "verdicts by source", 0, starts=1)
+    assert sorted(set(by_source)) == arms and len(by_source) == 6  # two sources an arm, each name whole
+    flagged = [a for a in _column(proc.stdout, "diagnostics", 1, starts=0) if a]
+    assert set(flagged) <= set(arms) and set(arms[1:]) <= set(flagged)

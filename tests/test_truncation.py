@@ -143,7 +143,7 @@ def test_the_finding_names_the_token_budget(budget: dict[str, Any]) -> None:
                                 "the token limit (finish_reason length, or a reasoning block never closed), "
                                 "against 3 of 3 in base;")  # fmt: skip
     assert (
-        "(n=40 items, 320 rows)" in f["text"]
+        "on the shared items (40 items, 320 rows), Δ +" in f["text"]
         and "left out Δ +0.0 pp [-8.8, +8.8], no clear rise." in f["text"]  # 0 of 40 items: a Wilson bound
     )
     assert "Raise the token limit or read the answers" in f["text"]
@@ -204,12 +204,10 @@ def test_cut_answers_that_still_carry_a_letter(tmp_path: Path) -> None:
     assert o["token_budget"] is False and "token budget" not in o["text"]
     (t,) = said(rep, "truncation")
     assert t["text"].startswith(
-        "steered is cut by the token limit more often: 35.0 % of rows vs 1.9 % in base, Δ +33.1 pp ["
+        "steered is cut by the token limit more often: 35.0 % of steered's rows vs 1.9 % of base's (all items "
+        "of each); on the shared items (40 items, 320 rows), Δ +33.1 pp ["
     )
-    assert (
-        "(n=40 items, 320 rows); 0 of its 56 truncated rows are OTHER, and the other 56 carry whatever answer"
-        in t["text"]
-    )
+    assert "; 0 of its 56 truncated rows are OTHER, and the other 56 carry whatever answer" in t["text"]
     assert t["text"].endswith("Raise the token limit or read the answers.")
     assert t["token_budget"] is True and (t["n_items"], t["n_rows"]) == (40, 320)
     kinds = [f["kind"] for f in rep["findings"] if f["arm"] == "steered"]
