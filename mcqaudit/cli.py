@@ -1679,21 +1679,27 @@ def reviews_export(
 
     With --inspect LOG --out NEW_LOG: the reviews of the rows that came from LOG, as score edits in a copy
     of it (CORRECT -> C; INCORRECT and OTHER -> I, OTHER with no answer and the explanation "OTHER: ...")."""
-    from mcqaudit.app.reviews import review_log_csv
+    from mcqaudit.app.reviews import review_log_file
+    from mcqaudit.formatting import plural
 
     if not db.exists():
         raise _fail(f"error: {db}: no such study file")
     if inspect is not None or arm is not None:
         _reviews_to_inspect(db, inspect, out, arm)
         return
-    text = review_log_csv(_open_study(db))
+    log = review_log_file(_open_study(db))
     if out is None:
-        sys.stdout.write(text)
+        sys.stdout.write(log.text)
         sys.stdout.flush()
         return
-    _write_out(out, text)
-    n = text.count("\n") - 1
-    err.print(f"wrote {out} ({n} review{'s' if n != 1 else ''})", markup=False, highlight=False)
+    _write_out(out, log.text)
+    queues = (
+        f", and {plural(log.queues, 'spot-check queue')} ({plural(log.queue_rows, 'row')}) for `reviews import` "
+        "to recreate"
+        if log.queues
+        else ""
+    )
+    err.print(f"wrote {out} ({plural(log.reviews, 'review')}{queues})", markup=False, highlight=False)
 
 
 def _reviews_to_inspect(db: Path, log: Path | None, out: Path | None, arm: str | None) -> None:

@@ -106,6 +106,26 @@ def test_export_import_keeps_the_queues_and_judge_agreement(ui_db: Path, tmp_pat
     assert portable(again_log) == portable(log)
 
 
+def test_export_says_how_many_reviews_and_queues_it_wrote(ui_db: Path, tmp_path: Path) -> None:
+    """A note may span lines and every row of a queue is a line too: the count the export states is of
+    reviews, and the queues are named apart (it read "50 reviews" for 10 reviews and a queue of 40 rows)."""
+    db = ui_db  # this test's own copy
+    s = Study(db)
+    q = rv.create_spot_check(s, size=3, per_arm=True, seed=1, name="a queue")
+    first, second = rv.queue_row_ids(s, q.queue_id)[:2]
+    rv.add_review(s, first, reviewer="ann", action="confirm", note="first line\nsecond line\nthird line")
+    rv.add_review(s, second, reviewer="ann", action="confirm")
+    queue_rows = len(rv.queue_row_ids(s, q.queue_id))
+    out = tmp_path / "reviews.csv"
+    proc = run_cli("reviews", "export", "--db", str(db), "--out", str(out), check=True)
+    assert f"wrote {out} (2 reviews, and 1 spot-check queue ({queue_rows} rows) for `reviews import` to recreate)" in (
+        proc.stderr
+    ), proc.stderr
+    rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    assert sum(r["action"] != "queue" for r in rows) == 2 and sum(r["action"] == "queue" for r in rows) == queue_rows
+    assert out.read_text(encoding="utf-8").count("\n") - 1 > 2 + queue_rows  # the note's lines: no line count
+
+
 def test_without_the_queues_the_basis_changes(ui_db: Path, tmp_path: Path) -> None:
     """What the issue saw: the same reviews without their queue are no uniform spot check any more."""
     copy = tmp_path / "collaborator.duckdb"

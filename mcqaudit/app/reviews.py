@@ -313,12 +313,30 @@ def review_log_csv(study: StudyLike) -> str:
     columns), so that importing it into a copy of the study recreates the queues. Cells that a spreadsheet
     would run as a formula are neutralised (:func:`~mcqaudit.review.log.neutralise_cell`); the import
     restores them."""
+    return review_log_file(study).text
+
+
+@dataclass(frozen=True)
+class ReviewLog:
+    """The review log's CSV text (:func:`review_log_csv`) and what it holds: reviews, and spot-check queues
+    with their rows (a note may span lines, and a queue's rows are lines too: its lines count neither)."""
+
+    text: str
+    reviews: int
+    queues: int
+    queue_rows: int
+
+
+def review_log_file(study: StudyLike) -> ReviewLog:
+    """:func:`review_log_csv`, with its counts."""
     s = open_study(study)
     lines: list[list[str]] = []
-    for df, columns in ((sql.review_log(s), LOG_COLUMNS), (sql.queue_log(s), EXPORT_COLUMNS)):
+    reviews, queued = sql.review_log(s), sql.queue_log(s)
+    for df, columns in ((reviews, LOG_COLUMNS), (queued, EXPORT_COLUMNS)):
         for rec in df.itertuples(index=False):
             lines.append([_cell(c, v) for c, v in zip(columns, rec, strict=True)])
-    return log_csv(lines)
+    queues = int(queued["queue_id"].nunique()) if len(queued) else 0
+    return ReviewLog(log_csv(lines), len(reviews), queues, len(queued))
 
 
 def export_to_inspect(
