@@ -833,6 +833,29 @@ def test_a_share_at_0_or_100_percent_keeps_the_uncertainty_its_items_leave(tmp_p
     assert other["other_rate"]["ci_high"] != approx(1 - wilson_low(108))
 
 
+def test_a_delta_of_every_item_flipped_keeps_the_uncertainty_its_items_leave(tmp_path: Path) -> None:
+    """A steered arm that answers OTHER on all 27 items its control answers correctly: every replicate's
+    Δaccuracy is -1 and its Δ OTHER rate +1, so resampling reads "-100.0 [-100.0, -100.0]" and "+100.0
+    [+100.0, +100.0]", certainty from 27 items. Each reads the Wilson bound of 27 of 27 items answered
+    differently instead ([-100.0, -87.5] and [+87.5, +100.0]), with the se and MDE of a Δ at 0."""
+    b = StudyBuilder(tmp_path / "s.duckdb")
+    labels = orient.scheme_labels(4, "cyclic")
+    for k in range(27):
+        item = b.item(f"q{k}", n=4, gold=k % 4)
+        for lab in labels:
+            b.row("base", item, lab, b.gold_letter(item, lab))
+            b.row("broken", item, lab, "OTHER")
+    d = report_of(b)["delta_accuracy"]["broken"]
+    z = 1.959963984540054
+    w = z * z / (27 + z * z)
+    acc, other = d["overall"], d["other_rate"]
+    assert (acc["value"], acc["n"]) == (-1.0, 27) and (other["value"], other["n"]) == (1.0, 27)
+    assert (acc["ci_low"], acc["ci_high"]) == (-1.0, approx(w - 1))  # [-100.0, -87.5]
+    assert (other["ci_low"], other["ci_high"]) == (approx(1 - w), 1.0)  # [+87.5, +100.0]
+    assert acc["se"] == approx(w / z) and other["mde"] == approx(2.8 * w / z)
+    assert all(m["ci_high"] == approx(w - 1) for m in d["by_orientation"].values())
+
+
 def test_a_null_from_arms_alike_on_every_item_is_not_called_informative(tmp_path: Path) -> None:
     """Two arms answering all 27 shared items correctly: every replicate's Δ is 0, so resampling reads
     "+0.0 [+0.0, +0.0]" with an MDE of 0.0 pp, and the finding called that null informative. The Δ's interval

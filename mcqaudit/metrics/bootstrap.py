@@ -200,7 +200,7 @@ def safe_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 def summarize(reps: np.ndarray, n: int, *, se: bool = False, fact: bool = False) -> Metric | None:
     """A metric dict from ``[point, replicate...]``; None when the point estimate is undefined. With ``se`` (a
     Δ), its standard error and MDE too; a Δ of the model's answers (not ``fact``: a truncated rate's is a fact
-    of the run) that is 0 in every replicate gets the interval of :func:`_null_of_no_width`."""
+    of the run) that is 0 or ±1 in every replicate gets the interval of :func:`_null_of_no_width`."""
     point = float(reps[0])
     if not math.isfinite(point):
         return None
@@ -224,11 +224,20 @@ def _null_of_no_width(m: Metric) -> None:
     """A Δ that is 0 in every replicate: every shared item answered alike in both arms (both at 100 %, or both
     at 0 % OTHER). Resampling gives "+0.0 [+0.0, +0.0]" with an MDE of 0.0 pp — "a null here is informative"
     from 27 items. Instead ±w, w the Wilson upper bound of 0 of ``n`` items answered differently (27 items:
-    ±12.5 pp), its se w / z, and the MDE from that (17.8 pp): what so few items could not show."""
-    if m["value"] != 0.0 or m["ci_low"] != 0.0 or m["ci_high"] != 0.0 or m["n"] <= 0:
+    ±12.5 pp), its se w / z, and the MDE from that (17.8 pp): what so few items could not show.
+
+    Likewise a Δ that is +1 (or −1) in every replicate: every shared item went from 0 to 100 % (a steered arm
+    that refuses every item its control answers). Resampling gives "+100.0 [+100.0, +100.0]", certainty from
+    27 items; instead [1 − w, 1] (the Wilson lower bound of n of ``n`` items answered differently: [+87.5,
+    +100.0]), with the same se and MDE."""
+    v = m["value"]
+    if v not in (-1.0, 0.0, 1.0) or m["ci_low"] != v or m["ci_high"] != v or m["n"] <= 0:
         return
     w = no_difference_bound(m["n"])
-    m["ci_low"], m["ci_high"] = round6(-w), round6(w)
+    if v == 0.0:
+        m["ci_low"], m["ci_high"] = round6(-w), round6(w)
+    else:  # every shared item answered differently, all one way: the Wilson lower bound of n of n
+        m["ci_low"], m["ci_high"] = (round6(1.0 - w), 1.0) if v > 0 else (-1.0, round6(w - 1.0))
     m["se"] = round6(w / Z)
     m["mde"] = round6(MDE_FACTOR * w / Z)
 
