@@ -771,14 +771,15 @@ def ci_words(boot: BootstrapFacts) -> str:
     were all bootstrapped)."""
     level = f"{int(boot['ci_level'] * 100)} %"
     method = boot.get("method", "bootstrap" if boot.get("resamples") else "none")
+    shares = "; a share's interval is the Wilson interval on the effective size its replicates carry"
     if method == "normal":
         return (
             f"{level}, {boot['resamples']} replicates of the item sums drawn from their normal approximation "
-            f"(the item bootstrap's covariance; seed {boot['seed']})"
+            f"(the item bootstrap's covariance; seed {boot['seed']}){shares}"
         )
     if method == "none":
         return "none (no resamples: point estimates only)"
-    return f"{level}, {boot['resamples']} bootstrap resamples of items (seed {boot['seed']})"
+    return f"{level}, {boot['resamples']} bootstrap resamples of items (seed {boot['seed']}){shares}"
 
 
 def banners(report: Report) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from mcqaudit.formatting import plural
-from mcqaudit.metrics.bootstrap import Sums, at_boundary, clustered_rate, round6, safe_div, summarize
+from mcqaudit.metrics.bootstrap import Sums, clustered_rate, round6, safe_div, share_metric, summarize
 from mcqaudit.metrics.results import JudgeAgreement, LogprobCrosscheck, Metric, Notes
 from mcqaudit.metrics.rules import MIN_AUDIT_ROWS, MIN_CI_ROWS
 from mcqaudit.vocab import VERDICT_CODES, VerdictCode
@@ -36,7 +36,7 @@ def has_reviews(S: Sums, key: int | str) -> bool:
 def _kappa_at_one(out: JudgeAgreement, pe: float) -> None:
     """κ = 1 in every replicate (the reviewer agreed on every row: "κ 1.00 [1.00, 1.00]", certainty from 30
     rows): its lower end is read off the agreement's, the Wilson lower end (:func:`~mcqaudit.metrics.bootstrap.
-    at_boundary`), at the point's chance agreement ``pe``: (p_low − pe) / (1 − pe)."""
+    share_metric`), at the point's chance agreement ``pe``: (p_low − pe) / (1 − pe)."""
     ag, kp = out["agreement"], out["kappa"]
     low = ag.get("ci_low") if ag is not None else None
     if kp is None or low is None or pe >= 1:
@@ -68,10 +68,10 @@ def judge_agreement(
         "sample": "uniform" if scope == "uniform" else "all",
         "reviewed_rows": n,
         "preliminary": n < MIN_AUDIT_ROWS,
-        "agreement": at_boundary(summarize(po, n)),  # 12 of 12 reviewed rows: not [100, 100]
+        "agreement": share_metric(po, n),  # 12 of 12 reviewed rows: not [100, 100]
         "kappa": summarize(kappa, n),
         "precision": {
-            k.name: at_boundary(summarize(safe_div(conf[k, k], row[k]), int(round(row[k][0]))))
+            k.name: share_metric(safe_div(conf[k, k], row[k]), int(round(row[k][0])))
             for k in VERDICT_CODES
         },
         "confusion": {
@@ -104,7 +104,7 @@ def judge_agreement(
                 if S.point(("auto_share", k.name, key)) > 0:
                     assumed.append(k.name)
             corr = corr + share * q
-        m = at_boundary(summarize(corr, int(round(S.point(("auto_den", key))))))
+        m = share_metric(corr, int(round(S.point(("auto_den", key)))))
         if m is not None:
             m["preliminary"] = n < MIN_AUDIT_ROWS
             m["reviewed_rows"] = n
@@ -129,8 +129,8 @@ def logprob_crosscheck(S: Sums, a: int, items: int, mismatch: np.ndarray) -> Log
     tx_acc = safe_div(S["logprob", "text_correct", a], n)
     return {
         "mismatch_rate": clustered_rate(mismatch),
-        "accuracy_logprob": at_boundary(summarize(lp_acc, n_lp)),
-        "accuracy_text": at_boundary(summarize(tx_acc, n_lp)),
+        "accuracy_logprob": share_metric(lp_acc, n_lp),
+        "accuracy_text": share_metric(tx_acc, n_lp),
         "difference": summarize(lp_acc - tx_acc, n_lp),
         "items": items,
     }

@@ -13,7 +13,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 
-from mcqaudit.metrics.bootstrap import Sums, at_boundary, proportion, round6, safe_div, summarize
+from mcqaudit.metrics.bootstrap import Sums, proportion, round6, safe_div, share_metric, summarize
 from mcqaudit.metrics.cells import Families, Rows, group_ids
 from mcqaudit.metrics.facts import design_reasons, gold_shares
 from mcqaudit.metrics.results import Consistency, Design, Family, Metric
@@ -177,7 +177,7 @@ def position_pick_rates(
             note("position_pick_rate", "no answered row with a picked letter in this arm")
         return None, None, None
     share = {
-        LETTERS[q]: at_boundary(summarize(safe_div(S["pick", a, q], picked), int(picked[0]))) for q in range(max_n)
+        LETTERS[q]: share_metric(safe_div(S["pick", a, q], picked), int(picked[0])) for q in range(max_n)
     }
     if design["gold_unbalanced"]:
         return None, None, share
@@ -200,7 +200,7 @@ def _recalls(
     with np.errstate(invalid="ignore"):
         spread = 100 * np.std(rec, axis=1)
     return spread, {
-        LETTERS[q]: at_boundary(summarize(rec[:, j], int(S.point(graded(q))))) for j, q in enumerate(have)
+        LETTERS[q]: share_metric(rec[:, j], int(S.point(graded(q)))) for j, q in enumerate(have)
     }
 
 

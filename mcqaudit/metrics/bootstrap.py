@@ -20,7 +20,7 @@ from mcqaudit.metrics.rules import CI_LEVEL, MDE_FACTOR, CIMethod
 
 __all__ = [
     "Column",
-    "at_boundary",
+    "share_metric",
     "ItemBootstrap",
     "Sums",
     "clustered_rate",
@@ -248,25 +248,36 @@ def ratio(S: Sums, num: Column, den: Column, *, se: bool = False) -> Metric | No
     return summarize(safe_div(S[num], d), int(round(d[0])), se=se)
 
 
+def share_metric(reps: np.ndarray, n: int) -> Metric | None:
+    """A share of the model's answers (0 to 1) from ``[point, replicate...]`` of its item resampling, ``n`` the
+    point's denominator (its items, or its rows). Its interval is the Wilson score interval on the effective
+    sample size that the replicates' variance v carries, p(1 − p) / v (after Korn & Graubard 1998), not their
+    percentiles: with few items near 0 or 100 % the resampled shares bunch at the boundary and their percentile
+    interval is too narrow (27 items at 97 %, 4 orientations each: it held the true share in ~82 % of simulated
+    studies, this one in ~96 %; 91–97 % from 15 to 200 items and 50 to 99 %, at the percentile interval's width
+    from 100 items on). The size is not capped at ``n``: where a design spreads an item's rows over the answers
+    (a balanced rotation puts each item's gold at A once) the rows vary less than independent ones would, and
+    the replicates say so. Where every replicate is the point (every item at the same share, e.g. 0 or 100 %:
+    certainty from resampling) the interval is the Wilson interval on ``n`` (27 of 27 items: [87.5, 100])."""
+    m = summarize(reps, n)
+    if m is None or m["ci_low"] is None or n <= 0:
+        return m
+    p = float(reps[0])
+    boot = reps[1:]
+    boot = boot[np.isfinite(boot)]
+    v = float(np.var(boot, ddof=1)) if boot.size >= 2 else 0.0
+    size = max(1.0, p * (1.0 - p) / v) if 0.0 < p < 1.0 and v > 0.0 else float(n)
+    lo, hi = wilson_interval(p * size, size)
+    m["ci_low"], m["ci_high"] = round6(lo), round6(hi)
+    return m
+
+
 def proportion(S: Sums, num: Column, den: Column) -> Metric | None:
     """A share of the model's answers (Σnum / Σden, 0 to 1: an accuracy, the OTHER rate, a consistency) as
-    :func:`ratio`; but where every item has the same share at 0 or 1, every replicate is the point and the
-    interval has no width ("100.0 [100.0, 100.0] n=27": certainty from 27 items). There the interval is the
-    Wilson score interval on ``n`` (the point's denominator: the items of an item-weighted accuracy, the rows
-    of a row rate): the uncertainty at a boundary that resampling cannot show (27 of 27: [87.5, 100])."""
-    return at_boundary(ratio(S, num, den))
-
-
-def at_boundary(m: Metric | None) -> Metric | None:
-    """``m``, a share of ``n`` (see :func:`proportion`), with the Wilson score interval on ``n`` where it is 0
-    or 1 with an interval of no width."""
-    if m is None:
-        return None
-    v, n = m["value"], m["n"]
-    if v in (0.0, 1.0) and m.get("ci_low") == m.get("ci_high") == v and n > 0:
-        lo, hi = wilson_interval(float(v) * n, float(n))
-        m["ci_low"], m["ci_high"] = round6(lo), round6(hi)
-    return m
+    :func:`ratio`, with the interval of :func:`share_metric` (``n`` the point's denominator: the items of an
+    item-weighted accuracy, the rows of a row rate)."""
+    d = S[den]
+    return share_metric(safe_div(S[num], d), int(round(d[0])))
 
 
 def unpaired(
