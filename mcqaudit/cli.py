@@ -810,8 +810,9 @@ def _info_flags(facts: InfoFacts) -> None:
     if not flags:
         console.print("diagnostics: no flag fired" + (f" ({later})" if later else ""), markup=False)
         return
-    n = len(flags)
-    t = Table(title=f"diagnostics ({n} flag{'' if n == 1 else 's'}; details: `mcqaudit report`)", title_justify="left")
+    from mcqaudit.formatting import plural
+
+    t = Table(title=f"diagnostics ({plural(len(flags), 'flag')}; details: `mcqaudit report`)", title_justify="left")
     for c in ("flag", "arm", "evidence"):
         t.add_column(c, overflow="fold")
     for f in flags:

@@ -593,7 +593,7 @@ def fig_group_delta(report: Report, key: str, metric: GroupDeltaKey = "delta_acc
     for arm in treated:
         ms = [groups[v][arm].get(metric) if arm in groups[v] else None for v in values]
         fig.add_scatter(
-            name=f"{lab[arm]} − {lab[ctrl]}" if ctrl in lab else f"{lab[arm]} − {_txt(ctrl)}",
+            name=f"{lab[arm]} − {lab.get(str(ctrl), _txt(ctrl))}",
             x=[_val(m, 100) for m in ms],
             y=labels,
             error_x=_err(ms, 100),

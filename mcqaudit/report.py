@@ -500,7 +500,7 @@ def _other_rate_finding(report: Report, arm: str, d: ArmDelta, flags: Sequence[F
         text = (f"{'Most of the' if rest else 'The'} OTHER rise is the token budget: {cut:,} of {other:,} OTHER "
                 f"rows of {arm} were cut by the token limit (finish_reason length, or a reasoning block never "
                 f"closed), against {m[ctrl].get('truncated_other_rows', 0):,} of {m[ctrl].get('other_rows', 0):,} "
-                f"in {ctrl}; OTHER on {rates + ', ' if rates else ''}{_delta_basis(d, o['n'], rows)}Δ {pp(o)}, "
+                f"in {ctrl}; OTHER {'on ' + rates + ', ' if rates else ''}{_delta_basis(d, o['n'], rows)}Δ {pp(o)}, "
                 f"and with the truncated rows left out Δ {pp(kept)}"
                 f"{', a smaller rise that remains' if rest else ', no clear rise'}. Raise the token limit or read "
                 f"the answers before reading this as a preference; on answered rows only, Δaccuracy is {pp(aa)}.")  # fmt: skip

@@ -201,6 +201,22 @@ def summarize(reps: np.ndarray, n: int, *, se: bool = False, fact: bool = False)
     """A metric dict from ``[point, replicate...]``; None when the point estimate is undefined. With ``se`` (a
     Δ), its standard error and MDE too; a Δ of the model's answers (not ``fact``: a truncated rate's is a fact
     of the run) that is 0 or ±1 in every replicate gets the interval of :func:`_null_of_no_width`."""
+    got = _summary(reps, n, percentiles=True)
+    if got is None:
+        return None
+    m, sd = got
+    if se:
+        m["se"] = round6(sd)
+        m["mde"] = round6(MDE_FACTOR * sd) if sd is not None else None
+        if not fact:
+            _null_of_no_width(m)
+    return m
+
+
+def _summary(reps: np.ndarray, n: int, *, percentiles: bool) -> tuple[Metric, float | None] | None:
+    """The metric dict of ``[point, replicate...]`` (its percentile interval where ``percentiles``, else none
+    yet) and the replicates' standard deviation (None: fewer than two finite replicates); None when the point
+    estimate is undefined."""
     point = float(reps[0])
     if not math.isfinite(point):
         return None
@@ -208,16 +224,11 @@ def summarize(reps: np.ndarray, n: int, *, se: bool = False, fact: bool = False)
     boot = boot[np.isfinite(boot)]
     lo = hi = sd = None
     if boot.size >= 2:
-        a = (1 - CI_LEVEL) / 2
-        lo, hi = (float(v) for v in np.percentile(boot, [100 * a, 100 * (1 - a)]))
+        if percentiles:
+            a = (1 - CI_LEVEL) / 2
+            lo, hi = (float(v) for v in np.percentile(boot, [100 * a, 100 * (1 - a)]))
         sd = float(np.std(boot, ddof=1))
-    m: Metric = {"value": round6(point), "ci_low": round6(lo), "ci_high": round6(hi), "n": int(n)}
-    if se:
-        m["se"] = round6(sd)
-        m["mde"] = round6(MDE_FACTOR * sd) if sd is not None else None
-        if not fact:
-            _null_of_no_width(m)
-    return m
+    return {"value": round6(point), "ci_low": round6(lo), "ci_high": round6(hi), "n": int(n)}, sd
 
 
 def _null_of_no_width(m: Metric) -> None:
@@ -259,13 +270,13 @@ def share_metric(reps: np.ndarray, n: int) -> Metric | None:
     (a balanced rotation puts each item's gold at A once) the rows vary less than independent ones would, and
     the replicates say so. Where every replicate is the point (every item at the same share, e.g. 0 or 100 %:
     certainty from resampling) the interval is the Wilson interval on ``n`` (27 of 27 items: [87.5, 100])."""
-    m = summarize(reps, n)
-    if m is None or m["ci_low"] is None or n <= 0:
+    got = _summary(reps, n, percentiles=False)
+    if got is None:
+        return None
+    m, sd = got
+    if sd is None or n <= 0:  # no replicates (--bootstrap 0): no interval
         return m
-    p = float(reps[0])
-    boot = reps[1:]
-    boot = boot[np.isfinite(boot)]
-    v = float(np.var(boot, ddof=1)) if boot.size >= 2 else 0.0
+    p, v = float(reps[0]), sd * sd
     size = max(1.0, p * (1.0 - p) / v) if 0.0 < p < 1.0 and v > 0.0 else float(n)
     lo, hi = wilson_interval(p * size, size)
     m["ci_low"], m["ci_high"] = round6(lo), round6(hi)
