@@ -116,12 +116,19 @@ def test_rates_over_all_rows_and_a_delta_on_shared_items_say_which_is_which(tmp_
     db = _ingest(tmp_path, rows, "--control", "ctrl")
     _no_judge(db)
     rep = build_report(db, n_boot=300, seed=0)
-    m, d = rep["metrics"], rep["delta_accuracy"]["treated"]
-    rate_gap = m["treated"]["other_rate"]["value"] - m["ctrl"]["other_rate"]["value"]
-    assert rate_gap > 0.15 and abs(d["other_rate"]["value"]) < 0.1  # the two bases disagree by > 10 pp
+
+    def blank_share(arm: str, shared_only: bool) -> float:  # counted from the rows written, not the report
+        mine = [r for r in rows if r["arm"] == arm and (not shared_only or int(r["item_id"][1:]) < 30)]
+        return sum(r["generation"] == "" for r in mine) / len(mine)  # every row graded: a letter, or blank
+
+    t, c = blank_share("treated", False), blank_share("ctrl", False)
+    delta = blank_share("treated", True) - blank_share("ctrl", True)
+    assert t - c > 0.15 and abs(delta) < 0.1  # the two bases disagree by more than 10 pp
     (text,) = _texts(rep, "other_rate", "treated")
-    t, c = (f"{m[a]['other_rate']['value'] * 100:.1f} %" for a in ("treated", "ctrl"))
-    assert f"{t} of treated's graded rows vs {c} of ctrl's (all items of each); on the shared items (30 items), Δ " in text
+    assert (
+        f"{t * 100:.1f} % of treated's graded rows vs {c * 100:.1f} % of ctrl's (all items of each); on the "
+        f"shared items (30 items), Δ {delta * 100:+.1f} pp [" in text
+    ), text
 
 
 def test_pairwise_matrix_and_control_source(three_models: dict[str, Any]) -> None:
